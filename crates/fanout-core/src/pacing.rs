@@ -1,0 +1,1 @@
+//! Pacing. PLACEHOLDER — being written.

@@ -1,0 +1,150 @@
+//! Round-trip time estimation and the retransmission timer (RFC 6298).
+
+use std::time::Duration;
+
+/// RTO bounds and the initial value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RtoConfig {
+    /// RFC 6298 §2.1: RTO before the first sample (1 s).
+    pub initial: Duration,
+    /// RFC 6298 §2.4 recommends 1 s; Linux uses 200 ms. Default 200 ms.
+    pub min: Duration,
+    /// RFC 6298 §2.5: an upper bound of at least 60 s.
+    pub max: Duration,
+    /// Clock granularity G of RFC 6298 §2.2–2.3.
+    pub granularity: Duration,
+}
+
+impl Default for RtoConfig {
+    fn default() -> Self {
+        RtoConfig {
+            initial: Duration::from_secs(1),
+            min: Duration::from_millis(200),
+            max: Duration::from_secs(60),
+            granularity: Duration::from_millis(1),
+        }
+    }
+}
+
+/// SRTT/RTTVAR/RTO state of one path (one receiver).
+#[derive(Debug, Clone)]
+pub struct RttEstimator {
+    config: RtoConfig,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    latest: Duration,
+    min_rtt: Duration,
+    /// Number of consecutive RTO expiries; RTO is doubled that many times.
+    backoff_exponent: u32,
+}
+
+impl RttEstimator {
+    /// No samples yet; RTO = `config.initial`.
+    pub fn new(config: RtoConfig) -> Self {
+        RttEstimator {
+            config,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            latest: Duration::ZERO,
+            min_rtt: Duration::MAX,
+            backoff_exponent: 0,
+        }
+    }
+
+    /// Smoothed RTT, or the initial RTO's third before any sample.
+    pub fn srtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.config.initial / 3)
+    }
+
+    /// True once a sample was taken.
+    pub fn has_sample(&self) -> bool {
+        self.srtt.is_some()
+    }
+
+    /// RTT variation.
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
+    /// Most recent sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+
+    /// Smallest sample seen (`Duration::MAX` before any).
+    pub fn min_rtt(&self) -> Duration {
+        self.min_rtt
+    }
+
+    /// Feeds one RTT measurement. Callers follow Karn's rule (RFC 6298 §3):
+    /// no samples from retransmitted segments unless a timestamp echo makes
+    /// them unambiguous. A new sample clears the back-off (§5.7).
+    pub fn on_sample(&mut self, rtt: Duration) {
+        self.latest = rtt;
+        self.min_rtt = self.min_rtt.min(rtt);
+        self.backoff_exponent = 0;
+        match self.srtt {
+            // RFC 6298 §2.2: first measurement.
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            // RFC 6298 §2.3: beta = 1/4, alpha = 1/8.
+            Some(srtt) => {
+                let diff = srtt.abs_diff(rtt);
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    /// RFC 6298 §5.5: back off the timer (RTO *= 2), up to `max`.
+    pub fn on_timeout(&mut self) {
+        self.backoff_exponent = (self.backoff_exponent + 1).min(16);
+    }
+
+    /// The retransmission timeout including back-off.
+    pub fn rto(&self) -> Duration {
+        let base = match self.srtt {
+            None => self.config.initial,
+            // RFC 6298 §2.3: RTO = SRTT + max(G, K*RTTVAR), K = 4; §2.4 floor.
+            Some(srtt) => (srtt + self.config.granularity.max(self.rttvar * 4)).max(self.config.min),
+        };
+        base.saturating_mul(1 << self.backoff_exponent)
+            .min(self.config.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc6298_first_and_second_sample() {
+        let mut e = RttEstimator::new(RtoConfig::default());
+        assert_eq!(e.rto(), Duration::from_secs(1));
+        e.on_sample(Duration::from_millis(100));
+        assert_eq!(e.srtt(), Duration::from_millis(100));
+        assert_eq!(e.rttvar(), Duration::from_millis(50));
+        assert_eq!(e.rto(), Duration::from_millis(300));
+        e.on_sample(Duration::from_millis(200));
+        // rttvar = 3/4*50 + 1/4*100 = 62.5; srtt = 7/8*100 + 1/8*200 = 112.5
+        assert_eq!(e.rttvar(), Duration::from_micros(62_500));
+        assert_eq!(e.srtt(), Duration::from_micros(112_500));
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let mut e = RttEstimator::new(RtoConfig::default());
+        e.on_sample(Duration::from_millis(10));
+        assert_eq!(e.rto(), Duration::from_millis(200)); // floor
+        e.on_timeout();
+        assert_eq!(e.rto(), Duration::from_millis(400));
+        for _ in 0..20 {
+            e.on_timeout();
+        }
+        assert_eq!(e.rto(), Duration::from_secs(60));
+        e.on_sample(Duration::from_millis(10));
+        assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+}
