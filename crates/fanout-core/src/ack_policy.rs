@@ -113,7 +113,10 @@ mod tests {
         s.on_ack_sent();
         assert!(!s.should_ack(t0));
         s.on_segment(t0, true);
-        assert!(s.should_ack(t0), "out-of-order data is acknowledged at once");
+        assert!(
+            s.should_ack(t0),
+            "out-of-order data is acknowledged at once"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod stats;
 pub mod time;
 
 pub use engine::{drain, Engine, Transmit};
+pub use pacing::Pacer;
 pub use rangeset::RangeSet;
 pub use rng::Rng;
 pub use time::Instant;

@@ -59,7 +59,10 @@ impl RangeSet {
 
     /// True if `v` is stored.
     pub fn contains(&self, v: u64) -> bool {
-        self.map.range(..=v).next_back().is_some_and(|(_, &e)| v < e)
+        self.map
+            .range(..=v)
+            .next_back()
+            .is_some_and(|(_, &e)| v < e)
     }
 
     /// True if every value of `r` is stored (an empty range is contained).

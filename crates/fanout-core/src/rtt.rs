@@ -108,7 +108,9 @@ impl RttEstimator {
         let base = match self.srtt {
             None => self.config.initial,
             // RFC 6298 §2.3: RTO = SRTT + max(G, K*RTTVAR), K = 4; §2.4 floor.
-            Some(srtt) => (srtt + self.config.granularity.max(self.rttvar * 4)).max(self.config.min),
+            Some(srtt) => {
+                (srtt + self.config.granularity.max(self.rttvar * 4)).max(self.config.min)
+            }
         };
         base.saturating_mul(1 << self.backoff_exponent)
             .min(self.config.max)

@@ -1,1 +1,31 @@
-//! Being written.
+//! fanout's real runtime, the only crate that touches the OS: the clock
+//! ([`Clock`]), UDP sockets with multicast controls ([`UdpEndpoint`]), the
+//! event loop ([`Driver`]) that pumps any [`fanout_core::Engine`] with the
+//! same [`fanout_core::drain`] as the simulator, and user-space loss/delay
+//! injection ([`impair`]) for tests on hosts without netem.
+//!
+//! ```no_run
+//! # fn demo<E: fanout_core::Engine>(engine: &mut E, done: impl Fn(&E) -> bool) -> Result<(), fanout_io::IoError> {
+//! use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
+//! let endpoint = UdpEndpoint::bind("0.0.0.0:9000".parse().unwrap())?;
+//! let mut driver = Driver::new(endpoint, Clock::new(), DriverConfig::default())?;
+//! let stats = driver.run(engine, |e, _now| done(e))?;
+//! println!("sent {} datagrams", stats.datagrams_sent);
+//! # Ok(()) }
+//! ```
+
+mod clock;
+mod driver;
+mod error;
+pub mod impair;
+mod outbox;
+mod poller;
+mod socket;
+mod stats;
+
+pub use clock::Clock;
+pub use driver::{run, Driver, DriverConfig};
+pub use error::IoError;
+pub use impair::{ImpairConfig, ImpairStats, Impairment};
+pub use socket::{EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
+pub use stats::RunStats;

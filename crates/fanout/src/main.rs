@@ -1,1 +1,61 @@
-fn main() {}
+//! `fanout`: deliver the same bytes to many receivers at once.
+
+mod cmd_demo;
+mod cmd_recv;
+mod cmd_send;
+mod cmd_sim;
+mod file_proto;
+mod net_opts;
+mod progress;
+mod report;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Deliver the same bytes — a file or a live stream — to many receivers at
+/// once: fast, reliably, and fair to TCP.
+#[derive(Debug, Parser)]
+#[command(name = "fanout", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// Log verbosity for diagnostics on stderr (error, warn, info, debug, trace).
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Send a file to a receiver (`fanout recv` on the other end).
+    Send(cmd_send::SendArgs),
+    /// Receive one file from a sender.
+    Recv(cmd_recv::RecvArgs),
+    /// Run a simulated network scenario from a TOML file.
+    Sim(cmd_sim::SimArgs),
+    /// A self-contained demonstration: a loopback transfer and a short
+    /// simulation, no setup needed.
+    Demo(cmd_demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Send(a) => cmd_send::run(a),
+        Command::Recv(a) => cmd_recv::run(a),
+        Command::Sim(a) => cmd_sim::run(a),
+        Command::Demo(a) => cmd_demo::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fanout: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The event loop: pumps one [`Engine`] over one [`UdpEndpoint`] with the
+//! same [`fanout_core::drain`] the simulator uses.
+//!
+//! One [`Driver::step`]: read every datagram waiting on the socket (batched
+//! `recvmmsg`, GRO) and hand each to the engine; run expired timers and poll
+//! datagrams out of the engine into GSO batches; send them; then sleep until
+//! input, the next deadline, or writability when the kernel pushed back.
+
+use crate::clock::Clock;
+use crate::error::IoError;
+use crate::impair::{ImpairConfig, Impairment, Verdict};
+use crate::outbox::Outbox;
+use crate::poller::Poller;
+use crate::socket::{canonical, UdpEndpoint};
+use crate::stats::RunStats;
+use fanout_core::{drain, Engine, Instant};
+use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
+use std::io::{self, IoSliceMut};
+use std::time::Duration;
+
+/// Bytes per receive slot: one GRO bundle or one maximal UDP datagram
+/// (65507 bytes) fits, so nothing is truncated.
+const RECV_SLOT_BYTES: usize = 1 << 16;
+
+/// Sleep before retrying a send refused with `ENOBUFS` (no readiness event
+/// announces its end).
+const NO_BUFFER_RETRY: Duration = Duration::from_micros(200);
+
+/// Drain rounds per step before reading input again; with the default
+/// budget, up to 1024 datagrams leave between two reads.
+const MAX_SEND_ROUNDS: usize = 16;
+
+/// How the driver behaves. `Default` is what the CLI wants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriverConfig {
+    /// Datagrams polled from the engine per `drain` call (one GSO batch at most
+    /// is ~45 of 1400 bytes).
+    pub send_budget: usize,
+    /// Datagrams read per step before the engine gets to send; more waiting
+    /// input makes the next step start without sleeping.
+    pub max_recv_per_step: usize,
+    /// Longest sleep of [`Driver::run`] between two `stop` checks.
+    pub max_wait: Duration,
+    /// How long [`Driver::run`] keeps trying to send queued datagrams after
+    /// `stop` said yes.
+    pub linger: Duration,
+    /// Pack equal-size datagrams to one destination into one GSO send (Linux).
+    pub gso: bool,
+    /// Impairment of received datagrams (before the engine sees them).
+    pub rx_impairment: ImpairConfig,
+    /// Impairment of sent datagrams (after the engine emitted them).
+    pub tx_impairment: ImpairConfig,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            send_budget: 64,
+            max_recv_per_step: 4096,
+            max_wait: Duration::from_millis(50),
+            linger: Duration::from_millis(200),
+            gso: true,
+            rx_impairment: ImpairConfig::default(),
+            tx_impairment: ImpairConfig::default(),
+        }
+    }
+}
+
+/// Socket, clock, buffers and counters for running one engine.
+#[derive(Debug)]
+pub struct Driver {
+    poller: Poller,
+    endpoint: UdpEndpoint,
+    state: UdpSocketState,
+    clock: Clock,
+    config: DriverConfig,
+    recv_buf: Box<[u8]>,
+    meta: Box<[RecvMeta]>,
+    send_buf: Vec<u8>,
+    outbox: Outbox,
+    impair_rx: Impairment,
+    impair_tx: Impairment,
+    stats: RunStats,
+    /// Input may still be waiting (the step stopped reading at its cap).
+    rx_pending: bool,
+    /// The last send hit `WouldBlock`: wait for writability before more.
+    tx_blocked: bool,
+    /// The last send hit `ENOBUFS`: retry at this time.
+    tx_retry_at: Option<Instant>,
+}
+
+impl Driver {
+    /// Takes over `endpoint` (made nonblocking) and times everything with `clock`.
+    pub fn new(endpoint: UdpEndpoint, clock: Clock, config: DriverConfig) -> Result<Self, IoError> {
+        if config.send_budget == 0 || config.max_recv_per_step == 0 {
+            return Err(IoError::Config(
+                "send_budget and max_recv_per_step must be > 0",
+            ));
+        }
+        let state = UdpSocketState::new(UdpSockRef::from(endpoint.socket()))
+            .map_err(IoError::option("quinn-udp socket setup"))?;
+        let poller = Poller::new(endpoint.socket())?;
+        let max_segments = if config.gso {
+            state.max_gso_segments()
+        } else {
+            1
+        };
+        Ok(Driver {
+            poller,
+            state,
+            clock,
+            recv_buf: vec![0; BATCH_SIZE * RECV_SLOT_BYTES].into_boxed_slice(),
+            meta: vec![RecvMeta::default(); BATCH_SIZE].into_boxed_slice(),
+            send_buf: Vec::with_capacity(RECV_SLOT_BYTES),
+            outbox: Outbox::new(max_segments),
+            impair_rx: Impairment::new(config.rx_impairment.clone())?,
+            impair_tx: Impairment::new(config.tx_impairment.clone())?,
+            stats: RunStats::default(),
+            rx_pending: false,
+            tx_blocked: false,
+            tx_retry_at: None,
+            endpoint,
+            config,
+        })
+    }
+
+    /// The socket, e.g. to join multicast groups while running.
+    pub fn endpoint(&self) -> &UdpEndpoint {
+        &self.endpoint
+    }
+
+    /// The clock stamping every input.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Most datagrams per send syscall (1 when GSO is off or unsupported).
+    pub fn max_gso_segments(&self) -> usize {
+        if self.config.gso {
+            self.state.max_gso_segments()
+        } else {
+            1
+        }
+    }
+
+    /// Most datagrams one receive slot can carry (1 without GRO).
+    pub fn gro_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> RunStats {
+        RunStats {
+            impair_rx: self.impair_rx.stats(),
+            impair_tx: self.impair_tx.stats(),
+            unsent: (self.outbox.queued() + self.impair_tx.held()) as u64,
+            ..self.stats
+        }
+    }
+
+    /// Runs `engine` until `stop(engine, now)` says so (checked before every
+    /// step and at least every [`DriverConfig::max_wait`]), then lingers up
+    /// to [`DriverConfig::linger`] to send what is still queued.
+    pub fn run<E: Engine + ?Sized>(
+        &mut self,
+        engine: &mut E,
+        mut stop: impl FnMut(&mut E, Instant) -> bool,
+    ) -> Result<RunStats, IoError> {
+        while !stop(engine, self.clock.now()) {
+            self.step(engine, self.config.max_wait)?;
+        }
+        self.flush_queued(self.config.linger)?;
+        Ok(self.stats())
+    }
+
+    /// One loop iteration: receive everything waiting, pump the engine, send,
+    /// then sleep at most `max_wait` until input, a deadline or writability.
+    pub fn step<E: Engine + ?Sized>(
+        &mut self,
+        engine: &mut E,
+        max_wait: Duration,
+    ) -> Result<(), IoError> {
+        self.stats.iterations += 1;
+        self.receive(engine);
+        let now = self.clock.now();
+        self.release_rx(engine, now);
+        let (deadline, more_output) = self.pump(engine);
+        if self.rx_pending || more_output {
+            return Ok(());
+        }
+        self.sleep(deadline, max_wait)
+    }
+
+    /// Tries for up to `timeout` to hand every queued datagram to the kernel
+    /// (including ones held by the send impairment's delay).
+    pub fn flush_queued(&mut self, timeout: Duration) -> Result<(), IoError> {
+        let end = self.clock.now() + timeout;
+        loop {
+            let now = self.clock.now();
+            self.release_tx(now);
+            self.flush(now);
+            if (self.outbox.is_empty() && self.impair_tx.held() == 0) || now >= end {
+                return Ok(());
+            }
+            let mut deadline = end;
+            for d in [self.impair_tx.poll_timeout(), self.tx_retry_at]
+                .into_iter()
+                .flatten()
+            {
+                deadline = deadline.min(d);
+            }
+            self.poller.want_writable(self.tx_blocked)?;
+            self.poller.wait(&self.clock, Some(deadline), timeout)?;
+        }
+    }
+
+    /// Reads until the socket is empty or the per-step cap is reached.
+    fn receive<E: Engine + ?Sized>(&mut self, engine: &mut E) {
+        let Driver {
+            endpoint,
+            state,
+            clock,
+            config,
+            recv_buf,
+            meta,
+            impair_rx,
+            stats,
+            rx_pending,
+            ..
+        } = self;
+        let rx_transparent = impair_rx.is_transparent();
+        let mut got = 0;
+        *rx_pending = false;
+        loop {
+            if got >= config.max_recv_per_step {
+                *rx_pending = true;
+                return;
+            }
+            let mut slots = recv_buf.chunks_mut(RECV_SLOT_BYTES);
+            let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
+                std::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
+            let n = match state.recv(UdpSockRef::from(endpoint.socket()), &mut bufs, meta) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // E.g. a queued ICMP error; count it and look again next step.
+                    tracing::debug!("recv: {e}");
+                    stats.recv_errors += 1;
+                    *rx_pending = true;
+                    return;
+                }
+            };
+            stats.recv_syscalls += 1;
+            let now = clock.now();
+            for (m, buf) in meta.iter().zip(bufs.iter()).take(n) {
+                let from = canonical(m.addr);
+                let bytes = &buf[..m.len];
+                let stride = if m.stride == 0 { m.len } else { m.stride };
+                let mut deliver = |d: &[u8]| {
+                    got += 1;
+                    stats.datagrams_received += 1;
+                    stats.bytes_received += d.len() as u64;
+                    if rx_transparent || impair_rx.handle(now, from, d) == Verdict::Pass {
+                        stats.datagrams_delivered += 1;
+                        engine.handle_datagram(now, from, d);
+                    }
+                };
+                if bytes.is_empty() {
+                    // `chunks` yields nothing for an empty datagram.
+                    deliver(bytes);
+                } else {
+                    bytes.chunks(stride).for_each(deliver);
+                }
+            }
+        }
+    }
+
+    /// Delivers received datagrams whose impairment delay has passed.
+    fn release_rx<E: Engine + ?Sized>(&mut self, engine: &mut E, now: Instant) {
+        let delivered = self
+            .impair_rx
+            .release(now, |from, d| engine.handle_datagram(now, from, d));
+        self.stats.datagrams_delivered += delivered as u64;
+    }
+
+    /// Moves sent datagrams whose impairment delay has passed to the outbox.
+    fn release_tx(&mut self, now: Instant) {
+        let outbox = &mut self.outbox;
+        self.impair_tx.release(now, |to, d| outbox.push(to, d));
+    }
+
+    /// Runs timers and polls datagrams out of the engine while the kernel
+    /// takes them. Returns the engine's next deadline and whether it may have
+    /// more to send right away.
+    fn pump<E: Engine + ?Sized>(&mut self, engine: &mut E) -> (Option<Instant>, bool) {
+        let budget = self.config.send_budget;
+        let mut deadline = engine.poll_timeout();
+        for _ in 0..MAX_SEND_ROUNDS {
+            let now = self.clock.now();
+            self.release_tx(now);
+            self.flush(now);
+            // Backpressure: while the kernel refuses, only timers run.
+            let room = if self.outbox.is_empty() { budget } else { 0 };
+            let mut emitted = 0;
+            let Driver {
+                send_buf,
+                outbox,
+                impair_tx,
+                stats,
+                ..
+            } = self;
+            let tx_transparent = impair_tx.is_transparent();
+            deadline = drain(engine, now, send_buf, room, |t, d| {
+                emitted += 1;
+                stats.datagrams_emitted += 1;
+                if tx_transparent || impair_tx.handle(now, t.destination, d) == Verdict::Pass {
+                    outbox.push(t.destination, d);
+                }
+            });
+            self.flush(now);
+            if emitted < budget {
+                return (deadline, false);
+            }
+        }
+        (deadline, true)
+    }
+
+    /// Sends queued batches until the outbox is empty or the kernel pushes back.
+    fn flush(&mut self, now: Instant) {
+        match self.tx_retry_at {
+            Some(t) if t > now => return,
+            Some(_) => self.tx_retry_at = None,
+            None => {}
+        }
+        while let Some((batch, contents)) = self.outbox.front() {
+            let transmit = quinn_udp::Transmit {
+                destination: self.endpoint.map_destination(batch.destination),
+                ecn: None,
+                contents,
+                segment_size: (batch.segments > 1).then_some(batch.segment_size),
+                src_ip: None,
+            };
+            match self
+                .state
+                .try_send(UdpSockRef::from(self.endpoint.socket()), &transmit)
+            {
+                Ok(()) => {
+                    self.stats.send_syscalls += 1;
+                    self.stats.datagrams_sent += batch.segments as u64;
+                    self.stats.bytes_sent += batch.len as u64;
+                    self.tx_blocked = false;
+                    self.outbox.pop_front();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stats.send_would_block += 1;
+                    self.tx_blocked = true;
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_no_buffer(&e) => {
+                    self.stats.send_no_buffer += 1;
+                    self.tx_retry_at = Some(now + NO_BUFFER_RETRY);
+                    return;
+                }
+                Err(e) if batch.segments > 1 => {
+                    // GSO refused (quinn-udp then lowers max_gso_segments):
+                    // resend the datagrams one by one rather than lose them.
+                    tracing::debug!("GSO send of {} datagrams failed: {e}", batch.segments);
+                    self.outbox.split_front();
+                    self.outbox.set_max_segments(self.max_gso_segments());
+                }
+                Err(e) => {
+                    tracing::debug!("send to {} failed: {e}", batch.destination);
+                    self.stats.send_errors += batch.segments as u64;
+                    self.outbox.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Sleeps until input, `deadline`, writability (when blocked), a held
+    /// datagram's release, or `max_wait`.
+    fn sleep(&mut self, deadline: Option<Instant>, max_wait: Duration) -> Result<(), IoError> {
+        let now = self.clock.now();
+        let mut wake = deadline;
+        if self.tx_blocked && !self.outbox.is_empty() {
+            // Writability wakes us; an engine deadline that already passed
+            // (e.g. a pacer waiting to send) must not spin meanwhile.
+            wake = wake.map(|d| d.max(now + NO_BUFFER_RETRY));
+        }
+        let others = [
+            self.impair_rx.poll_timeout(),
+            self.impair_tx.poll_timeout(),
+            self.tx_retry_at,
+        ];
+        for d in others.into_iter().flatten() {
+            wake = Some(wake.map_or(d, |w| w.min(d)));
+        }
+        self.poller
+            .want_writable(self.tx_blocked && !self.outbox.is_empty())?;
+        self.poller.wait(&self.clock, wake, max_wait)
+    }
+}
+
+/// Runs `engine` on a fresh [`Driver`] over `endpoint` until `stop` says so.
+pub fn run<E: Engine + ?Sized>(
+    engine: &mut E,
+    endpoint: UdpEndpoint,
+    clock: Clock,
+    config: DriverConfig,
+    stop: impl FnMut(&mut E, Instant) -> bool,
+) -> Result<RunStats, IoError> {
+    Driver::new(endpoint, clock, config)?.run(engine, stop)
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn is_no_buffer(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn is_no_buffer(_: &io::Error) -> bool {
+    false
+}

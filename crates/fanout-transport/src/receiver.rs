@@ -1,0 +1,437 @@
+//! The receiving side of a unicast session: accepts one sender, reassembles
+//! the stream, acknowledges (cumulative + SACK + window + timestamp echo) on
+//! the configured schedule, and lingers after the end so the sender's last
+//! retransmissions are still answered.
+
+use crate::config::TransportConfig;
+use crate::event::{CloseReason, Event};
+use crate::recv_buffer::{RecvBuffer, Refused};
+use crate::stats::ReceiverStats;
+use crate::wire::{
+    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
+    MAX_SACK_RANGES,
+};
+use fanout_core::ack_policy::AckScheduler;
+use fanout_core::codec::{expand_pn, truncate_pn};
+use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
+use fanout_core::{Engine, Transmit};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// Most replies to strangers (busy resets) queued at once; the rest are
+/// dropped, so a connect flood cannot grow memory.
+const MAX_PENDING_REFUSALS: usize = 16;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Listening,
+    Established,
+    /// Whole stream read; answering retransmissions until `until`.
+    Lingering {
+        until: Option<Instant>,
+    },
+    Closed(CloseReason),
+}
+
+/// The receiving end of a unicast session.
+#[derive(Debug)]
+pub struct Receiver {
+    config: TransportConfig,
+    state: State,
+    peer: Option<(SocketAddr, u64)>,
+    buffer: RecvBuffer,
+    fin: Option<u64>,
+    acks: AckScheduler,
+    /// RFC 7323 TS.Recent: timestamp to echo.
+    ts_recent: u32,
+    /// Cumulative point of the last ACK sent (RFC 7323 Last.ACK.sent).
+    last_ack_sent: u64,
+    advertised_window_end: u64,
+    most_recent: Option<Range<u64>>,
+    unacked_since: Option<Instant>,
+    accept_pending: Option<u32>,
+    refusals: VecDeque<(SocketAddr, u64)>,
+    largest_pn: Option<u64>,
+    next_pn: u64,
+    last_heard: Instant,
+    events: VecDeque<Event>,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    /// Waits for one sender.
+    pub fn listen(config: TransportConfig, now: Instant) -> Self {
+        Receiver {
+            buffer: RecvBuffer::new(config.recv_window_bytes),
+            acks: AckScheduler::new(config.ack),
+            state: State::Listening,
+            peer: None,
+            fin: None,
+            ts_recent: 0,
+            last_ack_sent: 0,
+            advertised_window_end: 0,
+            most_recent: None,
+            unacked_since: None,
+            accept_pending: None,
+            refusals: VecDeque::new(),
+            largest_pn: None,
+            next_pn: 0,
+            last_heard: now,
+            events: VecDeque::new(),
+            stats: ReceiverStats::default(),
+            config,
+        }
+    }
+
+    /// Copies in-order stream bytes into `out`; returns the count (0 when
+    /// nothing is readable yet).
+    pub fn read(&mut self, out: &mut [u8]) -> usize {
+        let n = self.buffer.read(out);
+        if n > 0 {
+            // Window update once it opened by a quarter (RFC 9293 §3.8.6.2.2
+            // receiver-side silly window avoidance).
+            let opened = self.buffer.window_end() - self.advertised_window_end;
+            let mss = self.config.max_payload();
+            if opened >= (2 * mss).max(self.buffer.capacity() / 4) {
+                self.acks.request_immediate();
+            }
+        }
+        if self.fin == Some(self.buffer.read_pos()) && self.state == State::Established {
+            self.state = State::Lingering { until: None };
+            self.events.push_back(Event::Finished);
+            self.acks.request_immediate();
+        }
+        n
+    }
+
+    /// Bytes readable now.
+    pub fn readable(&self) -> u64 {
+        self.buffer.readable()
+    }
+
+    /// Stream bytes read by the application so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.buffer.read_pos()
+    }
+
+    /// The stream length, once the sender's end of stream arrived.
+    pub fn stream_len(&self) -> Option<u64> {
+        self.fin
+    }
+
+    /// True once the whole stream was read.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Lingering { .. })
+            || self.close_reason() == Some(&CloseReason::Completed)
+    }
+
+    /// Next application event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// True once the session ended.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed(_))
+    }
+
+    /// Why the session ended, once it has.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        match &self.state {
+            State::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The sender's address once connected.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer.map(|(a, _)| a)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+
+    /// Aborts the session, telling the sender why.
+    pub fn reset(&mut self, code: u64, reason: &str) {
+        if let Some((addr, id)) = self.peer {
+            if !self.is_closed() {
+                self.refusals.push_back((addr, id));
+            }
+        }
+        self.close(CloseReason::LocalReset {
+            code,
+            reason: reason.into(),
+        });
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        if !self.is_closed() {
+            self.state = State::Closed(reason.clone());
+            self.events.push_back(Event::Closed(reason));
+        }
+    }
+
+    /// Cumulative ACK point: data in order, plus one for a received FIN.
+    fn ack_point(&self) -> u64 {
+        let nxt = self.buffer.rcv_nxt();
+        nxt + u64::from(self.fin == Some(nxt))
+    }
+
+    fn on_data(&mut self, now: Instant, d: &DataFrame<'_>) {
+        let range = d.range();
+        if d.fin {
+            let consistent = self.fin.is_none_or(|f| f == range.end)
+                && range.end >= self.buffer.rcv_nxt()
+                && self
+                    .buffer
+                    .out_of_order()
+                    .last()
+                    .is_none_or(|r| r.end <= range.end);
+            if !consistent {
+                self.stats.drops.count(DropReason::UnexpectedFrame);
+                return;
+            }
+            self.fin = Some(range.end);
+        }
+        if self.fin.is_some_and(|f| range.end > f) {
+            self.stats.drops.count(DropReason::BeyondWindow);
+            return;
+        }
+        let nxt_before = self.buffer.rcv_nxt();
+        let mut duplicate = false;
+        if !d.payload.is_empty() {
+            match self.buffer.insert(d.offset, d.payload) {
+                Ok(n) => self.stats.payload_bytes_received += n,
+                Err(Refused::Duplicate) => {
+                    duplicate = true;
+                    self.stats.duplicate_bytes += d.payload.len() as u64;
+                    self.stats.drops.count(DropReason::Duplicate);
+                }
+                Err(Refused::BeyondWindow) => {
+                    self.stats.drops.count(DropReason::BeyondWindow);
+                    return;
+                }
+            }
+        }
+        // RFC 7323 §4.3: TS.Recent comes from segments at the left edge.
+        if d.offset <= self.last_ack_sent {
+            self.ts_recent = d.timestamp;
+        }
+        let out_of_order = d.offset > nxt_before;
+        let filled_gap = !out_of_order && self.buffer.rcv_nxt() > range.end;
+        self.most_recent = Some(range);
+        self.unacked_since.get_or_insert(now);
+        self.acks
+            .on_segment(now, out_of_order || filled_gap || duplicate || d.fin);
+    }
+
+    fn handle_frames(&mut self, now: Instant, body: &[u8]) {
+        for frame in decode_frames(body) {
+            let Ok(frame) = frame else {
+                self.stats.drops.count(DropReason::MalformedFrame);
+                return;
+            };
+            match frame {
+                Frame::Connect(c) if c.sends_data => self.accept_pending = Some(c.timestamp),
+                Frame::Data(d) => self.on_data(now, &d),
+                Frame::Ping => self.acks.request_immediate(),
+                Frame::Close(_) => {
+                    let complete = self.fin.is_some_and(|f| self.buffer.rcv_nxt() == f);
+                    if complete {
+                        self.close(CloseReason::Completed);
+                    } else {
+                        self.close(CloseReason::PeerReset {
+                            code: 0,
+                            reason: "closed before the end of the stream".into(),
+                        });
+                    }
+                }
+                Frame::Reset(CloseFrame { code, reason }) => {
+                    self.close(CloseReason::PeerReset {
+                        code,
+                        reason: reason.into(),
+                    });
+                }
+                Frame::AckFrequency(n) => self.acks.set_every_segments(n),
+                Frame::Padding => {}
+                Frame::Connect(_) | Frame::Accept(_) | Frame::Ack(_) | Frame::Skip(_) => {
+                    self.stats.drops.count(DropReason::UnexpectedFrame);
+                }
+            }
+        }
+    }
+
+    fn header(&mut self, session_id: u64, out: &mut Vec<u8>) {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        Header {
+            flags: HeaderFlags::default(),
+            session_id,
+            packet_number: truncate_pn(pn),
+        }
+        .encode(out);
+    }
+
+    fn build_ack(&self, now: Instant) -> AckFrame {
+        let cumulative = self.ack_point();
+        let mut sack: Vec<Range<u64>> = self.buffer.out_of_order().collect();
+        if let Some(f) = self.fin.filter(|&f| f > self.buffer.rcv_nxt()) {
+            match sack.last_mut() {
+                Some(last) if last.end == f => last.end += 1,
+                _ => sack.push(f..f + 1),
+            }
+        }
+        // RFC 2018 §4: the first block reports the most recent arrival.
+        if let Some(recent) = &self.most_recent {
+            if let Some(i) = sack
+                .iter()
+                .position(|r| r.start <= recent.start && recent.end <= r.end)
+            {
+                let r = sack.remove(i);
+                sack.insert(0, r);
+            }
+        }
+        sack.truncate(MAX_SACK_RANGES);
+        AckFrame {
+            cumulative,
+            window: self
+                .buffer
+                .window_end()
+                .saturating_sub(self.buffer.rcv_nxt()),
+            timestamp_echo: self.ts_recent,
+            ack_delay_us: self
+                .unacked_since
+                .map_or(0, |t| (now - t).as_micros() as u64),
+            sack,
+        }
+    }
+}
+
+impl Engine for Receiver {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams_received += 1;
+        let (header, body) = match crate::wire::accept_header(datagram) {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.stats.drops.count(reason);
+                return;
+            }
+        };
+        let is_connect =
+            matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(c))) if c.sends_data);
+        match self.peer {
+            None if is_connect => {
+                self.peer = Some((from, header.session_id));
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+            }
+            None => {
+                self.stats.drops.count(DropReason::UnknownSession);
+                return;
+            }
+            Some((addr, id)) if (addr, id) != (from, header.session_id) => {
+                if is_connect {
+                    if self.refusals.len() < MAX_PENDING_REFUSALS {
+                        self.refusals.push_back((from, header.session_id));
+                    } else {
+                        self.stats.drops.count(DropReason::LimitExceeded);
+                    }
+                } else {
+                    self.stats.drops.count(if addr != from {
+                        DropReason::UnknownPeer
+                    } else {
+                        DropReason::UnknownSession
+                    });
+                }
+                return;
+            }
+            Some(_) => {}
+        }
+        if self.is_closed() {
+            return;
+        }
+        let pn = expand_pn(self.largest_pn.map_or(0, |l| l + 1), header.packet_number);
+        self.largest_pn = Some(self.largest_pn.map_or(pn, |l| l.max(pn)));
+        self.last_heard = now;
+        self.handle_frames(now, body);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((addr, id)) = self.refusals.pop_front() {
+            self.header(id, buf);
+            let own = self.peer == Some((addr, id));
+            let reason = if own {
+                "receiver aborted"
+            } else {
+                "receiver busy with another session"
+            };
+            Frame::Reset(CloseFrame { code: 1, reason }).encode(buf);
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: addr });
+        }
+        let (peer, session_id) = self.peer?;
+        if let State::Lingering { until: None } = self.state {
+            self.state = State::Lingering {
+                until: Some(now + self.config.linger),
+            };
+        }
+        if self.is_closed() {
+            return None;
+        }
+        if let Some(ts) = self.accept_pending.take() {
+            self.header(session_id, buf);
+            Frame::Accept(ConnectFrame {
+                sends_data: false,
+                max_payload: self.config.max_payload(),
+                window: self.buffer.window_end() - self.buffer.rcv_nxt(),
+                timestamp: ts,
+                member_id: 1,
+            })
+            .encode(buf);
+            self.advertised_window_end = self.buffer.window_end();
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: peer });
+        }
+        if !self.acks.should_ack(now) {
+            return None;
+        }
+        let ack = self.build_ack(now);
+        self.header(session_id, buf);
+        self.last_ack_sent = ack.cumulative;
+        self.advertised_window_end = self.buffer.window_end();
+        Frame::Ack(ack).encode(buf);
+        self.acks.on_ack_sent();
+        self.unacked_since = None;
+        self.stats.acks_sent += 1;
+        self.stats.datagrams_sent += 1;
+        Some(Transmit { destination: peer })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Listening | State::Closed(_) => None,
+            State::Established => [
+                self.acks.deadline(),
+                Some(self.last_heard + self.config.idle_timeout),
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
+            State::Lingering { until } => [self.acks.deadline(), until].into_iter().flatten().min(),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::Established if now >= self.last_heard + self.config.idle_timeout => {
+                self.close(CloseReason::IdleTimeout);
+            }
+            State::Lingering { until: Some(t) } if now >= t => self.close(CloseReason::Completed),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The receiver's reassembly buffer: out-of-order segments land in a ring of
+//! fixed capacity (the receive window) and are read in order.
+
+use fanout_core::RangeSet;
+use std::ops::Range;
+
+/// Why a segment was not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Entirely below the read position or already held.
+    Duplicate,
+    /// Ends beyond the window (read position + capacity).
+    BeyondWindow,
+}
+
+/// Bytes from `read_pos` to `read_pos + capacity`.
+#[derive(Debug)]
+pub struct RecvBuffer {
+    ring: Vec<u8>,
+    read_pos: u64,
+    /// Held ranges at or above `read_pos` (including ones already readable).
+    held: RangeSet,
+}
+
+impl RecvBuffer {
+    /// A buffer whose window is `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        RecvBuffer {
+            ring: vec![0; capacity.max(1)],
+            read_pos: 0,
+            held: RangeSet::new(),
+        }
+    }
+
+    /// Window size in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.ring.len() as u64
+    }
+
+    /// Next offset the application will read.
+    pub fn read_pos(&self) -> u64 {
+        self.read_pos
+    }
+
+    /// First offset not yet received in order (TCP's RCV.NXT).
+    pub fn rcv_nxt(&self) -> u64 {
+        self.held
+            .range_containing(self.read_pos)
+            .map_or(self.read_pos, |r| r.end)
+    }
+
+    /// Offsets that may be stored: `[read_pos, read_pos + capacity)`.
+    pub fn window_end(&self) -> u64 {
+        self.read_pos + self.capacity()
+    }
+
+    /// Received ranges above [`RecvBuffer::rcv_nxt`].
+    pub fn out_of_order(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        let nxt = self.rcv_nxt();
+        self.held.iter().filter(move |r| r.start > nxt)
+    }
+
+    /// Number of held ranges (bounded by the window, one per hole).
+    pub fn range_count(&self) -> usize {
+        self.held.range_count()
+    }
+
+    /// Stores `data` at `offset`; returns the newly stored byte count.
+    pub fn insert(&mut self, offset: u64, data: &[u8]) -> Result<u64, Refused> {
+        let end = offset + data.len() as u64;
+        if end > self.window_end() {
+            return Err(Refused::BeyondWindow);
+        }
+        let start = offset.max(self.read_pos);
+        if start >= end || self.held.contains_range(start..end) {
+            return Err(Refused::Duplicate);
+        }
+        let cap = self.capacity();
+        let src = &data[(start - offset) as usize..];
+        let mut at = start;
+        let mut src = src;
+        while !src.is_empty() {
+            let idx = (at % cap) as usize;
+            let n = src.len().min(self.ring.len() - idx);
+            self.ring[idx..idx + n].copy_from_slice(&src[..n]);
+            src = &src[n..];
+            at += n as u64;
+        }
+        Ok(self.held.insert(start..end))
+    }
+
+    /// Marks `[offset, offset+len)` as delivered without data (a skip:
+    /// bytes that will never come); they read as zeros.
+    pub fn skip(&mut self, range: Range<u64>) -> u64 {
+        let start = range.start.max(self.read_pos);
+        let end = range.end.min(self.window_end());
+        if start >= end {
+            return 0;
+        }
+        for gap in self.held.gaps_in(start..end) {
+            let cap = self.capacity();
+            for at in gap {
+                self.ring[(at % cap) as usize] = 0;
+            }
+        }
+        self.held.insert(start..end)
+    }
+
+    /// Bytes readable now.
+    pub fn readable(&self) -> u64 {
+        self.rcv_nxt() - self.read_pos
+    }
+
+    /// Copies readable bytes into `out`; returns the count.
+    pub fn read(&mut self, out: &mut [u8]) -> usize {
+        let n = (self.readable() as usize).min(out.len());
+        let cap = self.capacity();
+        let mut done = 0;
+        while done < n {
+            let idx = ((self.read_pos + done as u64) % cap) as usize;
+            let k = (n - done).min(self.ring.len() - idx);
+            out[done..done + k].copy_from_slice(&self.ring[idx..idx + k]);
+            done += k;
+        }
+        self.read_pos += n as u64;
+        self.held.remove_below(self.read_pos);
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn reassembles_out_of_order() {
+        let mut b = RecvBuffer::new(8);
+        assert_eq!(b.insert(4, b"efgh"), Ok(4));
+        assert_eq!(b.rcv_nxt(), 0);
+        assert_eq!(b.out_of_order().collect::<Vec<_>>(), vec![4..8]);
+        assert_eq!(b.insert(8, b"i"), Err(Refused::BeyondWindow));
+        assert_eq!(b.insert(0, b"abcd"), Ok(4));
+        assert_eq!(b.insert(2, b"cd"), Err(Refused::Duplicate));
+        let mut out = [0u8; 5];
+        assert_eq!(b.read(&mut out), 5);
+        assert_eq!(&out, b"abcde");
+        assert_eq!(b.insert(8, b"ijklm"), Ok(5));
+        let mut out = [0u8; 16];
+        assert_eq!(b.read(&mut out), 8);
+        assert_eq!(&out[..8], b"fghijklm");
+    }
+
+    proptest! {
+        /// Any arrival order of any segmentation reads back the original stream.
+        #[test]
+        fn any_order_reads_back(data in proptest::collection::vec(any::<u8>(), 1..300),
+                                cuts in proptest::collection::vec(1usize..40, 1..20),
+                                seed: u64) {
+            let mut segs = Vec::new();
+            let mut at = 0;
+            let mut i = 0;
+            while at < data.len() {
+                let n = cuts[i % cuts.len()].min(data.len() - at);
+                segs.push((at, n));
+                at += n;
+                i += 1;
+            }
+            let mut rng = fanout_core::Rng::new(seed);
+            for k in (1..segs.len()).rev() {
+                segs.swap(k, rng.below(k as u64 + 1) as usize);
+            }
+            let mut b = RecvBuffer::new(64);
+            let mut got = Vec::new();
+            let mut pending = segs;
+            while !pending.is_empty() {
+                pending.retain(|&(o, n)| b.insert(o as u64, &data[o..o + n]) == Err(Refused::BeyondWindow));
+                let mut out = [0u8; 17];
+                loop {
+                    let k = b.read(&mut out);
+                    if k == 0 { break; }
+                    got.extend_from_slice(&out[..k]);
+                }
+            }
+            prop_assert_eq!(got, data);
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! Frames: the units inside a datagram after the header (`docs/wire.md` §3).
+
+use fanout_core::codec::{DecodeError, Reader, Writer, VARINT_MAX};
+use std::ops::Range;
+
+/// Most SACK ranges one ACK may carry. Bounds the work and memory a peer can
+/// force per ACK (ARCHITECTURE: every peer-controlled count is bounded).
+pub const MAX_SACK_RANGES: usize = 32;
+/// Longest close/reset reason, in bytes.
+pub const MAX_REASON_BYTES: usize = 256;
+
+const T_PADDING: u8 = 0x00;
+const T_PING: u8 = 0x01;
+const T_CONNECT: u8 = 0x02;
+const T_ACCEPT: u8 = 0x03;
+const T_ACK: u8 = 0x04;
+const T_SKIP: u8 = 0x05;
+const T_CLOSE: u8 = 0x06;
+const T_RESET: u8 = 0x07;
+const T_ACK_FREQUENCY: u8 = 0x08;
+const T_DATA: u8 = 0x10;
+const DATA_FIN: u8 = 0x01;
+const DATA_MSG_END: u8 = 0x02;
+
+/// Opens a session (sent by the initiator) or answers it (`accept`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectFrame {
+    /// True if the sender of this frame is the one that will send data.
+    pub sends_data: bool,
+    /// Largest DATA payload the sender of this frame accepts, in bytes.
+    pub max_payload: u64,
+    /// Receive window the sender of this frame offers, in bytes.
+    pub window: u64,
+    /// Sender's clock in microseconds (low 32 bits) for the first RTT sample;
+    /// in ACCEPT, the echo of the CONNECT's value.
+    pub timestamp: u32,
+    /// In ACCEPT: the id the accepting side gives this member (0 in CONNECT).
+    pub member_id: u64,
+}
+
+/// A piece of the byte stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataFrame<'a> {
+    /// Stream offset of the first byte.
+    pub offset: u64,
+    /// Sender's clock in microseconds (low 32 bits), echoed in ACKs (RFC 7323
+    /// style RTT measurement, free of Karn's ambiguity).
+    pub timestamp: u32,
+    /// The stream ends after this payload.
+    pub fin: bool,
+    /// An application message ends after this payload.
+    pub message_end: bool,
+    /// The bytes.
+    pub payload: &'a [u8],
+}
+
+impl DataFrame<'_> {
+    /// Stream range covered.
+    pub fn range(&self) -> Range<u64> {
+        self.offset..self.offset + self.payload.len() as u64
+    }
+}
+
+/// Cumulative + selective acknowledgement (RFC 2018 semantics on byte
+/// offsets), receive window and timestamp echo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckFrame {
+    /// Every byte below this offset was received.
+    pub cumulative: u64,
+    /// Bytes beyond `cumulative` the receiver will accept.
+    pub window: u64,
+    /// Timestamp of the data segment this ACK answers (RFC 7323 TS.Recent).
+    pub timestamp_echo: u32,
+    /// Time the receiver held the ACK back, in microseconds.
+    pub ack_delay_us: u64,
+    /// Received ranges above `cumulative`, disjoint, at most
+    /// [`MAX_SACK_RANGES`]; the first holds the most recent arrival.
+    pub sack: Vec<Range<u64>>,
+}
+
+/// "These stream bytes will never come" (real-time modes: TCP-RTM, TCP-CM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkipFrame {
+    /// First skipped offset.
+    pub offset: u64,
+    /// Number of skipped bytes.
+    pub len: u64,
+}
+
+/// Graceful close or abortive reset, with a code and a human reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloseFrame<'a> {
+    /// 0 = no error; otherwise an application or transport error code.
+    pub code: u64,
+    /// UTF-8, at most [`MAX_REASON_BYTES`].
+    pub reason: &'a str,
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Ignored filler.
+    Padding,
+    /// Elicits an ACK; keeps an idle session alive.
+    Ping,
+    /// Opens a session.
+    Connect(ConnectFrame),
+    /// Accepts a session.
+    Accept(ConnectFrame),
+    /// Acknowledgement.
+    Ack(AckFrame),
+    /// Stream data.
+    Data(DataFrame<'a>),
+    /// Abandoned stream bytes.
+    Skip(SkipFrame),
+    /// Graceful close.
+    Close(CloseFrame<'a>),
+    /// Abortive reset.
+    Reset(CloseFrame<'a>),
+    /// Sender asks receivers to acknowledge every `n` segments (SMO adaptive
+    /// ACKs); 1 ≤ n ≤ 64.
+    AckFrequency(u32),
+}
+
+fn offset_range(r: &mut Reader<'_>, field: &'static str) -> Result<(u64, u64), DecodeError> {
+    let start = r.varint()?;
+    let len = r.varint()?;
+    if start.checked_add(len).is_none_or(|end| end > VARINT_MAX) {
+        return Err(DecodeError::Invalid(field));
+    }
+    Ok((start, len))
+}
+
+fn decode_connect(r: &mut Reader<'_>) -> Result<ConnectFrame, DecodeError> {
+    let sends_data = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(DecodeError::Invalid("connect.sends_data")),
+    };
+    Ok(ConnectFrame {
+        sends_data,
+        max_payload: r.varint()?,
+        window: r.varint()?,
+        timestamp: r.u32()?,
+        member_id: r.varint()?,
+    })
+}
+
+fn decode_ack(r: &mut Reader<'_>) -> Result<AckFrame, DecodeError> {
+    let cumulative = r.varint()?;
+    let window = r.varint()?;
+    let timestamp_echo = r.u32()?;
+    let ack_delay_us = r.varint()?;
+    let n = r.varint_len("ack.sack_count", MAX_SACK_RANGES)?;
+    let mut sack = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (start, len) = offset_range(r, "ack.sack")?;
+        if len == 0 || start < cumulative {
+            return Err(DecodeError::Invalid("ack.sack"));
+        }
+        sack.push(start..start + len);
+    }
+    Ok(AckFrame {
+        cumulative,
+        window,
+        timestamp_echo,
+        ack_delay_us,
+        sack,
+    })
+}
+
+fn decode_close<'a>(r: &mut Reader<'a>) -> Result<CloseFrame<'a>, DecodeError> {
+    let code = r.varint()?;
+    let n = r.varint_len("close.reason", MAX_REASON_BYTES)?;
+    let reason =
+        std::str::from_utf8(r.bytes(n)?).map_err(|_| DecodeError::Invalid("close.reason"))?;
+    Ok(CloseFrame { code, reason })
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes one frame from the front of `r`.
+    pub fn decode(r: &mut Reader<'a>) -> Result<Frame<'a>, DecodeError> {
+        let ty = r.u8()?;
+        Ok(match ty {
+            T_PADDING => Frame::Padding,
+            T_PING => Frame::Ping,
+            T_CONNECT => Frame::Connect(decode_connect(r)?),
+            T_ACCEPT => Frame::Accept(decode_connect(r)?),
+            T_ACK => Frame::Ack(decode_ack(r)?),
+            T_SKIP => {
+                let (offset, len) = offset_range(r, "skip")?;
+                Frame::Skip(SkipFrame { offset, len })
+            }
+            T_CLOSE => Frame::Close(decode_close(r)?),
+            T_RESET => Frame::Reset(decode_close(r)?),
+            T_ACK_FREQUENCY => {
+                let n = r.varint()?;
+                if !(1..=64).contains(&n) {
+                    return Err(DecodeError::Invalid("ack_frequency"));
+                }
+                Frame::AckFrequency(n as u32)
+            }
+            t if t & !(DATA_FIN | DATA_MSG_END) == T_DATA => {
+                let offset = r.varint()?;
+                let timestamp = r.u32()?;
+                let len = r.varint_len("data.len", r.remaining())?;
+                if offset
+                    .checked_add(len as u64)
+                    .is_none_or(|e| e > VARINT_MAX)
+                {
+                    return Err(DecodeError::Invalid("data.offset"));
+                }
+                Frame::Data(DataFrame {
+                    offset,
+                    timestamp,
+                    fin: t & DATA_FIN != 0,
+                    message_end: t & DATA_MSG_END != 0,
+                    payload: r.bytes(len)?,
+                })
+            }
+            _ => return Err(DecodeError::Invalid("frame type")),
+        })
+    }
+
+    /// Appends the encoded frame.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Frame::Padding => out.put_u8(T_PADDING),
+            Frame::Ping => out.put_u8(T_PING),
+            Frame::Connect(c) | Frame::Accept(c) => {
+                out.put_u8(if matches!(self, Frame::Connect(_)) {
+                    T_CONNECT
+                } else {
+                    T_ACCEPT
+                });
+                out.put_u8(u8::from(c.sends_data));
+                out.put_varint(c.max_payload);
+                out.put_varint(c.window);
+                out.put_u32(c.timestamp);
+                out.put_varint(c.member_id);
+            }
+            Frame::Ack(a) => {
+                out.put_u8(T_ACK);
+                out.put_varint(a.cumulative);
+                out.put_varint(a.window);
+                out.put_u32(a.timestamp_echo);
+                out.put_varint(a.ack_delay_us);
+                let n = a.sack.len().min(MAX_SACK_RANGES);
+                out.put_varint(n as u64);
+                for r in &a.sack[..n] {
+                    out.put_varint(r.start);
+                    out.put_varint(r.end - r.start);
+                }
+            }
+            Frame::Data(d) => {
+                let mut t = T_DATA;
+                if d.fin {
+                    t |= DATA_FIN;
+                }
+                if d.message_end {
+                    t |= DATA_MSG_END;
+                }
+                out.put_u8(t);
+                out.put_varint(d.offset);
+                out.put_u32(d.timestamp);
+                out.put_varint(d.payload.len() as u64);
+                out.put_bytes(d.payload);
+            }
+            Frame::Skip(s) => {
+                out.put_u8(T_SKIP);
+                out.put_varint(s.offset);
+                out.put_varint(s.len);
+            }
+            Frame::Close(c) | Frame::Reset(c) => {
+                out.put_u8(if matches!(self, Frame::Close(_)) {
+                    T_CLOSE
+                } else {
+                    T_RESET
+                });
+                out.put_varint(c.code);
+                let reason = truncate_utf8(c.reason, MAX_REASON_BYTES);
+                out.put_varint(reason.len() as u64);
+                out.put_bytes(reason.as_bytes());
+            }
+            Frame::AckFrequency(n) => {
+                out.put_u8(T_ACK_FREQUENCY);
+                out.put_varint(u64::from((*n).clamp(1, 64)));
+            }
+        }
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char
+/// boundary.
+pub fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Iterates the frames of a datagram body; stops at the first error.
+#[derive(Debug, Clone)]
+pub struct FrameIter<'a> {
+    reader: Reader<'a>,
+    failed: bool,
+}
+
+impl<'a> Iterator for FrameIter<'a> {
+    type Item = Result<Frame<'a>, DecodeError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.reader.is_empty() {
+            return None;
+        }
+        let f = Frame::decode(&mut self.reader);
+        self.failed = f.is_err();
+        Some(f)
+    }
+}
+
+/// The frames of a datagram body (the bytes after the header).
+pub fn decode_frames(body: &[u8]) -> FrameIter<'_> {
+    FrameIter {
+        reader: Reader::new(body),
+        failed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_reason() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9 éß]{0,40}"
+    }
+
+    fn arb_ack() -> impl Strategy<Value = AckFrame> {
+        (
+            0u64..1 << 40,
+            0u64..1 << 40,
+            any::<u32>(),
+            0u64..1 << 30,
+            proptest::collection::vec((1u64..1000, 1u64..1000), 0..MAX_SACK_RANGES),
+        )
+            .prop_map(|(cumulative, window, timestamp_echo, ack_delay_us, gaps)| {
+                let mut at = cumulative;
+                let sack = gaps
+                    .into_iter()
+                    .map(|(gap, len)| {
+                        at += gap;
+                        let r = at..at + len;
+                        at += len;
+                        r
+                    })
+                    .collect();
+                AckFrame {
+                    cumulative,
+                    window,
+                    timestamp_echo,
+                    ack_delay_us,
+                    sack,
+                }
+            })
+    }
+
+    fn roundtrip(f: &Frame<'_>) {
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        let mut r = Reader::new(&out);
+        assert_eq!(&Frame::decode(&mut r).unwrap(), f);
+        assert!(r.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn ack_roundtrip(a in arb_ack()) {
+            roundtrip(&Frame::Ack(a));
+        }
+
+        #[test]
+        fn data_roundtrip(offset in 0u64..1 << 50, timestamp: u32, fin: bool, message_end: bool,
+                          payload in proptest::collection::vec(any::<u8>(), 0..200)) {
+            roundtrip(&Frame::Data(DataFrame { offset, timestamp, fin, message_end, payload: &payload }));
+        }
+
+        #[test]
+        fn control_roundtrip(sends_data: bool, max_payload in 0u64..1 << 20, window in 0u64..1 << 40,
+                             timestamp: u32, member_id in 0u64..1 << 40, code in 0u64..1 << 40,
+                             reason in arb_reason(), n in 1u32..=64, off in 0u64..1 << 40, len in 0u64..1 << 40) {
+            let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id };
+            roundtrip(&Frame::Connect(c));
+            roundtrip(&Frame::Accept(c));
+            roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
+            roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
+            roundtrip(&Frame::AckFrequency(n));
+            roundtrip(&Frame::Skip(SkipFrame { offset: off, len }));
+            roundtrip(&Frame::Ping);
+            roundtrip(&Frame::Padding);
+        }
+
+        /// Arbitrary bytes never panic the frame decoder, and a decoded ACK
+        /// always respects the SACK bound.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            for f in decode_frames(&bytes) {
+                if let Ok(Frame::Ack(a)) = f {
+                    prop_assert!(a.sack.len() <= MAX_SACK_RANGES);
+                }
+            }
+        }
+
+        /// Every strict prefix of a valid frame is rejected, never misread.
+        #[test]
+        fn truncation_is_an_error(a in arb_ack()) {
+            let mut out = Vec::new();
+            Frame::Ack(a).encode(&mut out);
+            for cut in 0..out.len() {
+                prop_assert!(Frame::decode(&mut Reader::new(&out[..cut])).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        // SACK count above the bound.
+        let mut out = vec![T_ACK];
+        out.put_varint(0); // cumulative
+        out.put_varint(0); // window
+        out.put_u32(0); // timestamp echo
+        out.put_varint(0); // ack delay
+        out.put_varint((MAX_SACK_RANGES + 1) as u64);
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&out)),
+            Err(DecodeError::TooLarge("ack.sack_count"))
+        );
+        // Unknown frame type.
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[0x3f])),
+            Err(DecodeError::Invalid("frame type"))
+        );
+        // Data length beyond the datagram.
+        let mut d = vec![T_DATA, 0];
+        d.extend_from_slice(&[0, 0, 0, 0]);
+        d.put_varint(10);
+        d.extend_from_slice(&[1, 2]);
+        assert!(Frame::decode(&mut Reader::new(&d)).is_err());
+    }
+
+    #[test]
+    fn reason_truncated_on_char_boundary() {
+        let long = "é".repeat(200);
+        let mut out = Vec::new();
+        Frame::Close(CloseFrame {
+            code: 1,
+            reason: &long,
+        })
+        .encode(&mut out);
+        match Frame::decode(&mut Reader::new(&out)).unwrap() {
+            Frame::Close(c) => assert_eq!(c.reason.len(), MAX_REASON_BYTES),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Wire format v1 (`docs/wire.md`): a fixed header followed by frames.
+//!
+//! Everything here is a pure codec: `decode` functions take untrusted bytes
+//! and return `Result`, never panic, and borrow payloads from the input;
+//! `encode` functions append to a `Vec<u8>`. Sequence numbers are 64-bit
+//! everywhere above this module; only packet numbers are truncated on the
+//! wire (to 32 bits) and expanded on receipt.
+
+mod frame;
+mod header;
+
+pub use frame::{
+    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, FrameIter, SkipFrame,
+    MAX_REASON_BYTES, MAX_SACK_RANGES,
+};
+pub use header::{
+    accept_header, is_other_version, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,
+};

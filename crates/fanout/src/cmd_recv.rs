@@ -1,0 +1,249 @@
+//! `fanout recv --listen ADDR:PORT -o PATH`.
+
+use crate::file_proto::{Manifest, TRAILER_LEN};
+use crate::net_opts::TransportOpts;
+use crate::progress::bytes_bar;
+use crate::report::{drops_map, peak_rss_bytes, TransferReport};
+use anyhow::{bail, ensure, Context, Result};
+use clap::Args;
+use fanout_io::{Clock, Driver, UdpEndpoint};
+use fanout_transport::Receiver;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+/// Arguments of `fanout recv`.
+#[derive(Debug, Args)]
+pub struct RecvArgs {
+    /// Address to listen on, e.g. 0.0.0.0:7000 or [::]:7000.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Where to write: a file path, or an existing directory (the sender's
+    /// file name is used inside it).
+    #[arg(short, long, value_name = "PATH")]
+    pub output: PathBuf,
+    /// Give up if no sender connects within this many seconds (0 = wait forever).
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    pub wait: u64,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub net: TransportOpts,
+}
+
+/// Where the file goes, and its `.part` companion.
+fn target_path(output: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let path = if output.is_dir() {
+        output.join(name)
+    } else {
+        output.to_path_buf()
+    };
+    let mut part = path.clone().into_os_string();
+    part.push(".part");
+    (path, part.into())
+}
+
+/// Application-side state of one incoming file.
+struct Incoming {
+    output: PathBuf,
+    /// Bytes read from the stream but not yet parsed (manifest, trailer).
+    pending: Vec<u8>,
+    manifest: Option<Manifest>,
+    paths: Option<(PathBuf, PathBuf)>,
+    writer: Option<BufWriter<File>>,
+    hasher: blake3::Hasher,
+    body_done: u64,
+    verified: bool,
+}
+
+impl Incoming {
+    fn consume(&mut self, mut data: &[u8]) -> Result<()> {
+        if self.manifest.is_none() {
+            self.pending.extend_from_slice(data);
+            let Some((m, used)) = Manifest::decode(&self.pending)? else {
+                ensure!(self.pending.len() < 4096, "manifest too long");
+                return Ok(());
+            };
+            let (path, part) = target_path(&self.output, &m.name);
+            let f =
+                File::create(&part).with_context(|| format!("cannot create {}", part.display()))?;
+            self.writer = Some(BufWriter::with_capacity(1 << 20, f));
+            self.paths = Some((path, part));
+            let rest = self.pending.split_off(used);
+            self.pending.clear();
+            self.manifest = Some(m);
+            return self.consume(&rest);
+        }
+        let size = self.manifest.as_ref().map_or(0, |m| m.size);
+        let body_left = (size - self.body_done) as usize;
+        let body = &data[..data.len().min(body_left)];
+        if !body.is_empty() {
+            self.hasher.update(body);
+            if let Some(w) = self.writer.as_mut() {
+                w.write_all(body).context("write error")?;
+            }
+            self.body_done += body.len() as u64;
+            data = &data[body.len()..];
+        }
+        self.pending.extend_from_slice(data);
+        ensure!(
+            self.pending.len() <= TRAILER_LEN,
+            "the sender sent more than the file and its hash"
+        );
+        Ok(())
+    }
+
+    /// Checks the hash and renames `.part` into place; or removes it.
+    fn complete(&mut self) -> Result<()> {
+        let (path, part) = self
+            .paths
+            .clone()
+            .context("the stream ended before the file's manifest")?;
+        let ok = self.pending.len() == TRAILER_LEN
+            && self.hasher.finalize().as_bytes()[..] == self.pending[..];
+        let mut w = self.writer.take().context("no output")?;
+        w.flush().context("write error")?;
+        w.into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()
+            .context("fsync")?;
+        if !ok {
+            let _ = std::fs::remove_file(&part);
+            bail!("BLAKE3 mismatch or missing: {} discarded", path.display());
+        }
+        std::fs::rename(&part, &path)
+            .with_context(|| format!("cannot rename to {}", path.display()))?;
+        self.verified = true;
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        self.writer.take();
+        if let Some((_, part)) = &self.paths {
+            let _ = std::fs::remove_file(part);
+        }
+    }
+}
+
+/// Receives one file; returns the report. `bound` (if given) learns the
+/// local address once the socket is bound (port 0 → chosen port).
+pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<TransferReport> {
+    if let Some(parent) = args.output.parent().filter(|p| !p.as_os_str().is_empty()) {
+        ensure!(
+            parent.is_dir(),
+            "output directory {} does not exist",
+            parent.display()
+        );
+    }
+    let endpoint = UdpEndpoint::bind(args.listen)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    if let Some(tx) = bound {
+        let _ = tx.send(endpoint.local_addr());
+    }
+    let clock = Clock::new();
+    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut receiver = Receiver::listen(args.net.transport(), clock.now());
+    let mut inc = Incoming {
+        output: args.output.clone(),
+        pending: Vec::new(),
+        manifest: None,
+        paths: None,
+        writer: None,
+        hasher: blake3::Hasher::new(),
+        body_done: 0,
+        verified: false,
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut app_error: Option<anyhow::Error> = None;
+    let mut bar = None;
+    let mut started = None;
+    let give_up = (args.wait > 0).then(|| clock.now() + std::time::Duration::from_secs(args.wait));
+    let stats = driver.run(&mut receiver, |r, now| {
+        if r.peer().is_none() {
+            return give_up.is_some_and(|t| now >= t);
+        }
+        started.get_or_insert(now);
+        while app_error.is_none() {
+            let n = r.read(&mut buf);
+            if n == 0 {
+                break;
+            }
+            if let Err(e) = inc.consume(&buf[..n]) {
+                r.reset(3, "receiver refused the file");
+                app_error = Some(e);
+            }
+        }
+        if let Some(m) = &inc.manifest {
+            let b = bar.get_or_insert_with(|| bytes_bar(m.size, "recv", args.quiet || args.json));
+            b.set_position(inc.body_done);
+        }
+        r.is_closed() || (r.is_finished() && app_error.is_some())
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let stats = stats?;
+    let Some(peer) = receiver.peer() else {
+        bail!("no sender connected within {} s", args.wait);
+    };
+    if let Some(e) = app_error {
+        inc.abandon();
+        return Err(e);
+    }
+    if !receiver.is_finished() {
+        inc.abandon();
+        let why = receiver
+            .close_reason()
+            .map_or("unknown".into(), |r| r.to_string());
+        bail!("transfer from {peer} incomplete: {why}");
+    }
+    inc.complete()?;
+    let m = inc.manifest.clone().context("no manifest")?;
+    let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
+    let st = receiver.stats();
+    Ok(TransferReport {
+        role: "recv",
+        peer: peer.to_string(),
+        file: inc
+            .paths
+            .as_ref()
+            .map_or(m.name.clone(), |(p, _)| p.display().to_string()),
+        bytes: m.size,
+        seconds,
+        goodput_bps: if seconds > 0.0 {
+            m.size as f64 * 8.0 / seconds
+        } else {
+            0.0
+        },
+        blake3: inc.hasher.finalize().to_hex().to_string(),
+        verified: inc.verified,
+        close: receiver
+            .close_reason()
+            .map_or("finished".into(), |r| r.to_string()),
+        transport: [
+            ("datagrams_received", st.datagrams_received),
+            ("datagrams_sent", st.datagrams_sent),
+            ("acks_sent", st.acks_sent),
+            ("payload_bytes_received", st.payload_bytes_received),
+            ("duplicate_bytes", st.duplicate_bytes),
+            ("recv_syscalls", stats.recv_syscalls),
+        ]
+        .into_iter()
+        .collect(),
+        drops: drops_map(&st.drops),
+        injected_drops: stats.impair_rx.dropped(),
+        peak_rss_bytes: peak_rss_bytes(),
+    })
+}
+
+/// Runs `fanout recv`.
+pub fn run(args: RecvArgs) -> Result<()> {
+    recv(&args, None)?.print(args.json);
+    Ok(())
+}

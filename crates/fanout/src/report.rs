@@ -1,0 +1,84 @@
+//! End-of-run summaries: one human line set, or JSON for scripts.
+
+use fanout_core::stats::DropCounters;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Drop counters as a label → count map (non-zero only).
+pub fn drops_map(d: &DropCounters) -> BTreeMap<&'static str, u64> {
+    d.nonzero().map(|(r, n)| (r.label(), n)).collect()
+}
+
+/// Summary of one transfer, as printed by `--json`.
+#[derive(Debug, Serialize)]
+pub struct TransferReport {
+    /// "send" or "recv".
+    pub role: &'static str,
+    /// Peer address.
+    pub peer: String,
+    /// File name.
+    pub file: String,
+    /// File size in bytes.
+    pub bytes: u64,
+    /// Wall time from first to last byte, seconds.
+    pub seconds: f64,
+    /// File bytes per second × 8 over `seconds`.
+    pub goodput_bps: f64,
+    /// BLAKE3 of the file, hex.
+    pub blake3: String,
+    /// True if the hash was verified end to end.
+    pub verified: bool,
+    /// Why the session ended.
+    pub close: String,
+    /// Engine counters.
+    pub transport: BTreeMap<&'static str, u64>,
+    /// Input dropped, by reason.
+    pub drops: BTreeMap<&'static str, u64>,
+    /// Datagrams dropped by injected loss.
+    pub injected_drops: u64,
+    /// Peak resident memory of this process, bytes (Linux VmHWM).
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl TransferReport {
+    /// Prints the report: JSON on stdout, or a few human lines on stderr.
+    pub fn print(&self, json: bool) {
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(self).expect("serialisable")
+            );
+            return;
+        }
+        eprintln!(
+            "{} {} ({} bytes) {} {} in {:.2} s: {:.1} Mbit/s, blake3 {}{}",
+            if self.role == "send" {
+                "sent"
+            } else {
+                "received"
+            },
+            self.file,
+            self.bytes,
+            if self.role == "send" { "to" } else { "from" },
+            self.peer,
+            self.seconds,
+            self.goodput_bps / 1e6,
+            &self.blake3[..16],
+            if self.verified { " (verified)" } else { "" },
+        );
+        if !self.drops.is_empty() || self.injected_drops > 0 {
+            eprintln!(
+                "  dropped input: {:?}; injected loss: {}",
+                self.drops, self.injected_drops
+            );
+        }
+    }
+}
+
+/// Peak resident set size of this process in bytes, from /proc (Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
