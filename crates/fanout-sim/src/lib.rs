@@ -11,6 +11,7 @@
 //! [`scenario::Scenario`]; host engines implementing [`SimApp`]; read
 //! [`metrics::Metrics`] and write CSV and SVG plots.
 
+pub mod analysis;
 pub mod app;
 pub mod apps;
 pub mod event;
@@ -28,6 +29,7 @@ pub mod sim;
 pub mod stats;
 pub mod topology;
 pub mod trace;
+pub mod transfer;
 pub mod units;
 
 pub use app::{AppProbe, SimApp};

@@ -1,0 +1,148 @@
+//! Figures from a finished run over a measurement window: per-flow goodput,
+//! Jain's fairness index, and per-link utilisation.
+
+use crate::sim::Simulator;
+use crate::transfer::{goodput_bps, jain_index, TransferFlows};
+use fanout_core::Instant;
+use serde::Serialize;
+
+/// One transfer flow's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowFigures {
+    /// "from -> to".
+    pub label: String,
+    /// Application goodput at the receiver over the window, bit/s.
+    pub goodput_bps: f64,
+    /// Retransmitted payload bytes over the whole run.
+    pub retransmitted_bytes: u64,
+    /// Loss-recovery episodes over the whole run.
+    pub recovery_episodes: u64,
+    /// Retransmission timeouts over the whole run.
+    pub rto_events: u64,
+}
+
+/// One link's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkFigures {
+    /// "from->to".
+    pub label: String,
+    /// Configured rate, bit/s.
+    pub rate_bps: u64,
+    /// Mean wire throughput over the window / rate.
+    pub utilisation: f64,
+    /// Packets dropped over the whole run (all reasons).
+    pub drops: u64,
+}
+
+/// Everything `fanout sim` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFigures {
+    /// Seed of the run.
+    pub seed: u64,
+    /// Trace hash (FNV-1a 64) proving determinism.
+    pub trace_hash: String,
+    /// Window start, seconds.
+    pub window_start_s: f64,
+    /// Window end, seconds.
+    pub window_end_s: f64,
+    /// Transfer flows.
+    pub flows: Vec<FlowFigures>,
+    /// Jain's index over the flows' goodputs (1 if fewer than two flows).
+    pub jain_index: f64,
+    /// Links that carried traffic.
+    pub links: Vec<LinkFigures>,
+}
+
+/// Computes the figures of `sim` over `[from, to]`.
+pub fn figures(
+    sim: &Simulator,
+    flows: &TransferFlows,
+    trace_hash: u64,
+    from: Instant,
+    to: Instant,
+) -> RunFigures {
+    let flow_figs: Vec<FlowFigures> = flows
+        .flows
+        .iter()
+        .map(|f| {
+            let stats = sim
+                .app::<crate::transfer::BulkSender>(f.sender)
+                .and_then(|s| s.sender())
+                .map(|s| s.stats().clone())
+                .unwrap_or_default();
+            FlowFigures {
+                label: f.label.clone(),
+                goodput_bps: goodput_bps(sim, f.receiver, from, to),
+                retransmitted_bytes: stats.retransmitted_bytes,
+                recovery_episodes: stats.recovery_episodes,
+                rto_events: stats.rto_events,
+            }
+        })
+        .collect();
+    let goodputs: Vec<f64> = flow_figs.iter().map(|f| f.goodput_bps).collect();
+    let links = sim
+        .links()
+        .iter()
+        .filter(|l| l.stats().tx_packets > 0)
+        .map(|l| {
+            let series = &sim.metrics().links[l.id().index()];
+            let window: Vec<f64> = series
+                .samples
+                .iter()
+                .filter(|s| s.at > from && s.at <= to)
+                .map(|s| s.throughput_bps)
+                .collect();
+            let mean = window.iter().sum::<f64>() / window.len().max(1) as f64;
+            let rate = l.config().rate_bps;
+            LinkFigures {
+                label: format!("{}->{}", sim.node(l.from()).name(), sim.node(l.to()).name()),
+                rate_bps: rate,
+                utilisation: mean / rate as f64,
+                drops: l.stats().drops.total(),
+            }
+        })
+        .collect();
+    RunFigures {
+        seed: sim.seed(),
+        trace_hash: format!("{trace_hash:016x}"),
+        window_start_s: from.as_secs_f64(),
+        window_end_s: to.as_secs_f64(),
+        jain_index: if goodputs.len() < 2 {
+            1.0
+        } else {
+            jain_index(&goodputs)
+        },
+        flows: flow_figs,
+        links,
+    }
+}
+
+/// TCP Reno throughput in bit/s after Padhye, Firoiu, Towsley & Kurose
+/// (SIGCOMM 1998, eq. 32 without the receive-window cap):
+/// `B = MSS / (RTT·√(2bp/3) + T0·min(1, 3·√(3bp/8))·p·(1 + 32p²))`.
+/// `mss_bytes` payload per segment, `p` loss probability, `b` segments
+/// acknowledged per window increase of one segment (1 with RFC 3465 byte
+/// counting), `t0` the retransmission timeout.
+pub fn padhye_bps(mss_bytes: f64, rtt_s: f64, p: f64, b: f64, t0_s: f64) -> f64 {
+    let denom = rtt_s * (2.0 * b * p / 3.0).sqrt()
+        + t0_s * (3.0 * (3.0 * b * p / 8.0).sqrt()).min(1.0) * p * (1.0 + 32.0 * p * p);
+    mss_bytes * 8.0 / denom
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padhye_reference_values() {
+        // Square-root regime: at small p the first term dominates.
+        let b = padhye_bps(1000.0, 0.1, 1e-4, 1.0, 1.0);
+        let mathis = 1000.0 * 8.0 / (0.1 * (2.0e-4f64 / 3.0).sqrt());
+        assert!((b / mathis - 1.0).abs() < 0.01, "{b} vs {mathis}");
+        // Timeouts cut throughput at high p.
+        assert!(
+            padhye_bps(1000.0, 0.1, 0.1, 1.0, 1.0)
+                < 0.5 * 1000.0 * 8.0 / (0.1 * (0.2f64 / 3.0).sqrt())
+        );
+    }
+}

@@ -1,0 +1,316 @@
+//! fanout transport sessions as scenario flows (`kind = "transfer"`): a bulk
+//! [`Sender`] fed from an endless (or sized) source and a [`Receiver`] whose
+//! application reads everything at once.
+//!
+//! ```toml
+//! [[flow]]
+//! kind = "transfer"
+//! from = "s1:5000"
+//! to = "d1:6000"
+//! cc = "newreno"        # or "cubic" (default)
+//! bytes = "100MB"       # optional; default: send until the run ends
+//! start = "0s"          # optional
+//! window = "8MiB"       # optional send buffer / receive window
+//! ack_every = 2         # optional segments per ACK
+//! max_datagram = 1452   # optional
+//! ```
+
+use crate::app::{AppProbe, SimApp};
+use crate::ids::AppId;
+use crate::scenario::{FlowFactory, FlowSpec, ScenarioContext};
+use crate::sim::Simulator;
+use crate::units::{Bytes, HumanDuration};
+use fanout_core::cc::CcAlgorithm;
+use fanout_core::{Engine, Instant, Transmit};
+use fanout_transport::{Receiver, Sender, TransportConfig};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Zeros the bulk source writes from.
+const SOURCE_CHUNK: [u8; 16 << 10] = [0; 16 << 10];
+
+/// A sender application: connects at `start`, writes `total` bytes (or
+/// forever), then finishes.
+#[derive(Debug)]
+pub struct BulkSender {
+    config: TransportConfig,
+    peer: SocketAddr,
+    session_id: u64,
+    start: Instant,
+    total: Option<u64>,
+    written: u64,
+    sender: Option<Sender>,
+}
+
+impl BulkSender {
+    /// A sender of `total` bytes (`None`: endless) to `peer` from `start`.
+    pub fn new(
+        config: TransportConfig,
+        peer: SocketAddr,
+        session_id: u64,
+        start: Instant,
+        total: Option<u64>,
+    ) -> Self {
+        BulkSender {
+            config,
+            peer,
+            session_id,
+            start,
+            total,
+            written: 0,
+            sender: None,
+        }
+    }
+
+    /// The session, once started.
+    pub fn sender(&self) -> Option<&Sender> {
+        self.sender.as_ref()
+    }
+
+    fn feed(&mut self) {
+        let Some(s) = self.sender.as_mut() else {
+            return;
+        };
+        loop {
+            let left = self.total.map_or(u64::MAX, |t| t - self.written);
+            if left == 0 {
+                s.finish();
+                return;
+            }
+            let n = (SOURCE_CHUNK.len() as u64).min(left) as usize;
+            let taken = s.write(&SOURCE_CHUNK[..n]);
+            self.written += taken as u64;
+            if taken < n {
+                return;
+            }
+        }
+    }
+}
+
+impl Engine for BulkSender {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if let Some(s) = self.sender.as_mut() {
+            s.handle_datagram(now, from, datagram);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.sender.is_none() && now >= self.start {
+            self.sender = Some(Sender::connect(
+                self.config.clone(),
+                self.peer,
+                self.session_id,
+                now,
+            ));
+        }
+        self.feed();
+        self.sender.as_mut()?.poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.sender {
+            None => Some(self.start),
+            Some(s) => s.poll_timeout(),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if let Some(s) = self.sender.as_mut() {
+            s.handle_timeout(now);
+        }
+    }
+}
+
+impl SimApp for BulkSender {
+    fn probe(&self) -> AppProbe {
+        self.sender
+            .as_ref()
+            .map_or_else(AppProbe::default, |s| AppProbe {
+                delivered_bytes: s.bytes_acked(),
+                cwnd_bytes: Some(s.cwnd()),
+                srtt: Some(s.srtt()),
+                rate_bps: None,
+            })
+    }
+}
+
+/// A receiver application that reads (and discards) everything at once.
+#[derive(Debug)]
+pub struct SinkReceiver {
+    receiver: Receiver,
+    scratch: Vec<u8>,
+}
+
+impl SinkReceiver {
+    /// Listens with `config`.
+    pub fn new(config: TransportConfig) -> Self {
+        SinkReceiver {
+            receiver: Receiver::listen(config, Instant::ZERO),
+            scratch: vec![0; 64 << 10],
+        }
+    }
+
+    /// The session.
+    pub fn receiver(&self) -> &Receiver {
+        &self.receiver
+    }
+}
+
+impl Engine for SinkReceiver {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.receiver.handle_datagram(now, from, datagram);
+        while self.receiver.read(&mut self.scratch) > 0 {}
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.receiver.poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.receiver.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.receiver.handle_timeout(now);
+    }
+}
+
+impl SimApp for SinkReceiver {
+    fn probe(&self) -> AppProbe {
+        AppProbe {
+            delivered_bytes: self.receiver.bytes_read(),
+            ..AppProbe::default()
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransferSpec {
+    from: String,
+    to: String,
+    #[serde(default)]
+    cc: Option<String>,
+    #[serde(default)]
+    bytes: Option<Bytes>,
+    #[serde(default)]
+    start: Option<HumanDuration>,
+    #[serde(default)]
+    window: Option<Bytes>,
+    #[serde(default)]
+    ack_every: Option<u32>,
+    #[serde(default)]
+    max_datagram: Option<usize>,
+    #[serde(default)]
+    pacing: Option<bool>,
+}
+
+/// One transfer flow built into a simulation.
+#[derive(Debug, Clone)]
+pub struct TransferFlow {
+    /// "from → to".
+    pub label: String,
+    /// The [`BulkSender`].
+    pub sender: AppId,
+    /// The [`SinkReceiver`].
+    pub receiver: AppId,
+}
+
+/// Builds `kind = "transfer"` flows and remembers them.
+#[derive(Debug, Default)]
+pub struct TransferFlows {
+    /// Flows built, in scenario order.
+    pub flows: Vec<TransferFlow>,
+}
+
+impl FlowFactory for TransferFlows {
+    fn build(
+        &mut self,
+        spec: &FlowSpec,
+        sim: &mut Simulator,
+        _ctx: &ScenarioContext,
+    ) -> Result<bool, String> {
+        if spec.kind != "transfer" {
+            return Ok(false);
+        }
+        let t: TransferSpec = spec.parse()?;
+        let from = sim.resolve(&t.from).map_err(|e| format!("from: {e}"))?;
+        let to = sim.resolve(&t.to).map_err(|e| format!("to: {e}"))?;
+        let mut config = TransportConfig::default();
+        if let Some(cc) = &t.cc {
+            config.cc = cc.parse::<CcAlgorithm>().map_err(|e| format!("cc: {e}"))?;
+        }
+        if let Some(w) = t.window {
+            let w = usize::try_from(w.0).map_err(|_| "window: too large".to_owned())?;
+            config.send_buffer_bytes = w;
+            config.recv_window_bytes = w;
+        }
+        if let Some(n) = t.ack_every {
+            if !(1..=64).contains(&n) {
+                return Err("ack_every: must be 1..=64".into());
+            }
+            config.ack.every_segments = n;
+        }
+        if let Some(m) = t.max_datagram {
+            if !(256..=65_000).contains(&m) {
+                return Err("max_datagram: must be 256..=65000".into());
+            }
+            config.max_datagram = m;
+        }
+        if let Some(p) = t.pacing {
+            config.pacing = p;
+        }
+        let start = Instant::ZERO + t.start.map_or(Duration::ZERO, |d| d.0);
+        let session_id = 0x5EED_0000 + self.flows.len() as u64;
+        let receiver = sim
+            .add_app(to, Box::new(SinkReceiver::new(config.clone())))
+            .map_err(|e| format!("to: {e}"))?;
+        let sender = sim
+            .add_app(
+                from,
+                Box::new(BulkSender::new(
+                    config,
+                    to,
+                    session_id,
+                    start,
+                    t.bytes.map(|b| b.0),
+                )),
+            )
+            .map_err(|e| format!("from: {e}"))?;
+        self.flows.push(TransferFlow {
+            label: format!("{} -> {}", t.from, t.to),
+            sender,
+            receiver,
+        });
+        Ok(true)
+    }
+}
+
+/// Bytes a receiver app had delivered at the last metrics sample at or
+/// before `at` (0 before the first sample).
+pub fn delivered_at(sim: &Simulator, app: AppId, at: Instant) -> u64 {
+    let series = &sim.metrics().apps[app.index()];
+    series
+        .samples
+        .iter()
+        .take_while(|s| s.at <= at)
+        .last()
+        .map_or(0, |s| s.delivered_bytes)
+}
+
+/// Goodput of `app` in bits/s between two instants, from metrics samples.
+pub fn goodput_bps(sim: &Simulator, app: AppId, from: Instant, to: Instant) -> f64 {
+    let bytes = delivered_at(sim, app, to).saturating_sub(delivered_at(sim, app, from));
+    bytes as f64 * 8.0 / (to - from).as_secs_f64().max(1e-9)
+}
+
+/// Jain's fairness index of `xs`: (Σx)² / (n·Σx²); 1 = perfectly fair.
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if sq == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (xs.len() as f64 * sq)
+}
