@@ -143,6 +143,9 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     }
     let endpoint = UdpEndpoint::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    if !args.quiet {
+        eprintln!("fanout: listening on {}", endpoint.local_addr());
+    }
     if let Some(tx) = bound {
         let _ = tx.send(endpoint.local_addr());
     }

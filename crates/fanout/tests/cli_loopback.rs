@@ -1,0 +1,257 @@
+//! The real binary over real UDP on loopback: transfers under injected loss,
+//! hostile datagrams at live endpoints, a sender killed mid-transfer, and
+//! bad input on the command line. Every child is killed by PID on drop.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+
+/// A child process killed when dropped, so failing tests leave nothing behind.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fanout-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fanout_core::Rng::new(seed).fill(&mut v);
+    std::fs::File::create(path).unwrap().write_all(&v).unwrap();
+    v
+}
+
+/// Starts `fanout recv` on an ephemeral port; returns it and its address.
+fn start_recv(out: &Path, extra: &[&str]) -> (Proc, SocketAddr, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(["recv", "--listen", "127.0.0.1:0", "--json", "-o"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("recv prints its address");
+    let addr = line
+        .strip_prefix("fanout: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    (Proc(child), addr, rx)
+}
+
+/// Waits for a child with a time limit; returns its output.
+fn finish(mut p: Proc, limit: Duration) -> Output {
+    let start = Instant::now();
+    while p.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < limit,
+            "process did not finish within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(p.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let status = p.0.wait().unwrap();
+    Output {
+        status,
+        stdout: out,
+        stderr: Vec::new(),
+    }
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn transfer_with_loss(loss: &str, len: usize, seed: u64) {
+    let dir = temp_dir(&format!("loss{loss}"));
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, len, seed);
+    let out = dir.join("got");
+    std::fs::create_dir_all(&out).unwrap();
+    let (recv, addr, _log) = start_recv(&out, &["--inject-loss", loss, "--loss-seed", "3"]);
+    let send = Command::new(BIN)
+        .args(["send", "--json", "--quiet", "--inject-loss", loss, "--to"])
+        .arg(addr.to_string())
+        .arg(&src)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let send = finish(Proc(send), Duration::from_secs(120));
+    let recv = finish(recv, Duration::from_secs(30));
+    assert!(send.status.success() && recv.status.success());
+    let (s, r) = (json(&send), json(&recv));
+    assert_eq!(r["verified"], true);
+    assert_eq!(s["blake3"], r["blake3"]);
+    assert_eq!(std::fs::read(out.join("payload.bin")).unwrap(), data);
+    assert!(!out.join("payload.bin.part").exists());
+    if loss != "0" {
+        assert!(r["injected_drops"].as_u64().unwrap() > 0, "{r}");
+        assert!(
+            s["transport"]["retransmitted_bytes"].as_u64().unwrap() > 0,
+            "{s}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn transfer_completes_under_one_percent_loss() {
+    transfer_with_loss("0.01", 8 << 20, 1);
+}
+
+#[test]
+fn transfer_completes_under_ten_percent_loss() {
+    transfer_with_loss("0.10", 4 << 20, 2);
+}
+
+#[test]
+fn hostile_datagrams_at_live_endpoints_are_counted_not_fatal() {
+    let dir = temp_dir("hostile");
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, 16 << 20, 4);
+    let out = dir.join("got.bin");
+    let (recv, addr, _log) = start_recv(&out, &[]);
+    let sender_port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sender_addr: SocketAddr = format!("127.0.0.1:{sender_port}").parse().unwrap();
+    let send = Proc(
+        Command::new(BIN)
+            .args(["send", "--json", "--quiet", "--window-mib", "1", "--bind"])
+            .arg(sender_addr.to_string())
+            .arg("--to")
+            .arg(addr.to_string())
+            .arg(&src)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Garbage, truncated headers and wrong-session datagrams at both ends.
+    let attacker = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut rng = fanout_core::Rng::new(9);
+    for i in 0..3000u32 {
+        let mut b = vec![0u8; (rng.below(200)) as usize];
+        rng.fill(&mut b);
+        if i % 3 == 0 && b.len() >= 16 {
+            b[..4].copy_from_slice(&[b'F', b'O', 1, 0]);
+        }
+        if i % 7 == 0 {
+            b.truncate(5);
+        }
+        let _ = attacker.send_to(&b, addr);
+        let _ = attacker.send_to(&b, sender_addr);
+        if i % 100 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let send = finish(send, Duration::from_secs(60));
+    let recv = finish(recv, Duration::from_secs(30));
+    assert!(send.status.success() && recv.status.success());
+    let (s, r) = (json(&send), json(&recv));
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let drops = |v: &serde_json::Value| -> u64 {
+        v["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum()
+    };
+    assert!(drops(&r) > 1000, "receiver drops {}", r["drops"]);
+    assert!(drops(&s) > 100, "sender drops {}", s["drops"]);
+    assert!(r["drops"].get("malformed").is_some(), "{}", r["drops"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn killed_sender_leaves_no_complete_looking_file() {
+    let dir = temp_dir("killed");
+    let src = dir.join("payload.bin");
+    write_random(&src, 64 << 20, 5);
+    let out = dir.join("got.bin");
+    let (recv, addr, _log) = start_recv(&out, &["--idle-timeout", "2"]);
+    let mut send = Proc(
+        Command::new(BIN)
+            .args(["send", "--quiet", "--window-mib", "1", "--to"])
+            .arg(addr.to_string())
+            .arg(&src)
+            .spawn()
+            .unwrap(),
+    );
+    // Let some data flow, then kill the sender.
+    let start = Instant::now();
+    while !dir.join("got.bin.part").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no transfer started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    send.0.kill().unwrap();
+    let recv = finish(recv, Duration::from_secs(20));
+    assert!(!recv.status.success(), "an incomplete transfer must fail");
+    assert!(!out.exists(), "no final file");
+    assert!(!dir.join("got.bin.part").exists(), "partial file removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN).args(args).output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = run(&["send", "/nonexistent/file", "--to", "127.0.0.1:9"]);
+    assert!(
+        !ok && err.contains("cannot open /nonexistent/file"),
+        "{err}"
+    );
+    let (ok, err) = run(&["send", "Cargo.toml", "--to", "not-an-address"]);
+    assert!(!ok && err.contains("cannot resolve"), "{err}");
+    let (ok, err) = run(&[
+        "recv",
+        "--listen",
+        "127.0.0.1:0",
+        "-o",
+        "/nonexistent/dir/x",
+    ]);
+    assert!(!ok && err.contains("does not exist"), "{err}");
+    let (ok, err) = run(&["send", "x", "--to", "127.0.0.1:9", "--inject-loss", "2"]);
+    assert!(!ok && err.contains("not a probability"), "{err}");
+    let (ok, err) = run(&["sim", "/nonexistent.toml"]);
+    assert!(!ok && err.contains("nonexistent.toml"), "{err}");
+    let (ok, _) = run(&["--help"]);
+    assert!(ok);
+}
