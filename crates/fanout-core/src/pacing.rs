@@ -42,6 +42,13 @@ pub const DEFAULT_SLOW_START_GAIN: f64 = 2.0;
 pub const DEFAULT_CONGESTION_AVOIDANCE_GAIN: f64 = 1.25;
 /// Default bucket size in segments (the initial window, RFC 9002 §7.7).
 pub const DEFAULT_BURST_SEGMENTS: u64 = 10;
+/// At high rates the bucket holds this much sending time, so one timer
+/// wake-up (tens of µs late on a real host) releases a batch rather than a
+/// packet — Linux sizes TSO bursts the same way (`sk_pacing_shift` = 10,
+/// ~1 ms). Below `10·MSS / 1 ms` (≈ 116 Mbit/s at 1452 B) it has no effect.
+pub const DEFAULT_BURST_TIME: Duration = Duration::from_millis(1);
+/// Largest bucket, bytes, however fast the rate.
+pub const MAX_BURST_BYTES: u64 = 1 << 20;
 
 /// A token-bucket pacer; sans-IO, all times given by the caller.
 ///
@@ -53,8 +60,12 @@ pub struct Pacer {
     slow_start_gain: f64,
     /// Pacing gain otherwise.
     ca_gain: f64,
-    /// Bucket size, bytes (≥ 1).
+    /// Bucket size, bytes (≥ 1): max(`min_burst`, rate · `burst_time`).
     burst: u64,
+    /// Smallest bucket, bytes (≥ 1).
+    min_burst: u64,
+    /// Sending time the bucket holds at high rates.
+    burst_time: Duration,
     /// Rate, bytes per second (≥ 1; `u64::MAX` = unlimited).
     rate: u64,
     /// Bucket content at `last`, bytes × 10⁹ (negative: debt).
@@ -74,6 +85,8 @@ impl Pacer {
             slow_start_gain: DEFAULT_SLOW_START_GAIN,
             ca_gain: DEFAULT_CONGESTION_AVOIDANCE_GAIN,
             burst,
+            min_burst: burst,
+            burst_time: DEFAULT_BURST_TIME,
             rate: u64::MAX,
             tokens: scaled(burst),
             last: Instant::ZERO,
@@ -103,7 +116,15 @@ impl Pacer {
     /// starts full.
     pub fn with_burst(mut self, bytes: u64) -> Self {
         self.burst = bytes.max(1);
+        self.min_burst = self.burst;
         self.tokens = scaled(self.burst);
+        self
+    }
+
+    /// Sets how much sending time the bucket holds at high rates (zero:
+    /// always the fixed minimum bucket).
+    pub fn with_burst_time(mut self, time: Duration) -> Self {
+        self.burst_time = time;
         self
     }
 
@@ -138,6 +159,8 @@ impl Pacer {
         } else {
             u64::MAX
         };
+        let timed = (self.rate as u128 * self.burst_time.as_nanos() / 1_000_000_000) as u64;
+        self.burst = timed.clamp(self.min_burst, MAX_BURST_BYTES.max(self.min_burst));
     }
 
     /// The pacing rate in bytes per second (`u64::MAX`: unlimited).
@@ -318,6 +341,23 @@ mod tests {
         assert_eq!(p.next_send_time(t0, MSS), t0 + Duration::from_micros(800));
         p.set_rate(200_000, ms(100), false); // 400 µs per packet
         assert_eq!(p.next_send_time(t0, MSS), t0 + Duration::from_micros(400));
+    }
+
+    #[test]
+    fn bucket_holds_a_millisecond_at_high_rates() {
+        let mut p = Pacer::new(1000);
+        // 10 MB/s × gain 1.25 = 12.5 MB/s → 12.5 kB per ms: above 10 MSS.
+        p.set_rate(10_000_000, Duration::from_millis(1000), false);
+        assert_eq!(p.burst(), 12_500);
+        // 1.25 MB/s → 1.25 kB per ms: the 10-MSS floor holds.
+        p.set_rate(1_000_000, Duration::from_millis(1000), false);
+        assert_eq!(p.burst(), 10_000);
+        // Absurd rates are capped.
+        p.set_rate(u64::MAX / 4, Duration::from_nanos(1), false);
+        assert_eq!(p.burst(), MAX_BURST_BYTES);
+        let mut fixed = Pacer::new(1000).with_burst_time(Duration::ZERO);
+        fixed.set_rate(10_000_000, Duration::from_millis(1), false);
+        assert_eq!(fixed.burst(), 10_000);
     }
 
     #[test]

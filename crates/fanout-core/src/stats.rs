@@ -45,8 +45,10 @@ drop_reasons! {
     Duplicate => "duplicate",
     /// A peer-controlled count exceeded its bound.
     LimitExceeded => "limit_exceeded",
-    /// Packet number too old (replay or reordering beyond the window).
-    StalePacket => "stale_packet",
+    /// A cumulative ACK inside a segment (clipped to the segment's start).
+    InvalidAck => "invalid_ack",
+    /// For a session that already ended.
+    SessionClosed => "session_closed",
 }
 
 impl fmt::Display for DropReason {
@@ -95,12 +97,12 @@ mod tests {
         let mut d = DropCounters::default();
         d.count(DropReason::Malformed);
         d.count(DropReason::Malformed);
-        d.count(DropReason::StalePacket);
+        d.count(DropReason::SessionClosed);
         assert_eq!(d.get(DropReason::Malformed), 2);
         assert_eq!(d.total(), 3);
         assert_eq!(
             d.nonzero().collect::<Vec<_>>(),
-            vec![(DropReason::Malformed, 2), (DropReason::StalePacket, 1)]
+            vec![(DropReason::Malformed, 2), (DropReason::SessionClosed, 1)]
         );
     }
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 /// Largest datagram by default: 1500-byte MTU − 40 (IPv6) − 8 (UDP).
 pub const DEFAULT_MAX_DATAGRAM: usize = 1452;
-/// DATA frame overhead at most: type (1) + offset (8) + timestamp (4) + length (2).
-pub const DATA_FRAME_OVERHEAD: usize = 15;
+/// DATA frame overhead besides its length field: type (1) + offset (8, the
+/// longest varint) + timestamp (4).
+pub const DATA_FRAME_FIXED_OVERHEAD: usize = 13;
 
 /// Settings shared by sender and receiver.
 #[derive(Debug, Clone)]
@@ -58,8 +59,47 @@ impl Default for TransportConfig {
 impl TransportConfig {
     /// Largest DATA payload (the MSS), in bytes.
     pub fn max_payload(&self) -> u64 {
-        self.max_datagram
-            .saturating_sub(HEADER_LEN + DATA_FRAME_OVERHEAD)
-            .max(64) as u64
+        let room = self
+            .max_datagram
+            .saturating_sub(HEADER_LEN + DATA_FRAME_FIXED_OVERHEAD);
+        // The length varint takes 2 bytes below 16 KiB, 4 up to 1 GiB.
+        let len_field = fanout_core::codec::varint_size(room as u64);
+        room.saturating_sub(len_field).max(64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_data_datagram_fits_max_datagram() {
+        for max_datagram in [256, 1452, 9000, 16_500, 65_000] {
+            let c = TransportConfig {
+                max_datagram,
+                ..TransportConfig::default()
+            };
+            let payload = vec![0u8; c.max_payload() as usize];
+            let mut out = Vec::new();
+            crate::wire::Header {
+                flags: Default::default(),
+                session_id: 1,
+                packet_number: 1,
+            }
+            .encode(&mut out);
+            crate::wire::Frame::Data(crate::wire::DataFrame {
+                offset: fanout_core::codec::VARINT_MAX - payload.len() as u64,
+                timestamp: 0,
+                fin: false,
+                message_end: false,
+                payload: &payload,
+            })
+            .encode(&mut out);
+            assert!(out.len() <= max_datagram, "{} > {max_datagram}", out.len());
+            assert!(
+                out.len() + 2 > max_datagram,
+                "payload wastes room at {max_datagram}"
+            );
+        }
     }
 }

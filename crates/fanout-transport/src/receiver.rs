@@ -52,6 +52,8 @@ pub struct Receiver {
     most_recent: Option<Range<u64>>,
     unacked_since: Option<Instant>,
     accept_pending: Option<u32>,
+    /// RESET to send to the peer (code, reason).
+    pending_reset: Option<(u64, String)>,
     refusals: VecDeque<(SocketAddr, u64)>,
     largest_pn: Option<u64>,
     next_pn: u64,
@@ -75,6 +77,7 @@ impl Receiver {
             most_recent: None,
             unacked_since: None,
             accept_pending: None,
+            pending_reset: None,
             refusals: VecDeque::new(),
             largest_pn: None,
             next_pn: 0,
@@ -157,10 +160,11 @@ impl Receiver {
 
     /// Aborts the session, telling the sender why.
     pub fn reset(&mut self, code: u64, reason: &str) {
-        if let Some((addr, id)) = self.peer {
-            if !self.is_closed() {
-                self.refusals.push_back((addr, id));
-            }
+        if self.is_closed() {
+            return;
+        }
+        if self.peer.is_some() {
+            self.pending_reset = Some((code, reason.into()));
         }
         self.close(CloseReason::LocalReset {
             code,
@@ -217,8 +221,10 @@ impl Receiver {
                 }
             }
         }
-        // RFC 7323 §4.3: TS.Recent comes from segments at the left edge.
-        if d.offset <= self.last_ack_sent {
+        // RFC 7323 §4.3: TS.Recent comes from segments at the left edge
+        // (SEG.SEQ <= Last.ACK.sent) and never moves backwards
+        // (SEG.TSval >= TS.Recent, compared modulo 2^32).
+        if d.offset <= self.last_ack_sent && d.timestamp.wrapping_sub(self.ts_recent) as i32 >= 0 {
             self.ts_recent = d.timestamp;
         }
         let out_of_order = d.offset > nxt_before;
@@ -321,6 +327,11 @@ impl Engine for Receiver {
                 return;
             }
         };
+        if self.is_closed() {
+            // A closed receiver never revives, whoever asks.
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
         let is_connect =
             matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(c))) if c.sends_data);
         match self.peer {
@@ -351,9 +362,6 @@ impl Engine for Receiver {
             }
             Some(_) => {}
         }
-        if self.is_closed() {
-            return;
-        }
         let pn = expand_pn(self.largest_pn.map_or(0, |l| l + 1), header.packet_number);
         self.largest_pn = Some(self.largest_pn.map_or(pn, |l| l.max(pn)));
         self.last_heard = now;
@@ -361,14 +369,19 @@ impl Engine for Receiver {
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let (Some((code, reason)), Some((addr, id))) = (self.pending_reset.take(), self.peer) {
+            self.header(id, buf);
+            Frame::Reset(CloseFrame {
+                code,
+                reason: &reason,
+            })
+            .encode(buf);
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: addr });
+        }
         if let Some((addr, id)) = self.refusals.pop_front() {
             self.header(id, buf);
-            let own = self.peer == Some((addr, id));
-            let reason = if own {
-                "receiver aborted"
-            } else {
-                "receiver busy with another session"
-            };
+            let reason = "receiver busy with another session";
             Frame::Reset(CloseFrame { code: 1, reason }).encode(buf);
             self.stats.datagrams_sent += 1;
             return Some(Transmit { destination: addr });

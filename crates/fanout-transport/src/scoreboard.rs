@@ -44,6 +44,10 @@ pub struct AckOutcome {
     pub newly_acked_bytes: u64,
     /// True if the cumulative ACK advanced.
     pub cumulative_advanced: bool,
+    /// True if the peer's cumulative point fell strictly inside a segment
+    /// and was clipped to that segment's start (never sent by a correct
+    /// receiver: segment boundaries never change).
+    pub cumulative_clipped: bool,
 }
 
 /// The per-receiver scoreboard.
@@ -184,6 +188,15 @@ impl Scoreboard {
         min_rtt: Duration,
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
+        // Acknowledge whole segments only: the send buffer is released up to
+        // the cumulative point, and a retransmission needs its whole segment.
+        let mut cumulative = cumulative;
+        if let Some((&start, seg)) = self.segments.range(..cumulative).next_back() {
+            if cumulative < seg.end && start < cumulative {
+                cumulative = start;
+                out.cumulative_clipped = true;
+            }
+        }
         if cumulative > self.cumulative {
             out.cumulative_advanced = true;
             self.cumulative = cumulative;
@@ -321,7 +334,8 @@ mod tests {
             o,
             AckOutcome {
                 newly_acked_bytes: 200,
-                cumulative_advanced: true
+                cumulative_advanced: true,
+                cumulative_clipped: false,
             }
         );
         assert_eq!(s.in_flight_bytes(), 200);
@@ -374,6 +388,16 @@ mod tests {
             assert_eq!(s.on_ack(at(31), 0, &[300..600], MS).newly_acked_bytes, 0);
         }
         assert_eq!(s.sacked_bytes(), 300);
+    }
+
+    #[test]
+    fn cumulative_inside_a_segment_is_clipped_to_its_start() {
+        let mut s = sent(3);
+        let o = s.on_ack(at(10), 150, &[], MS);
+        assert!(o.cumulative_clipped);
+        assert_eq!(s.cumulative(), 100);
+        assert_eq!(o.newly_acked_bytes, 100);
+        assert_eq!(s.in_flight_bytes(), 200);
     }
 
     #[test]

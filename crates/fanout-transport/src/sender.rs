@@ -289,12 +289,16 @@ impl Sender {
             &ack.sack,
             self.rtt.min_rtt().min(self.rtt.srtt()),
         );
+        if outcome.cumulative_clipped {
+            self.stats.drops.count(DropReason::InvalidAck);
+        }
         if outcome.cumulative_advanced {
             // RFC 7323 §4: RTT from the echoed timestamp of an ACK that
             // acknowledges new data; unambiguous across retransmissions.
             self.rtt
                 .on_sample(since_wire_timestamp(now, ack.timestamp_echo));
-            self.buffer.release(ack.cumulative.min(self.buffer.end()));
+            self.buffer
+                .release(self.board.cumulative().min(self.buffer.end()));
         }
         // Recovery ends once the cumulative ACK passes the recovery point
         // (RFC 6582 §3.2 step 5).
@@ -494,6 +498,7 @@ impl Engine for Sender {
             return;
         }
         if self.is_closed() {
+            self.stats.drops.count(DropReason::SessionClosed);
             return;
         }
         self.last_heard = now;

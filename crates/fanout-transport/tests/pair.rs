@@ -269,8 +269,8 @@ fn peer_reset_is_reported() {
     assert_eq!(
         p.sender.close_reason(),
         Some(&CloseReason::PeerReset {
-            code: 1,
-            reason: "receiver aborted".into()
+            code: 9,
+            reason: "disk full".into()
         })
     );
 }

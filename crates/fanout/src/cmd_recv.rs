@@ -17,7 +17,7 @@ use std::sync::mpsc;
 /// Arguments of `fanout recv`.
 #[derive(Debug, Args)]
 pub struct RecvArgs {
-    /// Address to listen on, e.g. 0.0.0.0:7000 or [::]:7000.
+    /// Address to listen on, e.g. `0.0.0.0:7000` or `[::]:7000`.
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
     /// Where to write: a file path, or an existing directory (the sender's

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 pub struct SendArgs {
     /// The file to send.
     pub file: PathBuf,
-    /// The receiver (`fanout recv --listen ...`), e.g. 192.0.2.7:7000 or [::1]:7000.
+    /// The receiver (`fanout recv --listen ...`), e.g. `192.0.2.7:7000` or `[::1]:7000`.
     #[arg(long, value_name = "HOST:PORT")]
     pub to: String,
     /// Local address to bind (default: any address of the receiver's family).

@@ -60,7 +60,13 @@ impl TransportOpts {
 
     /// The driver configuration these flags describe.
     pub fn driver(&self) -> DriverConfig {
-        let mut d = DriverConfig::default();
+        let mut d = DriverConfig {
+            // Pump the engine at least every 256 datagrams so ACKs are not
+            // held back by one long receive batch (the sender's window would
+            // stall while a whole GRO/recvmmsg run is read).
+            max_recv_per_step: 256,
+            ..DriverConfig::default()
+        };
         if self.inject_loss > 0.0 {
             d.rx_impairment = ImpairConfig::loss(self.inject_loss, self.loss_seed);
         }

@@ -2,6 +2,11 @@
 //! hostile datagrams at live endpoints, a sender killed mid-transfer, and
 //! bad input on the command line. Every child is killed by PID on drop.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "real-process tests bound their waits by the wall clock"
+)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};

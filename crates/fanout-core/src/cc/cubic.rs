@@ -5,7 +5,7 @@
 //! assume.
 //!
 //! * **Slow start** exactly as [`NewReno`](super::NewReno): RFC 5681 with
-//!   RFC 3465 ABC (`L = 2·SMSS`, 1·SMSS after an RTO); no HyStart.
+//!   RFC 3465 ABC (`L` as in NewReno, 1·SMSS after an RTO); no HyStart.
 //! * **Window increase** (§4.2): `W_cubic(t) = C·(t − K)³ + W_max` with
 //!   `K = ∛((W_max − cwnd_epoch)/C)`. For the usual `cwnd_epoch = β·W_max`
 //!   this is RFC 8312's `K = ∛(W_max·(1 − β)/C)`; with fast convergence or an
@@ -329,8 +329,9 @@ mod tests {
             cc.on_ack(Instant::ZERO, sample(MSS, Duration::from_millis(50)));
         }
         assert_eq!(cc.cwnd(), 20 * MSS);
+        // A stretch ACK counts every byte up to the ABC limit.
         cc.on_ack(Instant::ZERO, sample(10 * MSS, Duration::from_millis(50)));
-        assert_eq!(cc.cwnd(), 22 * MSS);
+        assert_eq!(cc.cwnd(), 30 * MSS);
     }
 
     #[test]

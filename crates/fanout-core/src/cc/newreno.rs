@@ -5,7 +5,11 @@
 //! * **Initial window**: [`INITIAL_WINDOW_SEGMENTS`] · SMSS (RFC 6928,
 //!   RFC 5681 §3.1).
 //! * **Slow start** (RFC 5681 §3.1, eq. 2) with Appropriate Byte Counting
-//!   (RFC 3465 §2.2–2.3): each ACK adds `min(acked, L)` with `L = 2·SMSS`.
+//!   (RFC 3465 §2.2–2.3): each ACK adds `min(acked, L)`. RFC 3465 recommends
+//!   `L = 2·SMSS` and allows larger values "with care"; fanout uses
+//!   [`ABC_LIMIT_SEGMENTS`] = 64, close to Linux (which has no limit), because
+//!   its receivers legitimately stretch ACKs (SMO's adaptive ACKs every 4–8
+//!   segments; batched receive) and pacing spreads the resulting burst.
 //!   While the data that was outstanding when the retransmission timer fired
 //!   is being acknowledged, `L = 1·SMSS` (RFC 3465 §2.3: ACKs of data
 //!   retransmitted after an RTO may cover segments the receiver already held).
@@ -37,8 +41,9 @@
 use super::{AckSample, CongestionController, INITIAL_WINDOW_SEGMENTS};
 use crate::time::Instant;
 
-/// RFC 3465 §2.3: the ABC limit `L`, in segments, per ACK in slow start.
-pub(super) const ABC_LIMIT_SEGMENTS: u64 = 2;
+/// RFC 3465 §2.3: the ABC limit `L`, in segments, per ACK in slow start
+/// (see the module doc for why it is above the RFC's recommended 2).
+pub(super) const ABC_LIMIT_SEGMENTS: u64 = 64;
 
 /// Window state and loss bookkeeping shared by NewReno and CUBIC: slow start,
 /// and the rules deciding whether a retransmission timeout reduces ssthresh.
@@ -283,13 +288,15 @@ mod tests {
     }
 
     #[test]
-    fn abc_caps_stretch_acks_at_two_segments() {
+    fn abc_counts_stretch_acks_up_to_the_limit() {
         let mut cc = NewReno::new(MSS);
         cc.on_ack(Instant::ZERO, ack(8 * MSS));
-        assert_eq!(cc.cwnd(), 12 * MSS);
+        assert_eq!(cc.cwnd(), 18 * MSS);
+        cc.on_ack(Instant::ZERO, ack(100 * MSS));
+        assert_eq!(cc.cwnd(), (18 + ABC_LIMIT_SEGMENTS) * MSS);
         // Sub-MSS ACKs count bytes, not ACKs.
         cc.on_ack(Instant::ZERO, ack(100));
-        assert_eq!(cc.cwnd(), 12 * MSS + 100);
+        assert_eq!(cc.cwnd(), (18 + ABC_LIMIT_SEGMENTS) * MSS + 100);
     }
 
     #[test]
@@ -383,9 +390,9 @@ mod tests {
             cc.on_ack(Instant::ZERO, ack(4 * MSS));
         }
         assert_eq!(cc.cwnd(), 11 * MSS);
-        // Old flight acknowledged: L = 2 again.
+        // Old flight acknowledged: the normal limit again.
         cc.on_ack(Instant::ZERO, ack(4 * MSS));
-        assert_eq!(cc.cwnd(), 13 * MSS);
+        assert_eq!(cc.cwnd(), 15 * MSS);
     }
 
     #[test]

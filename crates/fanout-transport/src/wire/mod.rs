@@ -7,6 +7,8 @@
 //! wire (to 32 bits) and expanded on receipt.
 
 mod frame;
+#[cfg(test)]
+mod golden;
 mod header;
 
 pub use frame::{

@@ -1,0 +1,6 @@
+#![no_main]
+//! See `fanout_fuzz::check_frames`.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| fanout_fuzz::check_frames(data));
