@@ -12,7 +12,8 @@ use crate::scoreboard::Scoreboard;
 use crate::send_buffer::SendBuffer;
 use crate::stats::SenderStats;
 use crate::wire::{
-    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
+    decode_frames, encode_data_header, AckFrame, CloseFrame, ConnectFrame, Frame, Header,
+    HeaderFlags,
 };
 use fanout_core::cc::{AckSample, CongestionController};
 use fanout_core::codec::truncate_pn;
@@ -465,17 +466,11 @@ impl Sender {
         self.header(out);
         let data_end = range.end.min(self.buffer.end());
         let fin = self.fin_offset().is_some_and(|f| range.end == f + 1);
-        let mut payload = Vec::with_capacity((data_end - range.start) as usize);
-        self.buffer.copy_to(range.start..data_end, &mut payload);
-        Frame::Data(DataFrame {
-            offset: range.start,
-            timestamp: wire_timestamp(now),
-            fin,
-            message_end: self.buffer.is_message_end(data_end) && data_end > range.start,
-            payload: &payload,
-        })
-        .encode(out);
-        self.stats.payload_bytes_sent += payload.len() as u64;
+        let len = (data_end - range.start) as usize;
+        let message_end = self.buffer.is_message_end(data_end) && len > 0;
+        encode_data_header(out, range.start, wire_timestamp(now), fin, message_end, len);
+        self.buffer.copy_to(range.start..data_end, out);
+        self.stats.payload_bytes_sent += len as u64;
     }
 }
 

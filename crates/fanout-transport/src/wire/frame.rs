@@ -253,17 +253,14 @@ impl<'a> Frame<'a> {
                 }
             }
             Frame::Data(d) => {
-                let mut t = T_DATA;
-                if d.fin {
-                    t |= DATA_FIN;
-                }
-                if d.message_end {
-                    t |= DATA_MSG_END;
-                }
-                out.put_u8(t);
-                out.put_varint(d.offset);
-                out.put_u32(d.timestamp);
-                out.put_varint(d.payload.len() as u64);
+                encode_data_header(
+                    out,
+                    d.offset,
+                    d.timestamp,
+                    d.fin,
+                    d.message_end,
+                    d.payload.len(),
+                );
                 out.put_bytes(d.payload);
             }
             Frame::Skip(s) => {
@@ -288,6 +285,30 @@ impl<'a> Frame<'a> {
             }
         }
     }
+}
+
+/// Appends a DATA frame's fields up to its payload; the caller appends
+/// exactly `payload_len` bytes next (lets a sender copy straight from its
+/// send buffer into the datagram).
+pub fn encode_data_header(
+    out: &mut Vec<u8>,
+    offset: u64,
+    timestamp: u32,
+    fin: bool,
+    message_end: bool,
+    payload_len: usize,
+) {
+    let mut t = T_DATA;
+    if fin {
+        t |= DATA_FIN;
+    }
+    if message_end {
+        t |= DATA_MSG_END;
+    }
+    out.put_u8(t);
+    out.put_varint(offset);
+    out.put_u32(timestamp);
+    out.put_varint(payload_len as u64);
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a char
