@@ -156,6 +156,7 @@ main(int argc, char* argv[])
     double stagger = 0.1;   // flow 1 starts this long after flow 0
     bool pacing = false;
     double minRtoMs = 1000.0; // ns-3 default (RFC 6298 lower bound)
+    double delAckMs = 200.0;  // ns-3 default DelAckTimeout
 
     CommandLine cmd(__FILE__);
     cmd.Usage("Two bulk TCP flows over a dumbbell bottleneck; prints one JSON line.");
@@ -167,6 +168,7 @@ main(int argc, char* argv[])
     cmd.AddValue("stagger", "start offset of flow 1 relative to flow 0, seconds", stagger);
     cmd.AddValue("pacing", "enable ns-3 TCP pacing (TcpSocketState::EnablePacing)", pacing);
     cmd.AddValue("minRtoMs", "TcpSocketBase::MinRto in milliseconds", minRtoMs);
+    cmd.AddValue("delAckMs", "TcpSocket::DelAckTimeout in milliseconds", delAckMs);
     cmd.Parse(argc, argv);
 
     if (scenario != "droptail" && scenario != "red")
@@ -222,6 +224,7 @@ main(int argc, char* argv[])
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(MilliSeconds(delAckMs)));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(minRtoMs)));
     Config::SetDefault("ns3::TcpSocketState::EnablePacing", BooleanValue(pacing));
 
@@ -390,6 +393,7 @@ main(int argc, char* argv[])
       << ",\"stagger_s\":" << Num(stagger)
       << ",\"pacing\":" << (pacing ? "true" : "false")
       << ",\"min_rto_ms\":" << Num(minRtoMs)
+      << ",\"del_ack_timeout_ms\":" << Num(delAckMs)
       << ",\"bottleneck_bps\":" << Num(bnRateBps, 10)
       << ",\"bottleneck_delay_ms\":" << Num(bnDelayMs)
       << ",\"access\":\"" << accRate << "/" << Num(accDelayMs) << "ms\""
