@@ -221,6 +221,7 @@ pub fn drive_sender(data: &[u8]) {
             window: 64 << 10,
             timestamp: 0,
             member_id: 1,
+                start_offset: 0,
         })
         .encode(&mut accept);
         now += Duration::from_millis(10);
@@ -299,6 +300,7 @@ pub fn drive_receiver(data: &[u8]) {
             window: 0,
             timestamp: 0,
             member_id: 0,
+                start_offset: 0,
         })
         .encode(&mut connect);
         r.handle_datagram(now, peer_addr(), &connect);

@@ -13,6 +13,7 @@ pub mod recv_buffer;
 pub mod scoreboard;
 pub mod send_buffer;
 pub mod sender;
+pub mod session;
 pub mod stats;
 pub mod wire;
 

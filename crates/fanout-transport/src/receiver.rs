@@ -27,6 +27,13 @@ const MAX_PENDING_REFUSALS: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
     Listening,
+    /// Receiver-initiated (SMO §II): CONNECT sent to `target`, waiting for ACCEPT.
+    Joining {
+        target: SocketAddr,
+        attempts: u32,
+        next_try: Instant,
+        deadline: Instant,
+    },
     Established,
     /// Whole stream read; answering retransmissions until `until`.
     Lingering {
@@ -52,6 +59,8 @@ pub struct Receiver {
     most_recent: Option<Range<u64>>,
     unacked_since: Option<Instant>,
     accept_pending: Option<u32>,
+    /// Id the session sender gave this member (1 for a unicast listener).
+    member_id: u64,
     /// RESET to send to the peer (code, reason).
     pending_reset: Option<(u64, String)>,
     refusals: VecDeque<(SocketAddr, u64)>,
@@ -77,6 +86,7 @@ impl Receiver {
             most_recent: None,
             unacked_since: None,
             accept_pending: None,
+            member_id: 1,
             pending_reset: None,
             refusals: VecDeque::new(),
             largest_pn: None,
@@ -86,6 +96,27 @@ impl Receiver {
             stats: ReceiverStats::default(),
             config,
         }
+    }
+
+    /// Joins the session of the sender at `sender` (receiver-initiated, SMO
+    /// §II): sends CONNECT until ACCEPT arrives or the handshake times out.
+    /// The sender's data may then arrive from its address on any destination
+    /// (a multicast group this host joined, or unicast).
+    pub fn join(config: TransportConfig, sender: SocketAddr, now: Instant) -> Self {
+        let deadline = now + config.handshake_timeout;
+        let mut r = Receiver::listen(config, now);
+        r.state = State::Joining {
+            target: sender,
+            attempts: 0,
+            next_try: now,
+            deadline,
+        };
+        r
+    }
+
+    /// The id the session sender gave this member.
+    pub fn member_id(&self) -> u64 {
+        self.member_id
     }
 
     /// Copies in-order stream bytes into `out`; returns the count (0 when
@@ -332,6 +363,26 @@ impl Engine for Receiver {
             self.stats.drops.count(DropReason::SessionClosed);
             return;
         }
+        if let State::Joining { target, .. } = self.state {
+            match decode_frames(body).next() {
+                Some(Ok(Frame::Accept(a))) if from == target && a.sends_data => {
+                    self.peer = Some((from, header.session_id));
+                    self.member_id = a.member_id;
+                    self.buffer.start_at(a.start_offset);
+                    self.last_ack_sent = a.start_offset;
+                    self.state = State::Established;
+                    self.events.push_back(Event::Connected);
+                }
+                _ => {
+                    self.stats.drops.count(if from == target {
+                        DropReason::UnexpectedFrame
+                    } else {
+                        DropReason::UnknownPeer
+                    });
+                    return;
+                }
+            }
+        }
         let is_connect =
             matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(c))) if c.sends_data);
         match self.peer {
@@ -386,6 +437,39 @@ impl Engine for Receiver {
             self.stats.datagrams_sent += 1;
             return Some(Transmit { destination: addr });
         }
+        if let State::Joining {
+            target,
+            attempts,
+            next_try,
+            deadline,
+        } = self.state
+        {
+            if next_try > now {
+                return None;
+            }
+            // Session id 0: the sender names the session in its ACCEPT.
+            self.header(0, buf);
+            Frame::Connect(ConnectFrame {
+                sends_data: false,
+                max_payload: self.config.max_payload(),
+                window: self.buffer.capacity(),
+                timestamp: (now.as_nanos() / 1_000) as u32,
+                member_id: 0,
+                start_offset: 0,
+            })
+            .encode(buf);
+            let wait = self.config.rto.initial.saturating_mul(1 << attempts.min(6));
+            self.state = State::Joining {
+                target,
+                attempts: attempts + 1,
+                next_try: now + wait,
+                deadline,
+            };
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit {
+                destination: target,
+            });
+        }
         let (peer, session_id) = self.peer?;
         if let State::Lingering { until: None } = self.state {
             self.state = State::Lingering {
@@ -403,6 +487,7 @@ impl Engine for Receiver {
                 window: self.buffer.window_end() - self.buffer.rcv_nxt(),
                 timestamp: ts,
                 member_id: 1,
+                start_offset: 0,
             })
             .encode(buf);
             self.advertised_window_end = self.buffer.window_end();
@@ -427,6 +512,9 @@ impl Engine for Receiver {
     fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Listening | State::Closed(_) => None,
+            State::Joining {
+                next_try, deadline, ..
+            } => Some(next_try.min(deadline)),
             State::Established => [
                 self.acks.deadline(),
                 Some(self.last_heard + self.config.idle_timeout),
@@ -440,6 +528,9 @@ impl Engine for Receiver {
 
     fn handle_timeout(&mut self, now: Instant) {
         match self.state {
+            State::Joining { deadline, .. } if now >= deadline => {
+                self.close(CloseReason::HandshakeTimeout);
+            }
             State::Established if now >= self.last_heard + self.config.idle_timeout => {
                 self.close(CloseReason::IdleTimeout);
             }

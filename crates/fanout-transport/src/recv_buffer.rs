@@ -32,6 +32,14 @@ impl RecvBuffer {
         }
     }
 
+    /// Moves an untouched buffer's start to `offset` (a member joining a
+    /// live stream mid-way). Ignored once anything was stored or read.
+    pub fn start_at(&mut self, offset: u64) {
+        if self.read_pos == 0 && self.held.is_empty() {
+            self.read_pos = offset;
+        }
+    }
+
     /// Window size in bytes.
     pub fn capacity(&self) -> u64 {
         self.ring.len() as u64

@@ -545,6 +545,7 @@ impl Engine for Sender {
                     window: 0,
                     timestamp: wire_timestamp(now),
                     member_id: 0,
+                    start_offset: 0,
                 })
                 .encode(buf);
                 // RFC 6298 §5.5-style back-off of the handshake retries.

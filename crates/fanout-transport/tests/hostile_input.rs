@@ -78,7 +78,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
             }),
         2 => (any::<bool>(), 0u64..2000, 0u64..100_000, any::<u32>(), any::<bool>())
             .prop_map(|(sends_data, max_payload, window, timestamp, accept)| {
-                let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id: 1 };
+                let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id: 1, start_offset: 0 };
                 enc(if accept { Frame::Accept(c) } else { Frame::Connect(c) })
             }),
         2 => (off, 0u64..5000).prop_map(|(offset, len)| enc(Frame::Skip(SkipFrame { offset, len }))),
@@ -219,6 +219,7 @@ fn accept_datagram(pn: u32) -> Vec<u8> {
             window: 64 << 10,
             timestamp: 0,
             member_id: 1,
+            start_offset: 0,
         }),
     )
 }
@@ -299,6 +300,7 @@ fn drive_receiver(connected: bool, script: &[Step]) -> Result<(), TestCaseError>
                 window: 0,
                 timestamp: 0,
                 member_id: 0,
+                start_offset: 0,
             }),
         );
         pn += 1;

@@ -36,6 +36,10 @@ pub struct ConnectFrame {
     pub timestamp: u32,
     /// In ACCEPT: the id the accepting side gives this member (0 in CONNECT).
     pub member_id: u64,
+    /// In ACCEPT from a data sender: the stream offset at which this member's
+    /// delivery starts (a late joiner of a live stream starts at the current
+    /// position); 0 otherwise.
+    pub start_offset: u64,
 }
 
 /// A piece of the byte stream.
@@ -143,6 +147,7 @@ fn decode_connect(r: &mut Reader<'_>) -> Result<ConnectFrame, DecodeError> {
         window: r.varint()?,
         timestamp: r.u32()?,
         member_id: r.varint()?,
+        start_offset: r.varint()?,
     })
 }
 
@@ -238,6 +243,7 @@ impl<'a> Frame<'a> {
                 out.put_varint(c.window);
                 out.put_u32(c.timestamp);
                 out.put_varint(c.member_id);
+                out.put_varint(c.start_offset);
             }
             Frame::Ack(a) => {
                 out.put_u8(T_ACK);
@@ -413,7 +419,7 @@ mod tests {
         fn control_roundtrip(sends_data: bool, max_payload in 0u64..1 << 20, window in 0u64..1 << 40,
                              timestamp: u32, member_id in 0u64..1 << 40, code in 0u64..1 << 40,
                              reason in arb_reason(), n in 1u32..=64, off in 0u64..1 << 40, len in 0u64..1 << 40) {
-            let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id };
+            let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id, start_offset: off };
             roundtrip(&Frame::Connect(c));
             roundtrip(&Frame::Accept(c));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));

@@ -1,0 +1,388 @@
+//! A member's child control block (SMO §II): its own RTT/RTO, congestion
+//! window, cumulative ACK, SACKed and lost ranges. Everything else about
+//! sent data lives once in the master's [`SegmentLog`].
+//!
+//! State is bounded: SACKed ranges are capped at [`MAX_MEMBER_SACK_RANGES`]
+//! and unicast repairs in flight at [`MAX_REPAIRS_IN_FLIGHT`], so a member
+//! costs a few hundred bytes whatever it sends.
+
+use super::segment_log::SegmentLog;
+use super::MemberId;
+use crate::sender::since_wire_timestamp;
+use crate::wire::AckFrame;
+use fanout_core::cc::{AckSample, CongestionController};
+use fanout_core::rtt::RttEstimator;
+use fanout_core::time::Instant;
+use fanout_core::RangeSet;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+/// Most disjoint SACKed ranges kept per member; further ranges are ignored
+/// (the data is then repaired as if lost — safe, merely wasteful).
+pub const MAX_MEMBER_SACK_RANGES: usize = 256;
+/// Most unicast repairs tracked in flight per member.
+pub const MAX_REPAIRS_IN_FLIGHT: usize = 1024;
+
+/// What one ACK did to a member.
+#[derive(Debug, Default)]
+pub struct MemberAck {
+    /// The cumulative ACK advanced.
+    pub progressed: bool,
+    /// The ACK's cumulative point fell inside a segment (clipped).
+    pub clipped: bool,
+    /// SACK ranges were ignored because the member hit its range cap.
+    pub sack_capped: bool,
+    /// Ranges newly deemed lost (segment-aligned).
+    pub newly_lost: Vec<Range<u64>>,
+}
+
+/// One receiver's control block.
+#[derive(Debug)]
+pub struct Member {
+    /// Session-local id.
+    pub id: MemberId,
+    /// Where its ACKs come from and unicast goes to.
+    pub addr: SocketAddr,
+    /// Offset at which its delivery started.
+    pub start: u64,
+    /// Every byte below was acknowledged.
+    pub cumulative: u64,
+    sacked: RangeSet,
+    sacked_bytes: u64,
+    lost: RangeSet,
+    lost_bytes: u64,
+    repairs: VecDeque<(Range<u64>, Instant)>,
+    /// RFC 6298 estimator of this member's path.
+    pub rtt: RttEstimator,
+    /// This member's congestion controller.
+    pub cc: Box<dyn CongestionController>,
+    /// `SND.NXT` when its current recovery episode began (RFC 6582).
+    pub recovery_point: Option<u64>,
+    rack_sent_at: Option<Instant>,
+    rack_rtt: Duration,
+    /// Offsets below this fit its receive window.
+    pub window_end: u64,
+    /// Largest packet number of its ACKs (window updates only from newer).
+    pub largest_ack_pn: Option<u64>,
+    /// Last time its cumulative ACK advanced (or it joined).
+    pub last_progress: Instant,
+    /// Its retransmission timer.
+    pub rto_deadline: Option<Instant>,
+    /// Its RACK reorder timer.
+    pub rack_deadline: Option<Instant>,
+    /// Consecutive RTO expiries without progress.
+    pub rto_backoffs: u32,
+    /// ACKs processed.
+    pub acks: u64,
+}
+
+impl Member {
+    /// A member starting at `start`, with the given window and controller.
+    pub fn new(
+        id: MemberId,
+        addr: SocketAddr,
+        start: u64,
+        window: u64,
+        rtt: RttEstimator,
+        cc: Box<dyn CongestionController>,
+        now: Instant,
+    ) -> Self {
+        Member {
+            id,
+            addr,
+            start,
+            cumulative: start,
+            sacked: RangeSet::new(),
+            sacked_bytes: 0,
+            lost: RangeSet::new(),
+            lost_bytes: 0,
+            repairs: VecDeque::new(),
+            rtt,
+            cc,
+            recovery_point: None,
+            rack_sent_at: None,
+            rack_rtt: Duration::ZERO,
+            window_end: start.saturating_add(window),
+            largest_ack_pn: None,
+            last_progress: now,
+            rto_deadline: None,
+            rack_deadline: None,
+            rto_backoffs: 0,
+            acks: 0,
+        }
+    }
+
+    /// Bytes in flight to this member (RFC 6675 "pipe"): sent, neither
+    /// acknowledged nor SACKed nor deemed lost.
+    pub fn in_flight(&self, snd_nxt: u64) -> u64 {
+        snd_nxt
+            .saturating_sub(self.cumulative)
+            .saturating_sub(self.sacked_bytes + self.lost_bytes)
+    }
+
+    /// The highest offset new data may reach for this member: its
+    /// congestion window beyond what it holds in flight, capped by its
+    /// receive window. Independent of `SND.NXT`, so a multicast send leaves
+    /// every member's edge unchanged.
+    pub fn send_edge(&self) -> u64 {
+        let cwnd_edge = self.cumulative + self.sacked_bytes + self.lost_bytes + self.cc.cwnd();
+        cwnd_edge.min(self.window_end)
+    }
+
+    /// Earliest of its timers.
+    pub fn next_timer(&self) -> Option<Instant> {
+        [self.rto_deadline, self.rack_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// True if `range` is still lost for this member.
+    pub fn is_lost(&self, range: Range<u64>) -> bool {
+        self.lost.contains_range(range)
+    }
+
+    /// A repair of `range` was sent (by unicast to it, or by multicast).
+    pub fn on_repair_sent(&mut self, range: Range<u64>, now: Instant) {
+        let removed = self.lost.remove(range.clone());
+        self.lost_bytes -= removed;
+        if removed > 0 {
+            if self.repairs.len() == MAX_REPAIRS_IN_FLIGHT {
+                self.repairs.pop_front();
+            }
+            self.repairs.push_back((range, now));
+        }
+    }
+
+    fn add_lost(&mut self, range: Range<u64>) -> bool {
+        let added = self.lost.insert(range);
+        self.lost_bytes += added;
+        added > 0
+    }
+
+    /// Processes an ACK already validated against `SND.NXT`.
+    pub fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: &AckFrame,
+        log: &SegmentLog,
+        snd_nxt: u64,
+        mss: u64,
+        cwnd_limited: bool,
+    ) -> MemberAck {
+        let mut out = MemberAck::default();
+        self.acks += 1;
+        let mut delivered_latest: Option<Instant> = None;
+        let mut newly_acked = 0u64;
+        // Whole segments only (segment boundaries never change).
+        let mut cum = ack.cumulative;
+        if let Some(seg) = log.containing(cum).filter(|s| s.start < cum) {
+            cum = seg.start;
+            out.clipped = true;
+        }
+        let flight_before = self.in_flight(snd_nxt);
+        if cum > self.cumulative {
+            out.progressed = true;
+            let newly = self.cumulative..cum;
+            delivered_latest = delivered_latest.max(log.latest_sent_within(newly.clone()));
+            let already = self.sacked.overlap_len(newly.clone());
+            let was_lost = self.lost.remove(newly.clone());
+            self.lost_bytes -= was_lost;
+            newly_acked += (cum - self.cumulative) - already;
+            self.sacked.remove_below(cum);
+            self.sacked_bytes -= already;
+            self.cumulative = cum;
+            self.last_progress = now;
+            self.rto_backoffs = 0;
+            // RFC 7323 §4: RTT from the timestamp echo of new data.
+            self.rtt
+                .on_sample(since_wire_timestamp(now, ack.timestamp_echo));
+        }
+        for r in &ack.sack {
+            let Some(r) = clip_to_segments(log, r.start.max(self.cumulative)..r.end.min(snd_nxt))
+            else {
+                continue;
+            };
+            if self.sacked.range_count() >= MAX_MEMBER_SACK_RANGES
+                && !self.sacked.contains_range(r.clone())
+            {
+                out.sack_capped = true;
+                continue;
+            }
+            for gap in self.sacked.gaps_in(r.clone()) {
+                delivered_latest = delivered_latest.max(log.latest_sent_within(gap.clone()));
+                let was_lost = self.lost.remove(gap.clone());
+                self.lost_bytes -= was_lost;
+                newly_acked += gap.end - gap.start;
+            }
+            self.sacked_bytes += self.sacked.insert(r);
+        }
+        // Repairs delivered count as the latest evidence too (RFC 8985 §6.1:
+        // only if delivered no sooner than min_rtt after being sent).
+        let min_rtt = self.rtt.min_rtt().min(self.rtt.srtt());
+        let (cum, sacked) = (self.cumulative, &self.sacked);
+        self.repairs.retain(|(r, t)| {
+            let done = r.end <= cum || sacked.contains_range(r.clone());
+            if done && now - *t >= min_rtt {
+                delivered_latest = delivered_latest.max(Some(*t));
+            }
+            !done
+        });
+        if let Some(t) = delivered_latest {
+            if self.rack_sent_at.is_none_or(|r| t >= r) {
+                self.rack_sent_at = Some(t);
+                self.rack_rtt = now - t;
+            }
+        }
+        if let Some(rp) = self.recovery_point {
+            if self.cumulative >= rp {
+                self.recovery_point = None;
+                self.cc.on_recovery_end(now);
+            }
+        }
+        if newly_acked > 0 && self.recovery_point.is_none() {
+            self.cc.on_ack(
+                now,
+                AckSample {
+                    acked_bytes: newly_acked,
+                    srtt: self.rtt.srtt(),
+                    min_rtt: self.rtt.min_rtt(),
+                    cwnd_limited,
+                },
+            );
+        }
+        out.newly_lost = self.detect_losses(now, log, snd_nxt, mss, flight_before);
+        if out.progressed {
+            self.rto_deadline = None;
+        }
+        self.arm_rto(now, snd_nxt);
+        out
+    }
+
+    /// RACK (RFC 8985 §6.2) against the shared log: a hole segment is lost
+    /// once something sent after it was delivered and `rack_rtt + reo_wnd`
+    /// passed since it was sent. Returns the newly lost ranges.
+    pub fn detect_losses(
+        &mut self,
+        now: Instant,
+        log: &SegmentLog,
+        snd_nxt: u64,
+        mss: u64,
+        flight_before: u64,
+    ) -> Vec<Range<u64>> {
+        self.rack_deadline = None;
+        let mut newly = Vec::new();
+        let Some(rack_sent_at) = self.rack_sent_at else {
+            return newly;
+        };
+        // RFC 8985 §6.2: reo_wnd = min_rtt/4, or 0 once DupThresh segments
+        // were SACKed above the hole.
+        let reo_wnd = if self.sacked_bytes >= 3 * mss {
+            Duration::ZERO
+        } else {
+            self.rtt.min_rtt().min(self.rtt.srtt()) / 4
+        };
+        let top = self
+            .sacked
+            .max_end()
+            .unwrap_or(self.cumulative)
+            .min(snd_nxt);
+        let mut timer: Option<Instant> = None;
+        let holes = self.sacked.gaps_in(self.cumulative..top);
+        'holes: for hole in holes {
+            for seg in log.overlapping(hole.clone()) {
+                let r = seg.start..seg.end;
+                if self.lost.contains_range(r.clone()) || self.repairs.iter().any(|(x, _)| *x == r)
+                {
+                    continue;
+                }
+                if seg.sent_at >= rack_sent_at {
+                    break 'holes;
+                }
+                let due = seg.sent_at + self.rack_rtt + reo_wnd;
+                if now >= due {
+                    if self.add_lost(r.clone()) {
+                        newly.push(r);
+                    }
+                } else {
+                    timer = Some(timer.map_or(due, |t| t.min(due)));
+                    break 'holes;
+                }
+            }
+        }
+        // Lost repairs: sent before the latest delivery and overdue.
+        let mut lost_repairs = Vec::new();
+        self.repairs.retain(|(r, t)| {
+            let overdue = *t < rack_sent_at && now >= *t + self.rack_rtt + reo_wnd;
+            if overdue {
+                lost_repairs.push(r.clone());
+            }
+            !overdue
+        });
+        for r in lost_repairs {
+            if self.add_lost(r.clone()) {
+                newly.push(r);
+            }
+        }
+        self.rack_deadline = timer;
+        if !newly.is_empty() && self.recovery_point.is_none() {
+            // One congestion response per episode (RFC 6582 §3.2).
+            self.recovery_point = Some(snd_nxt);
+            self.cc.on_congestion_event(now, flight_before);
+        }
+        newly
+    }
+
+    /// Arms the RTO if data is outstanding and it is not armed (RFC 6298 §5.1).
+    pub fn arm_rto(&mut self, now: Instant, snd_nxt: u64) {
+        if self.cumulative >= snd_nxt {
+            self.rto_deadline = None;
+        } else if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rtt.rto());
+        }
+    }
+
+    /// RFC 6298 §5.4–5.6 / RFC 5681 §3.1: every outstanding, un-SACKed
+    /// range is deemed lost; the timer backs off. Returns the newly lost ranges.
+    pub fn on_rto(&mut self, now: Instant, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {
+        self.rto_deadline = None;
+        if self.cumulative >= snd_nxt {
+            return Vec::new();
+        }
+        self.rto_backoffs += 1;
+        let flight = self.in_flight(snd_nxt);
+        self.rtt.on_timeout();
+        self.cc.on_retransmission_timeout(now, flight);
+        self.recovery_point = Some(snd_nxt);
+        self.repairs.clear();
+        let mut newly = Vec::new();
+        for gap in self.sacked.gaps_in(self.cumulative..snd_nxt) {
+            for seg in log.overlapping(gap) {
+                let r = seg.start..seg.end;
+                if self.add_lost(r.clone()) {
+                    newly.push(r);
+                }
+            }
+        }
+        self.arm_rto(now, snd_nxt);
+        newly
+    }
+}
+
+/// `range` shrunk to whole segments; `None` if none is wholly inside.
+fn clip_to_segments(log: &SegmentLog, range: Range<u64>) -> Option<Range<u64>> {
+    if range.is_empty() {
+        return None;
+    }
+    let start = match log.containing(range.start) {
+        Some(s) if s.start < range.start => s.end,
+        _ => range.start,
+    };
+    let end = match log.containing(range.end - 1) {
+        Some(s) if s.end > range.end => s.start,
+        _ => range.end,
+    };
+    (start < end).then_some(start..end)
+}

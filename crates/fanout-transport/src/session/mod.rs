@@ -1,0 +1,29 @@
+//! TCP-SMO one-to-many sessions (`shared/SEEDS-DIGEST.md` §1): one sender,
+//! one send buffer and sequence space (the master block), a TCP-like child
+//! control block per member, each data segment multicast once.
+//!
+//! * [`SessionSender`] — admits members (receiver-initiated CONNECT),
+//!   multicasts new data within the minimum of the members' windows,
+//!   repairs losses by multicast when more than a threshold fraction of
+//!   members miss a segment and by unicast otherwise, releases the buffer
+//!   at the slowest member, evicts stalled members.
+//! * Members run the ordinary [`crate::Receiver`], created with
+//!   [`crate::Receiver::join`].
+//!
+//! Per-ACK work is O(log N) in the number of members: the session's send
+//! edge, release point and timers are ordered indexes over members, and a
+//! multicast send touches no member at all ([`segment_log`]).
+
+mod config;
+mod member;
+mod ordered;
+pub mod segment_log;
+mod sender;
+
+pub use config::{JoinPolicy, ReleasePolicy, SessionConfig, DEFAULT_MAX_MEMBERS};
+pub use member::{MAX_MEMBER_SACK_RANGES, MAX_REPAIRS_IN_FLIGHT};
+pub use sender::{SessionEvent, SessionSender, SessionStats};
+
+/// A member's id within one session (assigned at admission, never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemberId(pub u64);

@@ -1,0 +1,387 @@
+//! Story tests of one-to-many sessions (TCP-SMO): a sender, N members that
+//! joined by CONNECT, a multicast wire with per-member and shared loss.
+
+use fanout_core::time::Instant;
+use fanout_core::{drain, Engine, Rng};
+use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
+use fanout_transport::{CloseReason, Receiver};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const ONE_WAY: Duration = Duration::from_millis(10);
+const GROUP: &str = "239.1.1.1:7000";
+const SENDER: &str = "10.0.0.1:5000";
+
+fn member_addr(i: usize) -> SocketAddr {
+    format!("10.0.1.{}:7000", i + 1).parse().unwrap()
+}
+
+/// Decides whether a datagram is lost: (member index or None for the sender
+/// side, datagram bytes, was it multicast) → lost?
+type Loss = Box<dyn FnMut(Option<usize>, &[u8], bool) -> bool>;
+
+/// Datagrams in flight: (arrival, sequence) → (member or None for the sender, source, bytes).
+type Wire = BTreeMap<(Instant, u64), (Option<usize>, SocketAddr, Vec<u8>)>;
+
+struct Net {
+    now: Instant,
+    sender: SessionSender,
+    members: Vec<Receiver>,
+    /// Members that stopped hearing anything (killed).
+    dead: Vec<bool>,
+    got: Vec<Vec<u8>>,
+    wire: Wire,
+    seq: u64,
+    loss: Loss,
+    data: Vec<u8>,
+    written: usize,
+    events: Vec<SessionEvent>,
+}
+
+impl Net {
+    fn new(config: SessionConfig, n: usize, data: Vec<u8>, loss: Loss) -> Net {
+        let now = Instant::ZERO;
+        let members = (0..n)
+            .map(|_| Receiver::join(config.transport.clone(), SENDER.parse().unwrap(), now))
+            .collect();
+        Net {
+            sender: SessionSender::new(config, 42, now),
+            members,
+            dead: vec![false; n],
+            got: vec![Vec::new(); n],
+            now,
+            wire: BTreeMap::new(),
+            seq: 0,
+            loss,
+            data,
+            written: 0,
+            events: Vec::new(),
+        }
+    }
+
+    fn send(
+        &mut self,
+        to_member: Option<usize>,
+        from: SocketAddr,
+        bytes: Vec<u8>,
+        multicast: bool,
+    ) {
+        if (self.loss)(to_member, &bytes, multicast) {
+            return;
+        }
+        self.seq += 1;
+        self.wire
+            .insert((self.now + ONE_WAY, self.seq), (to_member, from, bytes));
+    }
+
+    fn pump(&mut self) -> Option<Instant> {
+        let mut buf = Vec::new();
+        if self.written < self.data.len() {
+            self.written += self.sender.write(&self.data[self.written..]);
+            if self.written == self.data.len() {
+                self.sender.finish();
+            }
+        }
+        let mut out = Vec::new();
+        let mut next = drain(&mut self.sender, self.now, &mut buf, 256, |t, b| {
+            out.push((t.destination, b.to_vec()))
+        });
+        let group: SocketAddr = GROUP.parse().unwrap();
+        for (dest, bytes) in out {
+            if dest == group {
+                for i in 0..self.members.len() {
+                    self.send(Some(i), SENDER.parse().unwrap(), bytes.clone(), true);
+                }
+            } else if let Some(i) = (0..self.members.len()).find(|&i| member_addr(i) == dest) {
+                self.send(Some(i), SENDER.parse().unwrap(), bytes, false);
+            }
+        }
+        for i in 0..self.members.len() {
+            let mut chunk = [0u8; 8192];
+            loop {
+                let n = self.members[i].read(&mut chunk);
+                if n == 0 {
+                    break;
+                }
+                self.got[i].extend_from_slice(&chunk[..n]);
+            }
+            let mut out = Vec::new();
+            let t = drain(&mut self.members[i], self.now, &mut buf, 64, |_, b| {
+                out.push(b.to_vec())
+            });
+            for bytes in out {
+                if !self.dead[i] {
+                    self.send(None, member_addr(i), bytes, false);
+                }
+            }
+            next = [next, t].into_iter().flatten().min();
+        }
+        while let Some(e) = self.sender.poll_event() {
+            self.events.push(e);
+        }
+        next
+    }
+
+    fn run(&mut self, limit: Duration) {
+        let end = Instant::ZERO + limit;
+        while self.now < end {
+            let timer = self.pump();
+            if self.sender.close_reason().is_some() && self.wire.is_empty() {
+                return;
+            }
+            let wire = self.wire.keys().next().map(|k| k.0);
+            self.now = self
+                .now
+                .max([timer, wire].into_iter().flatten().min().unwrap_or(end));
+            while let Some(e) = self.wire.first_entry() {
+                if e.key().0 > self.now {
+                    break;
+                }
+                let (to, from, bytes) = e.remove();
+                match to {
+                    Some(i) if !self.dead[i] => {
+                        self.members[i].handle_datagram(self.now, from, &bytes)
+                    }
+                    Some(_) => {}
+                    None => self.sender.handle_datagram(self.now, from, &bytes),
+                }
+            }
+        }
+    }
+}
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        group: Some(GROUP.parse().unwrap()),
+        ..SessionConfig::default()
+    }
+}
+
+fn random_data(n: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0; n];
+    Rng::new(seed).fill(&mut v);
+    v
+}
+
+fn is_data(bytes: &[u8]) -> bool {
+    let Ok((_, body)) = fanout_transport::wire::Header::decode(bytes) else {
+        return false;
+    };
+    matches!(
+        fanout_transport::wire::decode_frames(body).next(),
+        Some(Ok(fanout_transport::wire::Frame::Data(_)))
+    )
+}
+
+#[test]
+fn every_member_gets_the_stream_and_data_is_multicast_once() {
+    let data = random_data(1 << 20, 1);
+    let cfg = SessionConfig {
+        wait_for_members: 5,
+        ..config()
+    };
+    let mut net = Net::new(cfg, 5, data.clone(), Box::new(|_, _, _| false));
+    net.run(Duration::from_secs(30));
+    for (i, g) in net.got.iter().enumerate() {
+        assert!(
+            *g == data,
+            "member {i}: {} of {} bytes",
+            g.len(),
+            data.len()
+        );
+    }
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+    let st = net.sender.stats();
+    let segments = data
+        .len()
+        .div_ceil(config().transport.max_payload() as usize) as u64;
+    // The FIN rides on the last data segment.
+    assert_eq!(st.data_segments, segments, "each segment multicast once");
+    assert_eq!(st.multicast_repairs + st.unicast_repairs, 0);
+    assert_eq!(st.members_joined, 5);
+    assert!(net.events.contains(&SessionEvent::Finished));
+    assert!(net.members.iter().all(|m| m.is_finished()));
+}
+
+#[test]
+fn independent_losses_are_repaired_by_unicast() {
+    let data = random_data(600_000, 2);
+    let mut rng = Rng::new(7);
+    // 5 of 20 members lose 3% of what reaches them, independently.
+    let loss: Loss =
+        Box::new(move |to, _, _| matches!(to, Some(i) if i < 5) && rng.bernoulli(0.03));
+    let cfg = SessionConfig {
+        wait_for_members: 20,
+        ..config()
+    };
+    let mut net = Net::new(cfg, 20, data.clone(), loss);
+    net.run(Duration::from_secs(60));
+    for (i, g) in net.got.iter().enumerate() {
+        assert!(
+            *g == data,
+            "member {i}: {} of {} bytes",
+            g.len(),
+            data.len()
+        );
+    }
+    let st = net.sender.stats();
+    // A segment missed by one member in 20 (= the 5% threshold) is repaired
+    // by unicast; only coincident losses at two or more go by multicast.
+    assert!(st.unicast_repairs > 0, "{st:?}");
+    assert!(st.unicast_repairs > 5 * st.multicast_repairs, "{st:?}");
+}
+
+#[test]
+fn a_loss_shared_by_all_is_repaired_by_multicast() {
+    let data = random_data(300_000, 3);
+    // The group copy of every 50th multicast DATA datagram is lost for all.
+    let mut count = 0u64;
+    let mut dropping = false;
+    let loss: Loss = Box::new(move |to, b, multicast| {
+        if to == Some(0) && multicast && is_data(b) {
+            count += 1;
+            dropping = count.is_multiple_of(50);
+        }
+        multicast && dropping && to.is_some()
+    });
+    let cfg = SessionConfig {
+        wait_for_members: 8,
+        ..config()
+    };
+    let mut net = Net::new(cfg, 8, data.clone(), loss);
+    net.run(Duration::from_secs(60));
+    for (i, g) in net.got.iter().enumerate() {
+        assert!(*g == data, "member {i}");
+    }
+    let st = net.sender.stats();
+    assert!(st.multicast_repairs > 0, "{st:?}");
+}
+
+#[test]
+fn a_silent_member_is_evicted_and_the_rest_complete() {
+    let data = random_data(4 << 20, 4);
+    let cfg = SessionConfig {
+        wait_for_members: 6,
+        stall_timeout: Duration::from_secs(2),
+        ..config()
+    };
+    let mut net = Net::new(cfg, 6, data.clone(), Box::new(|_, _, _| false));
+    net.run(Duration::from_millis(70));
+    assert!(
+        net.got[3].len() < data.len() / 4,
+        "kill must fall early in the transfer"
+    );
+    net.dead[3] = true;
+    net.run(Duration::from_secs(60));
+    for i in [0, 1, 2, 4, 5] {
+        assert!(
+            net.got[i] == data,
+            "member {i}: {} of {}; events {:?}; stats {:?}; now {:?}",
+            net.got[i].len(),
+            data.len(),
+            net.events,
+            net.sender.stats(),
+            net.now
+        );
+    }
+    assert!(net.events.iter().any(|e| matches!(e, SessionEvent::MemberLeft { reason, .. } if reason.contains("stalled") || reason.contains("unreachable"))), "{:?}", net.events);
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+#[test]
+fn a_live_late_joiner_starts_at_the_current_position() {
+    let data = random_data(8 << 20, 5);
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        join: JoinPolicy::Live,
+        ..config()
+    };
+    let mut net = Net::new(cfg.clone(), 2, data.clone(), Box::new(|_, _, _| false));
+    net.run(Duration::from_millis(80));
+    assert!(
+        net.got[0].len() < data.len() / 2,
+        "join must fall mid-stream"
+    );
+    let joined_at = net.now;
+    net.members.push(Receiver::join(
+        cfg.transport.clone(),
+        SENDER.parse().unwrap(),
+        joined_at,
+    ));
+    net.dead.push(false);
+    net.got.push(Vec::new());
+    net.run(Duration::from_secs(60));
+    let start = net
+        .events
+        .iter()
+        .find_map(|e| match e {
+            SessionEvent::MemberJoined { id, start, .. } if id.0 == 3 => Some(*start),
+            _ => None,
+        })
+        .expect("third member joined");
+    assert!(start > 0);
+    assert!(
+        net.got[2] == data[start as usize..],
+        "late joiner gets the stream from {start}"
+    );
+    assert!(net.got[0] == data && net.got[1] == data);
+}
+
+#[test]
+fn hostile_joins_and_acks_are_bounded_and_counted() {
+    let cfg = SessionConfig {
+        max_members: 10,
+        ..config()
+    };
+    let mut s = SessionSender::new(cfg.clone(), 42, Instant::ZERO);
+    let mut buf = Vec::new();
+    let now = Instant::ZERO;
+    for i in 0..200 {
+        let addr: SocketAddr = format!("10.9.{}.{}:1", i / 200, i % 200 + 1)
+            .parse()
+            .unwrap();
+        let mut r = Receiver::join(cfg.transport.clone(), SENDER.parse().unwrap(), now);
+        buf.clear();
+        r.poll_transmit(now, &mut buf).unwrap();
+        s.handle_datagram(now, addr, &buf);
+    }
+    assert_eq!(s.member_count(), 10);
+    assert_eq!(
+        s.stats()
+            .drops
+            .get(fanout_core::stats::DropReason::LimitExceeded),
+        190
+    );
+    // An ACK from a stranger.
+    let mut ack = Vec::new();
+    fanout_transport::wire::Header {
+        flags: Default::default(),
+        session_id: 42,
+        packet_number: 1,
+    }
+    .encode(&mut ack);
+    fanout_transport::wire::Frame::Ack(fanout_transport::wire::AckFrame {
+        cumulative: 1 << 30,
+        window: 0,
+        timestamp_echo: 0,
+        ack_delay_us: 0,
+        sack: vec![],
+    })
+    .encode(&mut ack);
+    s.handle_datagram(now, "10.200.0.1:1".parse().unwrap(), &ack);
+    assert_eq!(
+        s.stats()
+            .drops
+            .get(fanout_core::stats::DropReason::UnknownPeer),
+        1
+    );
+    // ... and one from a member, for data never sent.
+    s.handle_datagram(now, "10.9.0.1:1".parse().unwrap(), &ack);
+    assert_eq!(
+        s.stats()
+            .drops
+            .get(fanout_core::stats::DropReason::AckOfUnsent),
+        1
+    );
+}
