@@ -1,6 +1,7 @@
 //! Figures from a finished run over a measurement window: per-flow goodput,
 //! Jain's fairness index, and per-link utilisation.
 
+use crate::session_flow::{BulkSession, SessionFlows};
 use crate::sim::Simulator;
 use crate::transfer::{goodput_bps, jain_index, TransferFlows};
 use fanout_core::Instant;
@@ -34,6 +35,35 @@ pub struct LinkFigures {
     pub drops: u64,
 }
 
+/// One session's figures (TCP-SMO).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionFigures {
+    /// Members at the end of the run.
+    pub members: usize,
+    /// Members evicted or gone.
+    pub members_left: u64,
+    /// Slowest member's goodput over the window, bit/s.
+    pub min_goodput_bps: f64,
+    /// Median member goodput, bit/s.
+    pub median_goodput_bps: f64,
+    /// Fastest member's goodput, bit/s.
+    pub max_goodput_bps: f64,
+    /// New data segments multicast (once each).
+    pub data_segments: u64,
+    /// Repairs sent by multicast.
+    pub multicast_repairs: u64,
+    /// Repairs sent by unicast.
+    pub unicast_repairs: u64,
+    /// Datagrams arriving at the sender's node per second (feedback load).
+    pub feedback_pps: f64,
+    /// Bits per second arriving at the sender's node.
+    pub feedback_bps: f64,
+    /// Datagrams the sender's node dropped for lack of processing capacity.
+    pub feedback_cpu_drops: u64,
+    /// Bytes sent on the sender's first link per byte delivered to one member.
+    pub sender_link_bytes_per_delivered_byte: f64,
+}
+
 /// Everything `fanout sim` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunFigures {
@@ -51,12 +81,15 @@ pub struct RunFigures {
     pub jain_index: f64,
     /// Links that carried traffic.
     pub links: Vec<LinkFigures>,
+    /// One-to-many sessions.
+    pub sessions: Vec<SessionFigures>,
 }
 
 /// Computes the figures of `sim` over `[from, to]`.
 pub fn figures(
     sim: &Simulator,
     flows: &TransferFlows,
+    sessions: &SessionFlows,
     trace_hash: u64,
     from: Instant,
     to: Instant,
@@ -114,6 +147,57 @@ pub fn figures(
         },
         flows: flow_figs,
         links,
+        sessions: sessions
+            .sessions
+            .iter()
+            .map(|s| session_figures(sim, s, from, to))
+            .collect(),
+    }
+}
+
+fn session_figures(
+    sim: &Simulator,
+    s: &crate::session_flow::SessionFlow,
+    from: Instant,
+    to: Instant,
+) -> SessionFigures {
+    let mut goodputs: Vec<f64> = s
+        .members
+        .iter()
+        .map(|&m| goodput_bps(sim, m, from, to))
+        .collect();
+    goodputs.sort_by(f64::total_cmp);
+    let (stats, members) = sim
+        .app::<BulkSession>(s.sender)
+        .map(|b| (b.session().stats().clone(), b.session().member_count()))
+        .unwrap_or_default();
+    let secs = sim.now().as_secs_f64().max(1e-9);
+    let node = sim.app_node(s.sender);
+    let node_stats = sim.node(node).stats();
+    let sent_bytes = sim
+        .links()
+        .iter()
+        .find(|l| l.from() == node)
+        .map_or(0, |l| l.stats().tx_bytes);
+    let delivered = s
+        .members
+        .iter()
+        .map(|&m| crate::transfer::delivered_at(sim, m, sim.now()))
+        .max()
+        .unwrap_or(0);
+    SessionFigures {
+        members,
+        members_left: stats.members_left,
+        min_goodput_bps: goodputs.first().copied().unwrap_or(0.0),
+        median_goodput_bps: goodputs.get(goodputs.len() / 2).copied().unwrap_or(0.0),
+        max_goodput_bps: goodputs.last().copied().unwrap_or(0.0),
+        data_segments: stats.data_segments,
+        multicast_repairs: stats.multicast_repairs,
+        unicast_repairs: stats.unicast_repairs,
+        feedback_pps: node_stats.delivered_packets as f64 / secs,
+        feedback_bps: node_stats.delivered_bytes as f64 * 8.0 / secs,
+        feedback_cpu_drops: node_stats.drops[crate::stats::NetDrop::CpuOverflow],
+        sender_link_bytes_per_delivered_byte: sent_bytes as f64 / delivered.max(1) as f64,
     }
 }
 

@@ -25,6 +25,8 @@ pub mod packet;
 pub mod plot;
 pub mod queue;
 pub mod scenario;
+pub mod scenario_star;
+pub mod session_flow;
 pub mod sim;
 pub mod stats;
 pub mod topology;

@@ -3,8 +3,8 @@
 //!
 //! A packet occupies the link for `wire_bytes·8 / rate` seconds (rounded up to
 //! whole nanoseconds), then arrives `delay` later unless the loss model drops
-//! it. Constant delay keeps packets in FIFO order, so in-flight packets live
-//! in a deque and events carry only the link id.
+//! it. A propagating packet travels inside its arrival event; the link only
+//! counts it.
 
 use crate::ids::{LinkId, NodeId};
 use crate::loss::{LossModel, LossSpec};
@@ -13,7 +13,6 @@ use crate::queue::{Queue, QueueConfig};
 use crate::stats::{LinkStats, NetDrop};
 use fanout_core::time::duration_nanos;
 use fanout_core::{Instant, Rng};
-use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Parameters of one directed link.
@@ -72,10 +71,10 @@ pub(crate) enum Offer {
 }
 
 /// What the end of a serialization produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct TxDone {
-    /// The packet arrives at the far end at this instant (None: lost).
-    pub arrival: Option<Instant>,
+    /// The packet, arriving at the far end at this instant (None: lost).
+    pub arrival: Option<(Instant, Packet)>,
     /// Id of the packet that finished.
     pub uid: u64,
     /// Wire bytes of the packet that finished.
@@ -95,7 +94,8 @@ pub struct Link {
     loss: LossModel,
     rng: Rng,
     on_wire: Option<Packet>,
-    in_flight: VecDeque<Packet>,
+    /// Packets in propagation.
+    in_flight: usize,
     stats: LinkStats,
 }
 
@@ -110,7 +110,7 @@ impl Link {
             config,
             rng,
             on_wire: None,
-            in_flight: VecDeque::new(),
+            in_flight: 0,
             stats: LinkStats::default(),
         }
     }
@@ -157,7 +157,7 @@ impl Link {
 
     /// Packets in propagation (serialized, not yet arrived).
     pub fn in_flight_packets(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight
     }
 
     /// Offers a packet at `now`.
@@ -204,8 +204,8 @@ impl Link {
             self.stats.drops[NetDrop::RandomLoss] += 1;
             None
         } else {
-            self.in_flight.push_back(p);
-            Some(now + self.config.delay)
+            self.in_flight += 1;
+            Some((now + self.config.delay, p))
         };
         let next_done = self.start_next(now);
         if next_done.is_none() {
@@ -220,11 +220,9 @@ impl Link {
     }
 
     /// The oldest in-flight packet reached the far end.
-    pub(crate) fn take_arrival(&mut self) -> Packet {
+    pub(crate) fn arrived(&mut self) {
         self.stats.delivered_packets += 1;
-        self.in_flight
-            .pop_front()
-            .expect("arrival event without an in-flight packet")
+        self.in_flight -= 1;
     }
 
     /// Nanoseconds of propagation delay.

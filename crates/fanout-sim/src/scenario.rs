@@ -156,6 +156,10 @@ pub struct Scenario {
     /// Traffic (`[[flow]]`).
     #[serde(default, rename = "flow")]
     pub flows: Vec<FlowSpec>,
+    /// Star topologies (`[[star]]`), expanded into nodes, links and groups
+    /// when parsed.
+    #[serde(default, rename = "star")]
+    pub stars: Vec<crate::scenario_star::StarSpec>,
     /// Where the scenario came from (file name), for messages.
     #[serde(skip)]
     pub origin: String,
@@ -379,6 +383,10 @@ impl Scenario {
             message: e.to_string().trim_end().to_owned(),
         })?;
         s.origin = origin.to_owned();
+        for (i, star) in s.stars.clone().iter().enumerate() {
+            star.expand(&mut s.nodes, &mut s.links, &mut s.groups)
+                .map_err(|m| s.invalid(format!("star[{i}]"), m))?;
+        }
         Ok(s)
     }
 

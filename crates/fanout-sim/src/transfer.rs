@@ -72,18 +72,29 @@ impl BulkSender {
         let Some(s) = self.sender.as_mut() else {
             return;
         };
-        loop {
-            let left = self.total.map_or(u64::MAX, |t| t - self.written);
-            if left == 0 {
-                s.finish();
-                return;
-            }
-            let n = (SOURCE_CHUNK.len() as u64).min(left) as usize;
-            let taken = s.write(&SOURCE_CHUNK[..n]);
-            self.written += taken as u64;
-            if taken < n {
-                return;
-            }
+        if feed_bulk(&mut self.written, self.total, |b| s.write(b)) {
+            s.finish();
+        }
+    }
+}
+
+/// Writes zeros into a sender until `total` bytes (or forever) were taken
+/// or it stops taking; returns true once all of `total` was written.
+pub(crate) fn feed_bulk(
+    written: &mut u64,
+    total: Option<u64>,
+    mut write: impl FnMut(&[u8]) -> usize,
+) -> bool {
+    loop {
+        let left = total.map_or(u64::MAX, |t| t - *written);
+        if left == 0 {
+            return true;
+        }
+        let n = (SOURCE_CHUNK.len() as u64).min(left) as usize;
+        let taken = write(&SOURCE_CHUNK[..n]);
+        *written += taken as u64;
+        if taken < n {
+            return false;
         }
     }
 }
@@ -147,6 +158,14 @@ impl SinkReceiver {
     pub fn new(config: TransportConfig) -> Self {
         SinkReceiver {
             receiver: Receiver::listen(config, Instant::ZERO),
+            scratch: vec![0; 64 << 10],
+        }
+    }
+
+    /// Wraps an already created receiver (e.g. [`Receiver::join`]).
+    pub fn with(receiver: Receiver) -> Self {
+        SinkReceiver {
+            receiver,
             scratch: vec![0; 64 << 10],
         }
     }

@@ -4,6 +4,7 @@
 use fanout_core::Instant;
 use fanout_sim::analysis::{figures, padhye_bps, RunFigures};
 use fanout_sim::scenario::BuiltinFlows;
+use fanout_sim::session_flow::SessionFlows;
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::Scenario;
 use std::path::PathBuf;
@@ -29,6 +30,7 @@ fn run(name: &str, seed: Option<u64>) -> RunFigures {
     figures(
         &sim,
         &transfers,
+        &SessionFlows::default(),
         report.trace_hash,
         Instant::ZERO + Duration::from_secs(5),
         end,

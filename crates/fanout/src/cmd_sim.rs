@@ -5,6 +5,7 @@ use clap::Args;
 use fanout_core::Instant;
 use fanout_sim::analysis::{figures, RunFigures};
 use fanout_sim::scenario::BuiltinFlows;
+use fanout_sim::session_flow::SessionFlows;
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::Scenario;
 use std::path::{Path, PathBuf};
@@ -55,8 +56,9 @@ pub fn simulate_scenario(
     }
     let mut builtin = BuiltinFlows;
     let mut transfers = TransferFlows::default();
+    let mut sessions = SessionFlows::default();
     let (sim, report) = scenario
-        .run(out, &mut [&mut builtin, &mut transfers])
+        .run(out, &mut [&mut builtin, &mut transfers, &mut sessions])
         .with_context(|| format!("seed {}", scenario.seed))?;
     let end = Instant::ZERO + scenario.duration.0;
     let warm = Duration::try_from_secs_f64(warmup.max(0.0))
@@ -65,6 +67,7 @@ pub fn simulate_scenario(
     Ok(figures(
         &sim,
         &transfers,
+        &sessions,
         report.trace_hash,
         Instant::ZERO + warm,
         end,
@@ -89,6 +92,26 @@ pub fn print_human(f: &RunFigures) {
     }
     if f.flows.len() > 1 {
         println!("  Jain index {:.4}", f.jain_index);
+    }
+    for s in &f.sessions {
+        println!(
+            "  session: {} members ({} left)  goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
+            s.members,
+            s.members_left,
+            s.min_goodput_bps / 1e6,
+            s.median_goodput_bps / 1e6,
+            s.max_goodput_bps / 1e6
+        );
+        println!(
+            "    {} segments multicast, repairs {} multicast / {} unicast; sender link {:.3} B per delivered B",
+            s.data_segments, s.multicast_repairs, s.unicast_repairs, s.sender_link_bytes_per_delivered_byte
+        );
+        println!(
+            "    feedback at the sender: {:.0} pkt/s, {:.3} Mbit/s, {} dropped by its CPU model",
+            s.feedback_pps,
+            s.feedback_bps / 1e6,
+            s.feedback_cpu_drops
+        );
     }
     for l in f.links.iter().filter(|l| l.utilisation > 0.01) {
         println!(
