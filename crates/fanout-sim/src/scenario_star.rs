@@ -99,7 +99,7 @@ impl StarSpec {
                 delay: self.delay,
                 duplex: false,
                 loss: if i < lossy { self.loss } else { LossSpec::None },
-                queue: self.queue.clone(),
+                queue: self.queue,
             });
             links.push(LinkSpec {
                 from: name.clone(),
