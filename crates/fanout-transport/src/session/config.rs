@@ -54,6 +54,10 @@ pub struct SessionConfig {
     pub stall_timeout: Duration,
     /// A member is evicted after this many consecutive RTO expiries.
     pub max_rto_backoffs: u32,
+    /// Adaptive ACK frequency (SMO §II): members acknowledge every 2
+    /// segments in slow start and after loss, every `steady_ack_every`
+    /// otherwise; `None` leaves every member at its own policy.
+    pub steady_ack_every: Option<u32>,
 }
 
 impl Default for SessionConfig {
@@ -69,6 +73,7 @@ impl Default for SessionConfig {
             max_members: DEFAULT_MAX_MEMBERS,
             stall_timeout: Duration::from_secs(10),
             max_rto_backoffs: 6,
+            steady_ack_every: Some(8),
         }
     }
 }

@@ -76,6 +76,8 @@ pub struct Member {
     pub rto_backoffs: u32,
     /// ACKs processed.
     pub acks: u64,
+    /// Segments per ACK last asked of this member (2 = the receivers' default).
+    pub ack_every: u32,
 }
 
 impl Member {
@@ -111,6 +113,7 @@ impl Member {
             rack_deadline: None,
             rto_backoffs: 0,
             acks: 0,
+            ack_every: 2,
         }
     }
 

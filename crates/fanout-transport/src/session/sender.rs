@@ -80,6 +80,7 @@ pub struct SessionStats {
 
 #[derive(Debug)]
 enum Control {
+    AckFrequency(u32),
     Accept {
         member_id: MemberId,
         timestamp: u32,
@@ -464,6 +465,20 @@ impl SessionSender {
             m.window_end = m.window_end.max(ack.cumulative.saturating_add(ack.window));
         }
         let out = m.on_ack(now, ack, log, snd_nxt, mss, cwnd_limited);
+        // SMO §II adaptive ACKs: every 2 segments in slow start or recovery,
+        // thinned once the member is in congestion avoidance without loss.
+        if let Some(steady) = self.config.steady_ack_every {
+            let want = if m.cc.in_slow_start() || m.recovery_point.is_some() {
+                2
+            } else {
+                steady.clamp(1, 64)
+            };
+            if want != m.ack_every {
+                m.ack_every = want;
+                let addr = m.addr;
+                self.control(addr, Control::AckFrequency(want));
+            }
+        }
         if out.clipped {
             self.stats.drops.count(DropReason::InvalidAck);
         }
@@ -742,6 +757,7 @@ impl Engine for SessionSender {
                     reason: &reason,
                 })
                 .encode(buf),
+                Control::AckFrequency(n) => Frame::AckFrequency(n).encode(buf),
                 Control::Close => Frame::Close(CloseFrame {
                     code: 0,
                     reason: "",
