@@ -54,6 +54,10 @@ pub struct SessionFigures {
     pub multicast_repairs: u64,
     /// Repairs sent by unicast.
     pub unicast_repairs: u64,
+    /// Member retransmission timeouts.
+    pub rto_events: u64,
+    /// Member loss-recovery episodes.
+    pub recovery_episodes: u64,
     /// Datagrams arriving at the sender's node per second (feedback load).
     pub feedback_pps: f64,
     /// Bits per second arriving at the sender's node.
@@ -194,6 +198,8 @@ fn session_figures(
         data_segments: stats.data_segments,
         multicast_repairs: stats.multicast_repairs,
         unicast_repairs: stats.unicast_repairs,
+        rto_events: stats.rto_events,
+        recovery_episodes: stats.recovery_episodes,
         feedback_pps: node_stats.delivered_packets as f64 / secs,
         feedback_bps: node_stats.delivered_bytes as f64 * 8.0 / secs,
         feedback_cpu_drops: node_stats.drops[crate::stats::NetDrop::CpuOverflow],

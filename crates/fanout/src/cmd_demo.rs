@@ -69,7 +69,10 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
     let mut net = default_net();
     net.inject_loss = args.loss;
     let recv_args = RecvArgs {
-        listen: "127.0.0.1:0".parse()?,
+        listen: Some("127.0.0.1:0".parse()?),
+        group: None,
+        from: None,
+        interface: None,
         output: out.clone(),
         wait: 10,
         json: false,
@@ -84,8 +87,14 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
     net.inject_loss = 0.0;
     let sent = send(&SendArgs {
         file: src,
-        to: addr.to_string(),
+        to: Some(addr.to_string()),
+        group: None,
         bind: None,
+        wait_for: 1,
+        wait_secs: 10,
+        ttl: 1,
+        repair_threshold: 0.05,
+        stall_timeout: 10,
         json: false,
         quiet: true,
         net,

@@ -17,9 +17,25 @@ use std::sync::mpsc;
 /// Arguments of `fanout recv`.
 #[derive(Debug, Args)]
 pub struct RecvArgs {
-    /// Address to listen on, e.g. `0.0.0.0:7000` or `[::]:7000`.
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub listen: SocketAddr,
+    /// Address to listen on for one unicast sender, e.g. `0.0.0.0:7000` or `[::]:7000`.
+    #[arg(long, value_name = "ADDR:PORT", required_unless_present = "group")]
+    pub listen: Option<SocketAddr>,
+    /// Join this multicast group and the session of the sender named by
+    /// --from (`fanout send --group`).
+    #[arg(
+        long,
+        value_name = "GROUP:PORT",
+        conflicts_with = "listen",
+        requires = "from"
+    )]
+    pub group: Option<SocketAddr>,
+    /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub from: Option<String>,
+    /// With --group: the local IPv4 address of the interface to join on
+    /// (default: the kernel's choice).
+    #[arg(long, value_name = "ADDR")]
+    pub interface: Option<std::net::Ipv4Addr>,
     /// Where to write: a file path, or an existing directory (the sender's
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
@@ -131,6 +147,45 @@ impl Incoming {
     }
 }
 
+/// Binds the socket: `--listen`, or the group's port joined to the group.
+/// Returns it and, for a group, the session sender to join.
+fn open_endpoint(args: &RecvArgs) -> Result<(UdpEndpoint, Option<SocketAddr>)> {
+    let Some(group) = args.group else {
+        let listen = args.listen.context("--listen or --group is required")?;
+        let ep = UdpEndpoint::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
+        return Ok((ep, None));
+    };
+    ensure!(
+        group.ip().is_multicast(),
+        "--group {group}: {} is not a multicast address",
+        group.ip()
+    );
+    let from = crate::cmd_send::resolve(
+        args.from
+            .as_deref()
+            .context("--group needs --from HOST:PORT")?,
+    )?;
+    let bind: SocketAddr = match group {
+        SocketAddr::V4(_) => SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), group.port()),
+        SocketAddr::V6(_) => SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), group.port()),
+    };
+    let config = fanout_io::EndpointConfig {
+        reuse_address: true,
+        ..fanout_io::EndpointConfig::default()
+    };
+    let ep =
+        UdpEndpoint::bind_with(bind, &config).with_context(|| format!("cannot bind {bind}"))?;
+    match group.ip() {
+        std::net::IpAddr::V4(g) => ep
+            .join_multicast_v4(g, args.interface.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED))
+            .with_context(|| format!("cannot join {g}"))?,
+        ip @ std::net::IpAddr::V6(_) => ep
+            .join_multicast(ip)
+            .with_context(|| format!("cannot join {ip}"))?,
+    }
+    Ok((ep, Some(from)))
+}
+
 /// Receives one file; returns the report. `bound` (if given) learns the
 /// local address once the socket is bound (port 0 → chosen port).
 pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<TransferReport> {
@@ -141,8 +196,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
             parent.display()
         );
     }
-    let endpoint = UdpEndpoint::bind(args.listen)
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let (endpoint, join) = open_endpoint(args)?;
     if !args.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
@@ -151,7 +205,10 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     }
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut receiver = Receiver::listen(args.net.transport(), clock.now());
+    let mut receiver = match join {
+        Some(sender) => Receiver::join(args.net.transport(), sender, clock.now()),
+        None => Receiver::listen(args.net.transport(), clock.now()),
+    };
     let mut inc = Incoming {
         output: args.output.clone(),
         pending: Vec::new(),
@@ -242,6 +299,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         drops: drops_map(&st.drops),
         injected_drops: stats.impair_rx.dropped(),
         peak_rss_bytes: peak_rss_bytes(),
+        members: Vec::new(),
     })
 }
 

@@ -1,29 +1,55 @@
-//! `fanout send FILE --to HOST:PORT`.
+//! `fanout send FILE --to HOST:PORT` (unicast) and
+//! `fanout send FILE --group G:PORT --bind ADDR:PORT` (a TCP-SMO session).
 
-use crate::file_proto::{sanitize_name, Manifest};
+use crate::file_feed::FileFeed;
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::progress::bytes_bar;
-use crate::report::{drops_map, peak_rss_bytes, TransferReport};
+use crate::report::{drops_map, peak_rss_bytes, MemberReport, TransferReport};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, UdpEndpoint};
+use fanout_transport::session::{SessionConfig, SessionSender};
 use fanout_transport::{CloseReason, Sender};
-use std::fs::File;
-use std::io::Read;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Arguments of `fanout send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
     /// The file to send.
     pub file: PathBuf,
-    /// The receiver (`fanout recv --listen ...`), e.g. `192.0.2.7:7000` or `[::1]:7000`.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub to: String,
-    /// Local address to bind (default: any address of the receiver's family).
+    /// A single receiver (`fanout recv --listen ...`), e.g. `192.0.2.7:7000`.
+    #[arg(long, value_name = "HOST:PORT", required_unless_present = "group")]
+    pub to: Option<String>,
+    /// Multicast the file to every receiver that joins this group
+    /// (`fanout recv --group G:PORT --from THIS-HOST:PORT`).
+    #[arg(
+        long,
+        value_name = "GROUP:PORT",
+        conflicts_with = "to",
+        requires = "bind"
+    )]
+    pub group: Option<SocketAddr>,
+    /// Local address to bind; with --group, the address receivers name in --from.
     #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<SocketAddr>,
+    /// With --group: start once this many receivers joined ...
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub wait_for: usize,
+    /// ... or this many seconds after the first one joined.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub wait_secs: u64,
+    /// With --group: multicast TTL (1 = this link only).
+    #[arg(long, default_value_t = 1, value_name = "HOPS")]
+    pub ttl: u32,
+    /// With --group: repair by multicast when more than this share of
+    /// receivers miss a segment, otherwise by unicast.
+    #[arg(long, default_value_t = 0.05, value_name = "SHARE")]
+    pub repair_threshold: f64,
+    /// With --group: evict a receiver that makes no progress for this long.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub stall_timeout: u64,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -43,97 +69,43 @@ pub fn resolve(target: &str) -> Result<SocketAddr> {
         .with_context(|| format!("`{target}` resolved to no address"))
 }
 
-/// Sends `args.file`; returns the report.
-pub fn send(args: &SendArgs) -> Result<TransferReport> {
-    let mut file =
-        File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("cannot stat {}", args.file.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", args.file.display());
-    }
-    let size = meta.len();
-    let name = args
-        .file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .context("the file name is not valid UTF-8")?;
-    let name = sanitize_name(name)?;
-    let peer = resolve(&args.to)?;
-    let bind = args.bind.unwrap_or(match peer {
+fn any_addr(like: SocketAddr) -> SocketAddr {
+    match like {
         SocketAddr::V4(_) => "0.0.0.0:0".parse().expect("literal"),
         SocketAddr::V6(_) => "[::]:0".parse().expect("literal"),
-    });
+    }
+}
+
+/// Sends `args.file`; returns the report.
+pub fn send(args: &SendArgs) -> Result<TransferReport> {
+    let feed = FileFeed::open(&args.file)?;
+    match args.group {
+        Some(group) => send_session(args, feed, group),
+        None => send_unicast(args, feed),
+    }
+}
+
+fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
+    let peer = resolve(args.to.as_deref().context("--to or --group is required")?)?;
+    let bind = args.bind.unwrap_or(any_addr(peer));
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let mut sender = Sender::connect(args.net.transport(), peer, random_session_id(), clock.now());
-
-    let manifest = Manifest {
-        size,
-        name: name.clone(),
-    };
-    let mut header = manifest.encode();
-    let mut hasher = blake3::Hasher::new();
-    let mut chunk = vec![0u8; 256 << 10];
-    let mut file_done = 0u64;
-    let mut trailer: Option<Vec<u8>> = None;
-    let mut read_error: Option<anyhow::Error> = None;
+    let size = feed.manifest().size;
+    let header_len = feed.header_len();
     let bar = bytes_bar(size, "send", args.quiet || args.json);
     let mut started = None;
-
     let stats = driver.run(&mut sender, |s, now| {
-        if !header.is_empty() {
-            if s.write_message(&header) {
-                header.clear();
-            }
-            return s.is_closed();
-        }
-        while file_done < size && s.writable() > 0 && read_error.is_none() {
-            let want = chunk
-                .len()
-                .min(s.writable())
-                .min((size - file_done) as usize);
-            match file.read(&mut chunk[..want]) {
-                Ok(0) => {
-                    read_error = Some(anyhow::anyhow!(
-                        "{} shrank while being sent",
-                        args.file.display()
-                    ));
-                    s.reset(2, "sender's file changed");
-                }
-                Ok(n) => {
-                    hasher.update(&chunk[..n]);
-                    let taken = s.write(&chunk[..n]);
-                    debug_assert_eq!(taken, n);
-                    file_done += n as u64;
-                }
-                Err(e) => {
-                    read_error = Some(anyhow::Error::new(e).context("read error"));
-                    s.reset(2, "sender's read error");
-                }
-            }
-        }
-        if file_done == size && read_error.is_none() {
-            let t = trailer.get_or_insert_with(|| hasher.finalize().as_bytes().to_vec());
-            if !t.is_empty() && s.write_message(t) {
-                t.clear();
-                s.finish();
-            }
-        }
+        feed.feed(s);
         if s.bytes_acked() > 0 {
             started.get_or_insert(now);
         }
-        bar.set_position(
-            s.bytes_acked()
-                .saturating_sub(manifest.encode().len() as u64)
-                .min(size),
-        );
+        bar.set_position(s.bytes_acked().saturating_sub(header_len).min(size));
         s.is_closed()
     })?;
     bar.finish_and_clear();
-    if let Some(e) = read_error {
+    if let Some(e) = feed.take_error() {
         return Err(e);
     }
     let reason = sender
@@ -148,7 +120,7 @@ pub fn send(args: &SendArgs) -> Result<TransferReport> {
     Ok(TransferReport {
         role: "send",
         peer: peer.to_string(),
-        file: name,
+        file: feed.manifest().name.clone(),
         bytes: size,
         seconds,
         goodput_bps: if seconds > 0.0 {
@@ -156,7 +128,7 @@ pub fn send(args: &SendArgs) -> Result<TransferReport> {
         } else {
             0.0
         },
-        blake3: hasher.finalize().to_hex().to_string(),
+        blake3: feed.blake3_hex(),
         verified: true,
         close: reason.to_string(),
         transport: [
@@ -174,6 +146,125 @@ pub fn send(args: &SendArgs) -> Result<TransferReport> {
         drops: drops_map(&st.drops),
         injected_drops: stats.impair_rx.dropped(),
         peak_rss_bytes: peak_rss_bytes(),
+        members: Vec::new(),
+    })
+}
+
+fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Result<TransferReport> {
+    if !group.ip().is_multicast() {
+        bail!("--group {group}: {} is not a multicast address", group.ip());
+    }
+    if !(0.0..=1.0).contains(&args.repair_threshold) {
+        bail!("--repair-threshold must be between 0 and 1");
+    }
+    let bind = args
+        .bind
+        .context("--group needs --bind ADDR:PORT (the address receivers name in --from)")?;
+    let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
+    match (group.ip(), bind.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(local)) => {
+            endpoint.set_multicast_ttl_v4(args.ttl)?;
+            endpoint.set_multicast_loop_v4(true)?;
+            if !local.is_unspecified() {
+                endpoint.set_multicast_if_v4(local)?;
+            }
+        }
+        (IpAddr::V6(_), IpAddr::V6(_)) => endpoint.set_multicast_hops_v6(args.ttl)?,
+        _ => bail!("--group {group} and --bind {bind} are of different IP versions"),
+    }
+    let clock = Clock::new();
+    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let config = SessionConfig {
+        transport: args.net.transport(),
+        group: Some(group),
+        wait_for_members: args.wait_for.max(1),
+        wait_at_most: Duration::from_secs(args.wait_secs),
+        multicast_repair_threshold: args.repair_threshold,
+        stall_timeout: Duration::from_secs(args.stall_timeout.max(1)),
+        ..SessionConfig::default()
+    };
+    let mut session = SessionSender::new(config, random_session_id(), clock.now());
+    let size = feed.manifest().size;
+    let header_len = feed.header_len();
+    let bar = bytes_bar(size, "send", args.quiet || args.json);
+    let mut started = None;
+    let mut left = Vec::new();
+    let stats = driver.run(&mut session, |s, now| {
+        feed.feed(s);
+        while let Some(e) = s.poll_event() {
+            if let fanout_transport::session::SessionEvent::MemberLeft { addr, reason, .. } = e {
+                if !args.quiet && !args.json {
+                    bar.println(format!("receiver {addr} left: {reason}"));
+                }
+                left.push(MemberReport {
+                    addr: addr.to_string(),
+                    acked_bytes: 0,
+                    srtt_ms: 0.0,
+                    left: Some(reason),
+                });
+            }
+        }
+        if s.bytes_acked_by_all() > 0 {
+            started.get_or_insert(now);
+        }
+        bar.set_message(format!("{} receivers", s.member_count()));
+        bar.set_position(s.bytes_acked_by_all().saturating_sub(header_len).min(size));
+        s.close_reason().is_some()
+    })?;
+    bar.finish_and_clear();
+    if let Some(e) = feed.take_error() {
+        return Err(e);
+    }
+    let reason = session
+        .close_reason()
+        .cloned()
+        .unwrap_or(CloseReason::IdleTimeout);
+    if reason != CloseReason::Completed {
+        bail!("session to {group} failed: {reason}");
+    }
+    let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
+    let st = session.stats();
+    let mut members: Vec<MemberReport> = session
+        .members()
+        .map(|(_, addr, acked, _, srtt)| MemberReport {
+            addr: addr.to_string(),
+            acked_bytes: acked,
+            srtt_ms: srtt.as_secs_f64() * 1e3,
+            left: None,
+        })
+        .collect();
+    members.extend(left);
+    Ok(TransferReport {
+        role: "send",
+        peer: group.to_string(),
+        file: feed.manifest().name.clone(),
+        bytes: size,
+        seconds,
+        goodput_bps: if seconds > 0.0 {
+            size as f64 * 8.0 / seconds
+        } else {
+            0.0
+        },
+        blake3: feed.blake3_hex(),
+        verified: true,
+        close: reason.to_string(),
+        transport: [
+            ("datagrams_sent", st.datagrams_sent),
+            ("datagrams_received", st.datagrams_received),
+            ("data_segments_multicast", st.data_segments),
+            ("multicast_repairs", st.multicast_repairs),
+            ("unicast_repairs", st.unicast_repairs),
+            ("acks_received", st.acks_received),
+            ("members_joined", st.members_joined),
+            ("members_left", st.members_left),
+            ("send_syscalls", stats.send_syscalls),
+        ]
+        .into_iter()
+        .collect(),
+        drops: drops_map(&st.drops),
+        injected_drops: stats.impair_rx.dropped(),
+        peak_rss_bytes: peak_rss_bytes(),
+        members,
     })
 }
 

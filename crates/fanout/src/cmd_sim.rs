@@ -103,8 +103,8 @@ pub fn print_human(f: &RunFigures) {
             s.max_goodput_bps / 1e6
         );
         println!(
-            "    {} segments multicast, repairs {} multicast / {} unicast; sender link {:.3} B per delivered B",
-            s.data_segments, s.multicast_repairs, s.unicast_repairs, s.sender_link_bytes_per_delivered_byte
+            "    {} segments multicast, repairs {} multicast / {} unicast, {} recoveries, {} RTOs; sender link {:.3} B per delivered B",
+            s.data_segments, s.multicast_repairs, s.unicast_repairs, s.recovery_episodes, s.rto_events, s.sender_link_bytes_per_delivered_byte
         );
         println!(
             "    feedback at the sender: {:.0} pkt/s, {:.3} Mbit/s, {} dropped by its CPU model",

@@ -4,6 +4,7 @@ mod cmd_demo;
 mod cmd_recv;
 mod cmd_send;
 mod cmd_sim;
+mod file_feed;
 mod file_proto;
 mod net_opts;
 mod progress;

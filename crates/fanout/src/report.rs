@@ -38,6 +38,22 @@ pub struct TransferReport {
     pub injected_drops: u64,
     /// Peak resident memory of this process, bytes (Linux VmHWM).
     pub peak_rss_bytes: Option<u64>,
+    /// Session receivers (one-to-many sends only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberReport>,
+}
+
+/// One receiver of a session, in the sender's report.
+#[derive(Debug, Serialize)]
+pub struct MemberReport {
+    /// Its address.
+    pub addr: String,
+    /// Stream bytes it acknowledged.
+    pub acked_bytes: u64,
+    /// Its smoothed RTT, milliseconds.
+    pub srtt_ms: f64,
+    /// Why it left, if it did.
+    pub left: Option<String>,
 }
 
 impl TransferReport {

@@ -78,6 +78,8 @@ pub struct Member {
     pub acks: u64,
     /// Segments per ACK last asked of this member (2 = the receivers' default).
     pub ack_every: u32,
+    /// Loss-recovery episodes entered.
+    pub recovery_episodes: u64,
 }
 
 impl Member {
@@ -114,6 +116,7 @@ impl Member {
             rto_backoffs: 0,
             acks: 0,
             ack_every: 2,
+            recovery_episodes: 0,
         }
     }
 
@@ -333,6 +336,7 @@ impl Member {
         if !newly.is_empty() && self.recovery_point.is_none() {
             // One congestion response per episode (RFC 6582 §3.2).
             self.recovery_point = Some(snd_nxt);
+            self.recovery_episodes += 1;
             self.cc.on_congestion_event(now, flight_before);
         }
         newly

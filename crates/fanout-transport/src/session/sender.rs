@@ -74,6 +74,10 @@ pub struct SessionStats {
     pub datagrams_received: u64,
     /// ACK frames processed.
     pub acks_received: u64,
+    /// Member retransmission timeouts.
+    pub rto_events: u64,
+    /// Member loss-recovery episodes (RACK).
+    pub recovery_episodes: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }
@@ -186,6 +190,34 @@ impl SessionSender {
             return 0;
         }
         self.buffer.write(data)
+    }
+
+    /// Queues `msg` as one application message (segments never span two
+    /// messages). False if it does not fit now.
+    pub fn write_message(&mut self, msg: &[u8]) -> bool {
+        self.closed.is_none() && self.buffer.write_message(msg)
+    }
+
+    /// Aborts the session: every member gets RESET with `reason`.
+    pub fn abort(&mut self, reason: &str) {
+        if self.closed.is_some() {
+            return;
+        }
+        let addrs: Vec<SocketAddr> = self.slots.values().map(|s| s.member.addr).collect();
+        for a in addrs {
+            self.control(
+                a,
+                Control::Reset {
+                    reason: reason.into(),
+                },
+            );
+        }
+        let why = CloseReason::LocalReset {
+            code: 2,
+            reason: reason.into(),
+        };
+        self.closed = Some(why.clone());
+        self.events.push_back(SessionEvent::Closed(why));
     }
 
     /// Bytes [`SessionSender::write`] would take now.
@@ -464,14 +496,19 @@ impl SessionSender {
             m.largest_ack_pn = Some(pn);
             m.window_end = m.window_end.max(ack.cumulative.saturating_add(ack.window));
         }
+        let episodes = m.recovery_episodes;
         let out = m.on_ack(now, ack, log, snd_nxt, mss, cwnd_limited);
+        self.stats.recovery_episodes += m.recovery_episodes - episodes;
         // SMO §II adaptive ACKs: every 2 segments in slow start or recovery,
         // thinned once the member is in congestion avoidance without loss.
         if let Some(steady) = self.config.steady_ack_every {
+            // Keep at least four ACKs per window, or the window's tail waits
+            // for the delayed-ACK timer and the ACK clock stalls.
+            let per_window = (m.cc.cwnd() / (4 * mss)).clamp(2, 64) as u32;
             let want = if m.cc.in_slow_start() || m.recovery_point.is_some() {
                 2
             } else {
-                steady.clamp(1, 64)
+                steady.clamp(1, 64).min(per_window)
             };
             if want != m.ack_every {
                 m.ack_every = want;
@@ -674,15 +711,20 @@ impl SessionSender {
             return;
         };
         let m = &mut slot.member;
+        let episodes = m.recovery_episodes;
         let mut lost = Vec::new();
         if m.rack_deadline.is_some_and(|t| t <= now) {
             let flight = m.in_flight(snd_nxt);
             lost.extend(m.detect_losses(now, log, snd_nxt, mss, flight));
         }
-        if m.rto_deadline.is_some_and(|t| t <= now) {
+        let mut rto = false;
+        if m.rto_deadline.is_some_and(|t| t <= now) && m.cumulative < snd_nxt {
             lost.extend(m.on_rto(now, snd_nxt, log));
+            rto = true;
         }
         let stalled = m.cumulative < snd_nxt && now >= m.last_progress + stall;
+        self.stats.rto_events += u64::from(rto);
+        self.stats.recovery_episodes += m.recovery_episodes - episodes;
         let backoffs = m.rto_backoffs;
         self.queue_repairs(id, lost);
         if stalled {

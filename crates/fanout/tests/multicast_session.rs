@@ -1,0 +1,256 @@
+//! `fanout send --group` / `fanout recv --group` over real IP multicast, in a
+//! bridged LAN of network namespaces this test creates (10.77.0.0/24,
+//! 239.77.0.1, TTL 1; nothing reaches the root namespace). Every wait is
+//! bounded; the LAN guard kills what runs in it and removes it, panics too.
+//! File size: 32 MiB, or 256 MiB with FANOUT_BIG_TESTS=1.
+
+#![expect(
+    clippy::disallowed_methods,
+    reason = "real-process tests bound their waits by the wall clock"
+)]
+
+use fanout_netns::{require_netns, LanTopology, NsChild};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+const GROUP: &str = "239.77.0.1:7000";
+const SENDER: &str = "10.77.0.1:6000";
+const RECEIVERS: usize = 8;
+
+fn file_size() -> usize {
+    if std::env::var("FANOUT_BIG_TESTS").is_ok_and(|v| v == "1") {
+        256 << 20
+    } else {
+        32 << 20
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fanout-mc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fanout_core::Rng::new(seed).fill(&mut v);
+    std::fs::File::create(path).unwrap().write_all(&v).unwrap();
+    v
+}
+
+fn start_receiver(lan: &LanTopology, host: usize, out: &Path, extra: &[&str]) -> NsChild {
+    let h = lan.host(host);
+    let ip = h.ipv4().to_string();
+    let mut cmd = h.netns().exec(BIN);
+    cmd.args([
+        "recv",
+        "--group",
+        GROUP,
+        "--from",
+        SENDER,
+        "--json",
+        "--quiet",
+        "--interface",
+        &ip,
+        "--idle-timeout",
+        "20",
+        "-o",
+    ])
+    .arg(out)
+    .args(extra)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    h.netns().spawn(cmd).expect("spawn receiver")
+}
+
+/// Waits for `child` (bounded) and returns (success, stdout).
+fn finish(child: &mut NsChild, limit: Duration) -> (bool, String) {
+    let status = child.wait_timeout(limit).expect("wait").unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("process {} did not finish within {limit:?}", child.pid())
+    });
+    let mut out = String::new();
+    if let Some(so) = child.child_mut().stdout.as_mut() {
+        let _ = so.read_to_string(&mut out);
+    }
+    (status.success(), out)
+}
+
+struct Run {
+    sender: serde_json::Value,
+    receivers: Vec<(bool, Option<serde_json::Value>)>,
+    outs: Vec<PathBuf>,
+}
+
+/// One session: sender on host 0, receivers on hosts 1..=8; `extra(i)` adds
+/// receiver flags; `during` runs once the sender started.
+fn session(
+    tag: &str,
+    data_len: usize,
+    extra: impl Fn(usize) -> Vec<&'static str>,
+    sender_extra: &[&str],
+    during: impl FnOnce(&LanTopology, &mut [NsChild], &[PathBuf]),
+) -> Option<(Run, Vec<u8>)> {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return None;
+    }
+    let dir = temp_dir(tag);
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, data_len, 7);
+    let lan = LanTopology::new(RECEIVERS + 1).expect("LAN");
+    let outs: Vec<PathBuf> = (1..=RECEIVERS)
+        .map(|i| dir.join(format!("got{i}.bin")))
+        .collect();
+    let mut rx: Vec<NsChild> = (1..=RECEIVERS)
+        .map(|i| start_receiver(&lan, i, &outs[i - 1], &extra(i)))
+        .collect();
+    let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
+    let members = lan
+        .wait_for_members(group, RECEIVERS, Duration::from_secs(5))
+        .expect("bridge state");
+    assert_eq!(members.len(), RECEIVERS, "the bridge learned {members:?}");
+    let mut cmd = lan.host(0).netns().exec(BIN);
+    cmd.arg("send")
+        .arg(&src)
+        .args([
+            "--group",
+            GROUP,
+            "--bind",
+            SENDER,
+            "--wait-for",
+            "8",
+            "--json",
+            "--quiet",
+        ])
+        .args(sender_extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+    during(&lan, &mut rx, &outs);
+    let (ok, out) = finish(&mut tx, Duration::from_secs(120));
+    assert!(ok, "sender failed: {out}");
+    let sender: serde_json::Value = serde_json::from_str(&out).expect("sender JSON");
+    let receivers = rx
+        .iter_mut()
+        .map(|c| {
+            let (ok, out) = finish(c, Duration::from_secs(30));
+            (ok, serde_json::from_str(&out).ok())
+        })
+        .collect();
+    let run = Run {
+        sender,
+        receivers,
+        outs,
+    };
+    let _ = std::fs::remove_file(&src);
+    Some((run, data))
+}
+
+#[test]
+fn eight_receivers_get_identical_files_with_two_lossy() {
+    let len = file_size();
+    // Receivers 1 and 2 drop 1% of what reaches them. A threshold of 1
+    // (never multicast) makes every repair a unicast one, so the unicast
+    // repair path over real sockets is exercised.
+    let Some((run, data)) = session(
+        "lossy",
+        len,
+        |i| {
+            if i <= 2 {
+                vec!["--inject-loss", "0.01"]
+            } else {
+                vec![]
+            }
+        },
+        &["--repair-threshold", "1"],
+        |_, _, _| {},
+    ) else {
+        return;
+    };
+    for (i, (ok, report)) in run.receivers.iter().enumerate() {
+        assert!(ok, "receiver {} failed", i + 1);
+        assert_eq!(report.as_ref().unwrap()["verified"], true);
+        assert!(
+            std::fs::read(&run.outs[i]).unwrap() == data,
+            "receiver {} file differs",
+            i + 1
+        );
+    }
+    let t = &run.sender["transport"];
+    assert_eq!(t["members_joined"], 8);
+    let segments = t["data_segments_multicast"].as_u64().unwrap();
+    assert!(
+        segments < (len as u64 / 1000),
+        "data multicast once, not per receiver: {segments}"
+    );
+    let (uni, multi) = (
+        t["unicast_repairs"].as_u64().unwrap(),
+        t["multicast_repairs"].as_u64().unwrap(),
+    );
+    assert!(uni > 0 && multi == 0, "{t}");
+    eprintln!(
+        "lossy session: {:.2} s, {:.0} Mbit/s, repairs {uni} unicast / {multi} multicast",
+        run.sender["seconds"].as_f64().unwrap(),
+        run.sender["goodput_bps"].as_f64().unwrap() / 1e6
+    );
+    let _ = std::fs::remove_dir_all(run.outs[0].parent().unwrap());
+}
+
+#[test]
+fn a_killed_receiver_is_evicted_and_the_rest_complete() {
+    let len = file_size();
+    let Some((run, data)) = session(
+        "killed",
+        len,
+        |_| vec![],
+        &["--stall-timeout", "3", "--window-mib", "2"],
+        |_, rx, outs| {
+            // Kill receiver 5 once its file is being written.
+            let part = {
+                let mut p = outs[4].clone().into_os_string();
+                p.push(".part");
+                PathBuf::from(p)
+            };
+            let start = Instant::now();
+            while std::fs::metadata(&part).map_or(0, |m| m.len()) == 0 {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "transfer never started"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            rx[4].kill().expect("kill receiver 5");
+        },
+    ) else {
+        return;
+    };
+    for (i, (ok, _)) in run.receivers.iter().enumerate() {
+        if i == 4 {
+            continue;
+        }
+        assert!(ok, "receiver {} failed", i + 1);
+        assert!(
+            std::fs::read(&run.outs[i]).unwrap() == data,
+            "receiver {} file differs",
+            i + 1
+        );
+    }
+    assert!(
+        !run.outs[4].exists(),
+        "the killed receiver has no complete-looking file"
+    );
+    let left: Vec<_> = run.sender["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m["left"].is_null())
+        .collect();
+    assert_eq!(left.len(), 1, "{}", run.sender["members"]);
+    let _ = std::fs::remove_dir_all(run.outs[0].parent().unwrap());
+}
