@@ -15,9 +15,11 @@ pub mod rng;
 pub mod rtt;
 pub mod stats;
 pub mod time;
+pub mod timer;
 
 pub use engine::{drain, Engine, Transmit};
 pub use pacing::Pacer;
 pub use rangeset::RangeSet;
 pub use rng::Rng;
 pub use time::Instant;
+pub use timer::TimerTable;

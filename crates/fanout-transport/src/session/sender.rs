@@ -17,7 +17,7 @@ use fanout_core::pacing::Pacer;
 use fanout_core::rtt::RttEstimator;
 use fanout_core::stats::{DropCounters, DropReason};
 use fanout_core::time::Instant;
-use fanout_core::{Engine, Transmit};
+use fanout_core::{Engine, TimerTable, Transmit};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -104,7 +104,6 @@ struct Slot {
     cum: u64,
     cwnd: u64,
     srtt_ns: u64,
-    timer: Option<Instant>,
 }
 
 /// The sending end of a one-to-many session.
@@ -123,7 +122,7 @@ pub struct SessionSender {
     cums: OrderedIndex,
     cwnds: OrderedIndex,
     srtts: OrderedIndex,
-    timers: BTreeSet<(Instant, MemberId)>,
+    timers: TimerTable<MemberId>,
     /// Members with nothing outstanding (no timer needed until new data).
     idle: BTreeSet<MemberId>,
     /// Lost segments to repair: start → (end, members missing it).
@@ -165,7 +164,7 @@ impl SessionSender {
             cums: OrderedIndex::default(),
             cwnds: OrderedIndex::default(),
             srtts: OrderedIndex::default(),
-            timers: BTreeSet::new(),
+            timers: TimerTable::new(),
             idle: BTreeSet::new(),
             repairs: BTreeMap::new(),
             fanout: None,
@@ -305,16 +304,8 @@ impl SessionSender {
         self.cums.update(id, Some(slot.cum), cum);
         self.cwnds.update(id, Some(slot.cwnd), cwnd);
         self.srtts.update(id, Some(slot.srtt_ns), srtt_ns);
-        if slot.timer != timer {
-            if let Some(t) = slot.timer {
-                self.timers.remove(&(t, id));
-            }
-            if let Some(t) = timer {
-                self.timers.insert((t, id));
-            }
-        }
-        (slot.edge, slot.cum, slot.cwnd, slot.srtt_ns, slot.timer) =
-            (edge, cum, cwnd, srtt_ns, timer);
+        self.timers.set(id, timer);
+        (slot.edge, slot.cum, slot.cwnd, slot.srtt_ns) = (edge, cum, cwnd, srtt_ns);
         if outstanding {
             self.idle.remove(&id);
         } else {
@@ -368,7 +359,6 @@ impl SessionSender {
                 cum,
                 cwnd,
                 srtt_ns,
-                timer: None,
             },
         );
         self.edges.update(id, None, edge);
@@ -410,9 +400,7 @@ impl SessionSender {
         self.cums.remove(id, slot.cum);
         self.cwnds.remove(id, slot.cwnd);
         self.srtts.remove(id, slot.srtt_ns);
-        if let Some(t) = slot.timer {
-            self.timers.remove(&(t, id));
-        }
+        self.timers.set(id, None);
         self.idle.remove(&id);
         self.by_addr.remove(&slot.member.addr);
         self.stats.members_left += 1;
@@ -847,28 +835,17 @@ impl Engine for SessionSender {
             return None;
         }
         let admission = (!self.data_open).then_some(self.created + self.config.wait_at_most);
-        [
-            self.pacing_deadline,
-            self.timers.first().map(|(t, _)| *t),
-            admission,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.pacing_deadline, self.timers.next_deadline(), admission]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.pacing_deadline.is_some_and(|t| t <= now) {
             self.pacing_deadline = None;
         }
-        while let Some(&(t, id)) = self.timers.first() {
-            if t > now {
-                break;
-            }
-            self.timers.remove(&(t, id));
-            if let Some(s) = self.slots.get_mut(&id) {
-                s.timer = None;
-            }
+        while let Some(id) = self.timers.pop_expired(now) {
             self.on_member_timer(now, id);
         }
     }
