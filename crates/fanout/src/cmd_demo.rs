@@ -5,6 +5,7 @@ use crate::cmd_recv::{recv, RecvArgs};
 use crate::cmd_send::{send, SendArgs};
 use crate::cmd_sim::simulate_scenario;
 use crate::net_opts::TransportOpts;
+use crate::report::OutputOpts;
 use anyhow::{ensure, Context, Result};
 use clap::{Args, Parser};
 use fanout_sim::Scenario;
@@ -75,8 +76,10 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         interface: None,
         output: out.clone(),
         wait: 10,
-        json: false,
-        quiet: true,
+        out: OutputOpts {
+            json: false,
+            quiet: true,
+        },
         net: net.clone(),
     };
     let (tx, rx) = mpsc::channel();
@@ -95,8 +98,10 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         ttl: 1,
         repair_threshold: 0.05,
         stall_timeout: 10,
-        json: false,
-        quiet: true,
+        out: OutputOpts {
+            json: false,
+            quiet: true,
+        },
         net,
     });
     let received = receiver

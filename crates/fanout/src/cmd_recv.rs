@@ -3,7 +3,7 @@
 use crate::file_proto::{Manifest, TRAILER_LEN};
 use crate::net_opts::TransportOpts;
 use crate::progress::bytes_bar;
-use crate::report::{drops_map, peak_rss_bytes, TransferReport};
+use crate::report::{drops_map, goodput_bps, peak_rss_bytes, OutputOpts, TransferReport};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, UdpEndpoint};
@@ -43,12 +43,8 @@ pub struct RecvArgs {
     /// Give up if no sender connects within this many seconds (0 = wait forever).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
     pub wait: u64,
-    /// Print a JSON summary on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: OutputOpts,
     #[command(flatten)]
     pub net: TransportOpts,
 }
@@ -197,7 +193,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         );
     }
     let (endpoint, join) = open_endpoint(args)?;
-    if !args.quiet {
+    if !args.out.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
     if let Some(tx) = bound {
@@ -240,7 +236,8 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
             }
         }
         if let Some(m) = &inc.manifest {
-            let b = bar.get_or_insert_with(|| bytes_bar(m.size, "recv", args.quiet || args.json));
+            let b = bar
+                .get_or_insert_with(|| bytes_bar(m.size, "recv", args.out.quiet || args.out.json));
             b.set_position(inc.body_done);
         }
         r.is_closed() || (r.is_finished() && app_error.is_some())
@@ -276,11 +273,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
             .map_or(m.name.clone(), |(p, _)| p.display().to_string()),
         bytes: m.size,
         seconds,
-        goodput_bps: if seconds > 0.0 {
-            m.size as f64 * 8.0 / seconds
-        } else {
-            0.0
-        },
+        goodput_bps: goodput_bps(m.size, seconds),
         blake3: inc.hasher.finalize().to_hex().to_string(),
         verified: inc.verified,
         close: receiver
@@ -305,6 +298,6 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
 
 /// Runs `fanout recv`.
 pub fn run(args: RecvArgs) -> Result<()> {
-    recv(&args, None)?.print(args.json);
+    recv(&args, None)?.print(args.out.json);
     Ok(())
 }

@@ -4,7 +4,9 @@
 use crate::file_feed::FileFeed;
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::progress::bytes_bar;
-use crate::report::{drops_map, peak_rss_bytes, MemberReport, TransferReport};
+use crate::report::{
+    drops_map, goodput_bps, peak_rss_bytes, MemberReport, OutputOpts, TransferReport,
+};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, UdpEndpoint};
@@ -37,7 +39,7 @@ pub struct SendArgs {
     /// With --group: start once this many receivers joined ...
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub wait_for: usize,
-    /// ... or this many seconds after the first one joined.
+    /// ... or this many seconds after the sender started, if at least one joined.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub wait_secs: u64,
     /// With --group: multicast TTL (1 = this link only).
@@ -50,12 +52,8 @@ pub struct SendArgs {
     /// With --group: evict a receiver that makes no progress for this long.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub stall_timeout: u64,
-    /// Print a JSON summary on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: OutputOpts,
     #[command(flatten)]
     pub net: TransportOpts,
 }
@@ -94,7 +92,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     let mut sender = Sender::connect(args.net.transport(), peer, random_session_id(), clock.now());
     let size = feed.manifest().size;
     let header_len = feed.header_len();
-    let bar = bytes_bar(size, "send", args.quiet || args.json);
+    let bar = bytes_bar(size, "send", args.out.quiet || args.out.json);
     let mut started = None;
     let stats = driver.run(&mut sender, |s, now| {
         feed.feed(s);
@@ -117,37 +115,26 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     }
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = sender.stats();
-    Ok(TransferReport {
-        role: "send",
-        peer: peer.to_string(),
-        file: feed.manifest().name.clone(),
-        bytes: size,
+    let transport = vec![
+        ("datagrams_sent", st.datagrams_sent),
+        ("datagrams_received", st.datagrams_received),
+        ("payload_bytes_sent", st.payload_bytes_sent),
+        ("retransmitted_bytes", st.retransmitted_bytes),
+        ("acks_received", st.acks_received),
+        ("recovery_episodes", st.recovery_episodes),
+        ("rto_events", st.rto_events),
+        ("send_syscalls", stats.send_syscalls),
+    ];
+    Ok(sent_report(
+        peer.to_string(),
+        &feed,
         seconds,
-        goodput_bps: if seconds > 0.0 {
-            size as f64 * 8.0 / seconds
-        } else {
-            0.0
-        },
-        blake3: feed.blake3_hex(),
-        verified: true,
-        close: reason.to_string(),
-        transport: [
-            ("datagrams_sent", st.datagrams_sent),
-            ("datagrams_received", st.datagrams_received),
-            ("payload_bytes_sent", st.payload_bytes_sent),
-            ("retransmitted_bytes", st.retransmitted_bytes),
-            ("acks_received", st.acks_received),
-            ("recovery_episodes", st.recovery_episodes),
-            ("rto_events", st.rto_events),
-            ("send_syscalls", stats.send_syscalls),
-        ]
-        .into_iter()
-        .collect(),
-        drops: drops_map(&st.drops),
-        injected_drops: stats.impair_rx.dropped(),
-        peak_rss_bytes: peak_rss_bytes(),
-        members: Vec::new(),
-    })
+        &reason,
+        transport,
+        &st.drops,
+        &stats,
+        Vec::new(),
+    ))
 }
 
 fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Result<TransferReport> {
@@ -186,14 +173,14 @@ fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Resul
     let mut session = SessionSender::new(config, random_session_id(), clock.now());
     let size = feed.manifest().size;
     let header_len = feed.header_len();
-    let bar = bytes_bar(size, "send", args.quiet || args.json);
+    let bar = bytes_bar(size, "send", args.out.quiet || args.out.json);
     let mut started = None;
     let mut left = Vec::new();
     let stats = driver.run(&mut session, |s, now| {
         feed.feed(s);
         while let Some(e) = s.poll_event() {
             if let fanout_transport::session::SessionEvent::MemberLeft { addr, reason, .. } = e {
-                if !args.quiet && !args.json {
+                if !args.out.quiet && !args.out.json {
                     bar.println(format!("receiver {addr} left: {reason}"));
                 }
                 left.push(MemberReport {
@@ -234,42 +221,62 @@ fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Resul
         })
         .collect();
     members.extend(left);
-    Ok(TransferReport {
-        role: "send",
-        peer: group.to_string(),
-        file: feed.manifest().name.clone(),
-        bytes: size,
+    let transport = vec![
+        ("datagrams_sent", st.datagrams_sent),
+        ("datagrams_received", st.datagrams_received),
+        ("data_segments_multicast", st.data_segments),
+        ("multicast_repairs", st.multicast_repairs),
+        ("unicast_repairs", st.unicast_repairs),
+        ("acks_received", st.acks_received),
+        ("members_joined", st.members_joined),
+        ("members_left", st.members_left),
+        ("send_syscalls", stats.send_syscalls),
+    ];
+    Ok(sent_report(
+        group.to_string(),
+        &feed,
         seconds,
-        goodput_bps: if seconds > 0.0 {
-            size as f64 * 8.0 / seconds
-        } else {
-            0.0
-        },
+        &reason,
+        transport,
+        &st.drops,
+        &stats,
+        members,
+    ))
+}
+
+/// The report of a completed send.
+#[allow(clippy::too_many_arguments)] // one report, assembled once per mode
+fn sent_report(
+    peer: String,
+    feed: &FileFeed,
+    seconds: f64,
+    close: &CloseReason,
+    transport: Vec<(&'static str, u64)>,
+    drops: &fanout_core::stats::DropCounters,
+    io: &fanout_io::RunStats,
+    members: Vec<MemberReport>,
+) -> TransferReport {
+    let bytes = feed.manifest().size;
+    TransferReport {
+        role: "send",
+        peer,
+        file: feed.manifest().name.clone(),
+        bytes,
+        seconds,
+        goodput_bps: goodput_bps(bytes, seconds),
         blake3: feed.blake3_hex(),
         verified: true,
-        close: reason.to_string(),
-        transport: [
-            ("datagrams_sent", st.datagrams_sent),
-            ("datagrams_received", st.datagrams_received),
-            ("data_segments_multicast", st.data_segments),
-            ("multicast_repairs", st.multicast_repairs),
-            ("unicast_repairs", st.unicast_repairs),
-            ("acks_received", st.acks_received),
-            ("members_joined", st.members_joined),
-            ("members_left", st.members_left),
-            ("send_syscalls", stats.send_syscalls),
-        ]
-        .into_iter()
-        .collect(),
-        drops: drops_map(&st.drops),
-        injected_drops: stats.impair_rx.dropped(),
+        close: close.to_string(),
+        transport: transport.into_iter().collect(),
+        drops: drops_map(drops),
+        injected_drops: io.impair_rx.dropped(),
         peak_rss_bytes: peak_rss_bytes(),
         members,
-    })
+    }
 }
 
 /// Runs `fanout send`.
 pub fn run(args: SendArgs) -> Result<()> {
-    send(&args)?.print(args.json);
+    send(&args)?.print(args.out.json);
     Ok(())
 }

@@ -27,9 +27,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Send a file to a receiver (`fanout recv` on the other end).
+    /// Send a file to one receiver (--to) or to every receiver of a multicast group (--group).
     Send(cmd_send::SendArgs),
-    /// Receive one file from a sender.
+    /// Receive one file from a sender (--listen), or by joining a multicast session (--group).
     Recv(cmd_recv::RecvArgs),
     /// Run a simulated network scenario from a TOML file.
     Sim(cmd_sim::SimArgs),

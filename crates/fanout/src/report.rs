@@ -4,6 +4,17 @@ use fanout_core::stats::DropCounters;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// Output flags shared by the commands that report a transfer.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct OutputOpts {
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
 /// Drop counters as a label → count map (non-zero only).
 pub fn drops_map(d: &DropCounters) -> BTreeMap<&'static str, u64> {
     d.nonzero().map(|(r, n)| (r.label(), n)).collect()
@@ -88,6 +99,15 @@ impl TransferReport {
                 self.drops, self.injected_drops
             );
         }
+    }
+}
+
+/// Bytes over seconds as bit/s (0 for an instant transfer).
+pub fn goodput_bps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
     }
 }
 
