@@ -13,6 +13,7 @@
 //! wait_for = 10               # optional: members to wait for (default all)
 //! unicast_fanout = false      # optional: no multicast, a copy per member
 //! ack_every = 2               # optional segments per ACK at the members
+//! window = "1MiB"             # optional send buffer and member receive windows
 //! ```
 
 use crate::app::{AppProbe, SimApp};
@@ -104,6 +105,8 @@ struct SessionSpec {
     unicast_fanout: Option<bool>,
     #[serde(default)]
     ack_every: Option<u32>,
+    #[serde(default)]
+    window: Option<Bytes>,
 }
 
 /// One session built into a simulation.
@@ -164,6 +167,14 @@ impl FlowFactory for SessionFlows {
                 return Err("ack_every: must be 1..=64".into());
             }
             config.transport.ack.every_segments = n;
+        }
+        if let Some(w) = t.window {
+            let w = usize::try_from(w.0).map_err(|_| "window: too large".to_owned())?;
+            if w < 64 << 10 {
+                return Err("window: at least 64KiB".into());
+            }
+            config.transport.send_buffer_bytes = w;
+            config.transport.recv_window_bytes = w;
         }
         let mut members = Vec::with_capacity(nodes.len());
         for &n in nodes {

@@ -14,6 +14,7 @@
 //! edge, release point and timers are ordered indexes over members, and a
 //! multicast send touches no member at all ([`segment_log`]).
 
+pub mod bench_support;
 mod config;
 mod member;
 mod ordered;

@@ -13,6 +13,9 @@ pub struct OrderedIndex {
 impl OrderedIndex {
     /// Sets `id`'s key from `old` (if indexed) to `new`.
     pub fn update(&mut self, id: MemberId, old: Option<u64>, new: u64) {
+        if old == Some(new) {
+            return;
+        }
         if let Some(o) = old {
             self.set.remove(&(o, id));
         }

@@ -243,6 +243,11 @@ impl SessionSender {
         &self.stats
     }
 
+    /// Next new offset to send (`SND.NXT`).
+    pub fn snd_nxt(&self) -> u64 {
+        self.snd_nxt
+    }
+
     /// Members currently in the session.
     pub fn member_count(&self) -> usize {
         self.slots.len()
