@@ -2,7 +2,10 @@
 //! (issue 3: target ≥ 5 million per core). Only `handle_datagram` of the
 //! ACKs is timed; sending the data they acknowledge is not.
 
-#![allow(missing_docs, reason = "criterion_group! generates undocumented functions")]
+#![allow(
+    missing_docs,
+    reason = "criterion_group! generates undocumented functions"
+)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fanout_core::Engine;
