@@ -385,3 +385,31 @@ fn hostile_joins_and_acks_are_bounded_and_counted() {
         1
     );
 }
+
+#[test]
+fn quorum_release_evicts_members_below_the_released_data() {
+    // 5 members, quorum 60%: a member that hears nothing cannot hold the
+    // buffer; once three acknowledged data it is evicted, never repaired
+    // from freed memory.
+    let data = random_data(2 << 20, 6);
+    let cfg = SessionConfig {
+        wait_for_members: 5,
+        release: fanout_transport::session::ReleasePolicy::Quorum(0.6),
+        stall_timeout: Duration::from_secs(30),
+        ..config()
+    };
+    let mut net = Net::new(cfg, 5, data.clone(), Box::new(|_, _, _| false));
+    net.run(Duration::from_millis(50));
+    net.dead[4] = true;
+    net.run(Duration::from_secs(60));
+    for i in 0..4 {
+        assert!(net.got[i] == data, "member {i}");
+    }
+    assert!(
+        net.events.iter().any(
+            |e| matches!(e, SessionEvent::MemberLeft { reason, .. } if reason.contains("quorum"))
+        ),
+        "{:?}",
+        net.events
+    );
+}

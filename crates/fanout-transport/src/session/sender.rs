@@ -396,7 +396,8 @@ impl SessionSender {
         }
     }
 
-    /// Removes a member (evicted, reset, or left) and tells it why.
+    /// Removes a member (evicted, reset, or left) and tells it why. Callers
+    /// then run [`SessionSender::after_progress`] (release may advance).
     fn remove(&mut self, id: MemberId, reason: &str, notify: bool) {
         let Some(slot) = self.slots.remove(&id) else {
             return;
@@ -422,7 +423,6 @@ impl SessionSender {
             addr: slot.member.addr,
             reason: reason.into(),
         });
-        self.after_progress();
     }
 
     /// Releases what every (counted) member acknowledged; finishes the
@@ -441,6 +441,9 @@ impl SessionSender {
         };
         if let Some(r) = release {
             let r = r.min(self.buffer.end());
+            // SMO §II quorum release: data the quorum acknowledged is freed.
+            // A member still missing some of it is evicted only when it
+            // needs a repair of freed data (see `next_repair`).
             self.buffer.release(r);
             self.log.release_below(r);
         }
@@ -547,6 +550,7 @@ impl SessionSender {
                 Frame::Reset(CloseFrame { reason, .. }) => {
                     let why = format!("member reset: {reason}");
                     self.remove(id, &why, false);
+                    self.after_progress();
                     return;
                 }
                 Frame::Close(_) | Frame::Ping | Frame::Padding => {}
@@ -604,6 +608,14 @@ impl SessionSender {
             });
             if ids.is_empty() {
                 entry.remove();
+                continue;
+            }
+            if start < self.buffer.base() {
+                // Freed by a quorum release: these members cannot be repaired.
+                for id in entry.remove().1 {
+                    self.remove(id, "fell behind the quorum: its data was released", true);
+                }
+                self.after_progress();
                 continue;
             }
             let share = ids.len() as f64 / self.slots.len().max(1) as f64;
@@ -719,11 +731,18 @@ impl SessionSender {
         self.stats.rto_events += u64::from(rto);
         self.stats.recovery_episodes += m.recovery_episodes - episodes;
         let backoffs = m.rto_backoffs;
+        let cumulative = m.cumulative;
         self.queue_repairs(id, lost);
-        if stalled {
+        if rto && cumulative < self.buffer.base() {
+            // Its retransmission timer fired for data a quorum release freed.
+            self.remove(id, "fell behind the quorum: its data was released", true);
+            self.after_progress();
+        } else if stalled {
             self.remove(id, "stalled: no progress within the stall timeout", true);
+            self.after_progress();
         } else if backoffs > max_backoffs {
             self.remove(id, "unreachable: too many retransmission timeouts", true);
+            self.after_progress();
         } else {
             self.reindex(id);
         }
