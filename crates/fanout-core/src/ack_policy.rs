@@ -57,6 +57,14 @@ impl AckScheduler {
         self.policy.every_segments = n.clamp(1, 64);
     }
 
+    /// Changes `every` and offsets the count by `phase` segments, so many
+    /// receivers given the same `every` acknowledge at different segments
+    /// instead of in one synchronized burst (ACK implosion at the sender).
+    pub fn set_every_segments_with_phase(&mut self, n: u32, phase: u32) {
+        self.set_every_segments(n);
+        self.pending_segments = phase % self.policy.every_segments;
+    }
+
     /// A data segment arrived. `signals_loss` is true when it was out of
     /// order, filled a gap, or was a duplicate (RFC 5681 §4.2: ACK at once).
     pub fn on_segment(&mut self, now: Instant, signals_loss: bool) {
@@ -117,6 +125,26 @@ mod tests {
             s.should_ack(t0),
             "out-of-order data is acknowledged at once"
         );
+    }
+
+    #[test]
+    fn phase_staggers_the_first_ack() {
+        let t0 = Instant::ZERO;
+        let mut a = AckScheduler::new(AckPolicy::default());
+        let mut b = AckScheduler::new(AckPolicy::default());
+        a.set_every_segments_with_phase(4, 0);
+        b.set_every_segments_with_phase(4, 2);
+        let mut first = [0; 2];
+        for seg in 1..=4 {
+            for (i, s) in [&mut a, &mut b].into_iter().enumerate() {
+                s.on_segment(t0, false);
+                if first[i] == 0 && s.should_ack(t0) {
+                    first[i] = seg;
+                    s.on_ack_sent();
+                }
+            }
+        }
+        assert_eq!(first, [4, 2]);
     }
 
     #[test]

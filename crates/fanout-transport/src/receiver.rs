@@ -293,7 +293,12 @@ impl Receiver {
                         reason: reason.into(),
                     });
                 }
-                Frame::AckFrequency(n) => self.acks.set_every_segments(n),
+                // Phase by member id: the members of one session spread their
+                // ACKs over `n` segments instead of sending them together.
+                Frame::AckFrequency(n) => self.acks.set_every_segments_with_phase(
+                    n,
+                    (self.member_id % u64::from(n.max(1))) as u32,
+                ),
                 Frame::Padding => {}
                 Frame::Connect(_) | Frame::Accept(_) | Frame::Ack(_) | Frame::Skip(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
