@@ -25,6 +25,8 @@ pub enum CloseReason {
     IdleTimeout,
     /// The peer never answered the handshake.
     HandshakeTimeout,
+    /// A one-to-many session lost its last receiver after data started.
+    NoReceivers,
 }
 
 impl fmt::Display for CloseReason {
@@ -39,6 +41,7 @@ impl fmt::Display for CloseReason {
             }
             CloseReason::IdleTimeout => f.write_str("peer silent for the idle timeout"),
             CloseReason::HandshakeTimeout => f.write_str("peer did not answer the handshake"),
+            CloseReason::NoReceivers => f.write_str("every receiver left the session"),
         }
     }
 }

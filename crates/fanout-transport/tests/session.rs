@@ -413,3 +413,22 @@ fn quorum_release_evicts_members_below_the_released_data() {
         net.events
     );
 }
+
+#[test]
+fn a_session_whose_every_member_left_ends() {
+    let data = random_data(4 << 20, 8);
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        stall_timeout: Duration::from_secs(1),
+        ..config()
+    };
+    let mut net = Net::new(cfg, 2, data, Box::new(|_, _, _| false));
+    net.run(Duration::from_millis(60));
+    net.dead = vec![true, true];
+    net.run(Duration::from_secs(30));
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::NoReceivers));
+    assert!(
+        net.now < Instant::ZERO + Duration::from_secs(10),
+        "ended promptly"
+    );
+}

@@ -447,6 +447,12 @@ impl SessionSender {
             self.buffer.release(r);
             self.log.release_below(r);
         }
+        if self.data_open && self.slots.is_empty() && self.closed.is_none() {
+            self.closed = Some(CloseReason::NoReceivers);
+            self.events
+                .push_back(SessionEvent::Closed(CloseReason::NoReceivers));
+            return;
+        }
         if !self.finished && !self.slots.is_empty() {
             if let (Some(end), Some((min_cum, _))) = (self.stream_end(), self.cums.min()) {
                 if min_cum >= end {
@@ -483,6 +489,7 @@ impl SessionSender {
             return;
         }
         let (log, mss, cwnd_limited) = (&self.log, self.mss, self.cwnd_limited);
+        let members = self.slots.len() as u32;
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
@@ -501,10 +508,14 @@ impl SessionSender {
             // Keep at least four ACKs per window, or the window's tail waits
             // for the delayed-ACK timer and the ACK clock stalls.
             let per_window = (m.cc.cwnd() / (4 * mss)).clamp(2, 64) as u32;
+            // Thin by count as the session grows, so the total feedback
+            // stays well below the sender's link: `steady` up to 125
+            // members, then one more multiple per 125 (64 at most).
+            let scaled = steady.saturating_mul(members.div_ceil(125).max(1));
             let want = if m.cc.in_slow_start() || m.recovery_point.is_some() {
                 2
             } else {
-                steady.clamp(1, 64).min(per_window)
+                scaled.clamp(1, 64).min(per_window)
             };
             if want != m.ack_every {
                 m.ack_every = want;
