@@ -432,3 +432,97 @@ fn a_session_whose_every_member_left_ends() {
         "ended promptly"
     );
 }
+
+#[test]
+fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
+    use fanout_transport::session::bench_support::SyntheticSession;
+    use fanout_transport::wire::{AckFrame, Frame, Header, HeaderFlags, MAX_SACK_RANGES};
+    let mut s = SyntheticSession::new(3);
+    // Grow the windows with honest ACKs, then leave one flight unacknowledged.
+    let mut base = 0;
+    for _ in 0..30 {
+        base = s.send_more(1 << 20, Duration::from_millis(1));
+        for i in 0..3 {
+            let a = s.ack(base);
+            let now = s.now;
+            s.session.handle_datagram(now, s.members[i], &a);
+        }
+    }
+    let top = s.send_more(2 << 20, Duration::from_millis(1));
+    let mss = fanout_transport::TransportConfig::default().max_payload();
+    assert!(
+        top - base > 600 * mss,
+        "over 600 segments in the air: {base}..{top}"
+    );
+    // Member 0 floods: first every other segment SACKed (352 disjoint
+    // ranges, above the per-member cap of 256), then 2000 ACKs of 32
+    // disjoint, unaligned random ranges each.
+    for pn in 0..11u32 {
+        let sack = (0..MAX_SACK_RANGES as u64)
+            .map(|m| {
+                let j = 2 * (32 * u64::from(pn) + m);
+                base + j * mss..base + (j + 1) * mss
+            })
+            .filter(|r| r.end <= top)
+            .collect();
+        let mut d = Vec::new();
+        Header {
+            flags: HeaderFlags::default(),
+            session_id: 7,
+            packet_number: 5000 + pn,
+        }
+        .encode(&mut d);
+        Frame::Ack(AckFrame {
+            cumulative: 0,
+            window: 64 << 20,
+            timestamp_echo: 0,
+            ack_delay_us: 0,
+            sack,
+        })
+        .encode(&mut d);
+        let now = s.now;
+        s.session.handle_datagram(now, s.members[0], &d);
+    }
+    let mut rng = Rng::new(11);
+    for pn in 0..2000u32 {
+        let mut at = base + 1 + rng.below((top - base) / 4);
+        let sack = (0..MAX_SACK_RANGES)
+            .map(|_| {
+                let r = at..at + 1 + rng.below(3000);
+                at = r.end + 1 + rng.below(3000);
+                r
+            })
+            .filter(|r| r.end <= top)
+            .collect();
+        let mut d = Vec::new();
+        Header {
+            flags: HeaderFlags::default(),
+            session_id: 7,
+            packet_number: 10 + pn,
+        }
+        .encode(&mut d);
+        Frame::Ack(AckFrame {
+            cumulative: 0,
+            window: 64 << 20,
+            timestamp_echo: 0,
+            ack_delay_us: 0,
+            sack,
+        })
+        .encode(&mut d);
+        let now = s.now;
+        s.session.handle_datagram(now, s.members[0], &d);
+    }
+    let drops = &s.session.stats().drops;
+    assert!(
+        drops.get(fanout_core::stats::DropReason::LimitExceeded) > 0,
+        "range cap reached and counted: {drops:?}"
+    );
+    // Honest members still advance the session.
+    for i in 1..3 {
+        let a = s.ack(top);
+        let now = s.now;
+        s.session.handle_datagram(now, s.members[i], &a);
+    }
+    assert_eq!(s.session.member_count(), 3);
+    assert!(s.send_more(64 << 10, Duration::from_millis(1)) >= top);
+}
