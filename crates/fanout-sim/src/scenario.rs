@@ -287,6 +287,19 @@ pub struct ScenarioContext {
     pub group_receivers: BTreeMap<IpAddr, BTreeSet<NodeId>>,
 }
 
+impl ScenarioContext {
+    /// The address on `group`'s port of every node that is ever a member of
+    /// `group`'s IP (empty if no such group).
+    pub fn member_addrs(&self, sim: &Simulator, group: SocketAddr) -> Vec<SocketAddr> {
+        self.group_receivers
+            .get(&group.ip())
+            .into_iter()
+            .flatten()
+            .map(|&n| SocketAddr::new(sim.node(n).ip(), group.port()))
+            .collect()
+    }
+}
+
 /// Builds flows of the kinds it knows. Transport crates implement this to
 /// add their sessions to scenarios.
 pub trait FlowFactory {
@@ -340,12 +353,7 @@ impl FlowFactory for BuiltinFlows {
         sim.add_app(from, Box::new(src))
             .map_err(|e| format!("from: {e}"))?;
         let sinks: Vec<SocketAddr> = if to.ip().is_multicast() {
-            ctx.group_receivers
-                .get(&to.ip())
-                .into_iter()
-                .flatten()
-                .map(|&n| SocketAddr::new(sim.node(n).ip(), to.port()))
-                .collect()
+            ctx.member_addrs(sim, to)
         } else {
             vec![to]
         };

@@ -20,9 +20,8 @@ use crate::app::{AppProbe, SimApp};
 use crate::ids::AppId;
 use crate::scenario::{FlowFactory, FlowSpec, ScenarioContext};
 use crate::sim::Simulator;
-use crate::transfer::{feed_bulk, SinkReceiver};
+use crate::transfer::{apply_transport_options, feed_bulk, SinkReceiver};
 use crate::units::Bytes;
-use fanout_core::cc::CcAlgorithm;
 use fanout_core::{Engine, Instant, Transmit};
 use fanout_transport::session::{SessionConfig, SessionSender};
 use fanout_transport::Receiver;
@@ -144,41 +143,29 @@ impl FlowFactory for SessionFlows {
         if !group.ip().is_multicast() {
             return Err(format!("group: {} is not a multicast address", group.ip()));
         }
-        let nodes = ctx
-            .group_receivers
-            .get(&group.ip())
-            .ok_or_else(|| format!("group: no [[group]] {} with members", group.ip()))?;
+        let addrs = ctx.member_addrs(sim, group);
+        if addrs.is_empty() {
+            return Err(format!("group: no [[group]] {} with members", group.ip()));
+        }
         let mut config = SessionConfig {
             group: (!t.unicast_fanout.unwrap_or(false)).then_some(group),
-            wait_for_members: t.wait_for.unwrap_or(nodes.len()),
+            wait_for_members: t.wait_for.unwrap_or(addrs.len()),
             ..SessionConfig::default()
         };
-        if let Some(cc) = &t.cc {
-            config.transport.cc = cc.parse::<CcAlgorithm>().map_err(|e| format!("cc: {e}"))?;
-        }
         if let Some(th) = t.repair_threshold {
             if !(0.0..=1.0).contains(&th) {
                 return Err("repair_threshold: must be within 0..=1".into());
             }
             config.multicast_repair_threshold = th;
         }
-        if let Some(n) = t.ack_every {
-            if !(1..=64).contains(&n) {
-                return Err("ack_every: must be 1..=64".into());
-            }
-            config.transport.ack.every_segments = n;
-        }
-        if let Some(w) = t.window {
-            let w = usize::try_from(w.0).map_err(|_| "window: too large".to_owned())?;
-            if w < 64 << 10 {
-                return Err("window: at least 64KiB".into());
-            }
-            config.transport.send_buffer_bytes = w;
-            config.transport.recv_window_bytes = w;
-        }
-        let mut members = Vec::with_capacity(nodes.len());
-        for &n in nodes {
-            let addr = SocketAddr::new(sim.node(n).ip(), group.port());
+        apply_transport_options(
+            &mut config.transport,
+            t.cc.as_deref(),
+            t.window,
+            t.ack_every,
+        )?;
+        let mut members = Vec::with_capacity(addrs.len());
+        for addr in addrs {
             let r = Receiver::join(config.transport.clone(), from, Instant::ZERO);
             members.push(
                 sim.add_app(addr, Box::new(SinkReceiver::with(r)))

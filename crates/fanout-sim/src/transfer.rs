@@ -257,20 +257,7 @@ impl FlowFactory for TransferFlows {
         let from = sim.resolve(&t.from).map_err(|e| format!("from: {e}"))?;
         let to = sim.resolve(&t.to).map_err(|e| format!("to: {e}"))?;
         let mut config = TransportConfig::default();
-        if let Some(cc) = &t.cc {
-            config.cc = cc.parse::<CcAlgorithm>().map_err(|e| format!("cc: {e}"))?;
-        }
-        if let Some(w) = t.window {
-            let w = usize::try_from(w.0).map_err(|_| "window: too large".to_owned())?;
-            config.send_buffer_bytes = w;
-            config.recv_window_bytes = w;
-        }
-        if let Some(n) = t.ack_every {
-            if !(1..=64).contains(&n) {
-                return Err("ack_every: must be 1..=64".into());
-            }
-            config.ack.every_segments = n;
-        }
+        apply_transport_options(&mut config, t.cc.as_deref(), t.window, t.ack_every)?;
         if let Some(m) = t.max_datagram {
             if !(256..=65_000).contains(&m) {
                 return Err("max_datagram: must be 256..=65000".into());
@@ -304,6 +291,34 @@ impl FlowFactory for TransferFlows {
         });
         Ok(true)
     }
+}
+
+/// Applies the transport keys `transfer` and `session` flows share
+/// (`cc`, `window`, `ack_every`), with their validation.
+pub(crate) fn apply_transport_options(
+    config: &mut TransportConfig,
+    cc: Option<&str>,
+    window: Option<Bytes>,
+    ack_every: Option<u32>,
+) -> Result<(), String> {
+    if let Some(cc) = cc {
+        config.cc = cc.parse::<CcAlgorithm>().map_err(|e| format!("cc: {e}"))?;
+    }
+    if let Some(w) = window {
+        let w = usize::try_from(w.0).map_err(|_| "window: too large".to_owned())?;
+        if w < 64 << 10 {
+            return Err("window: at least 64KiB".into());
+        }
+        config.send_buffer_bytes = w;
+        config.recv_window_bytes = w;
+    }
+    if let Some(n) = ack_every {
+        if !(1..=64).contains(&n) {
+            return Err("ack_every: must be 1..=64".into());
+        }
+        config.ack.every_segments = n;
+    }
+    Ok(())
 }
 
 /// Bytes a receiver app had delivered at the last metrics sample at or

@@ -436,7 +436,7 @@ fn a_session_whose_every_member_left_ends() {
 #[test]
 fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
     use fanout_transport::session::bench_support::SyntheticSession;
-    use fanout_transport::wire::{AckFrame, Frame, Header, HeaderFlags, MAX_SACK_RANGES};
+    use fanout_transport::wire::MAX_SACK_RANGES;
     let mut s = SyntheticSession::new(3);
     // Grow the windows with honest ACKs, then leave one flight unacknowledged.
     let mut base = 0;
@@ -457,34 +457,20 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
     // Member 0 floods: first every other segment SACKed (352 disjoint
     // ranges, above the per-member cap of 256), then 2000 ACKs of 32
     // disjoint, unaligned random ranges each.
-    for pn in 0..11u32 {
+    for round in 0..11u64 {
         let sack = (0..MAX_SACK_RANGES as u64)
             .map(|m| {
-                let j = 2 * (32 * u64::from(pn) + m);
+                let j = 2 * (32 * round + m);
                 base + j * mss..base + (j + 1) * mss
             })
             .filter(|r| r.end <= top)
             .collect();
-        let mut d = Vec::new();
-        Header {
-            flags: HeaderFlags::default(),
-            session_id: 7,
-            packet_number: 5000 + pn,
-        }
-        .encode(&mut d);
-        Frame::Ack(AckFrame {
-            cumulative: 0,
-            window: 64 << 20,
-            timestamp_echo: 0,
-            ack_delay_us: 0,
-            sack,
-        })
-        .encode(&mut d);
+        let d = s.ack_with(0, sack);
         let now = s.now;
         s.session.handle_datagram(now, s.members[0], &d);
     }
     let mut rng = Rng::new(11);
-    for pn in 0..2000u32 {
+    for _ in 0..2000 {
         let mut at = base + 1 + rng.below((top - base) / 4);
         let sack = (0..MAX_SACK_RANGES)
             .map(|_| {
@@ -494,21 +480,7 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
             })
             .filter(|r| r.end <= top)
             .collect();
-        let mut d = Vec::new();
-        Header {
-            flags: HeaderFlags::default(),
-            session_id: 7,
-            packet_number: 10 + pn,
-        }
-        .encode(&mut d);
-        Frame::Ack(AckFrame {
-            cumulative: 0,
-            window: 64 << 20,
-            timestamp_echo: 0,
-            ack_delay_us: 0,
-            sack,
-        })
-        .encode(&mut d);
+        let d = s.ack_with(0, sack);
         let now = s.now;
         s.session.handle_datagram(now, s.members[0], &d);
     }

@@ -95,8 +95,14 @@ impl SyntheticSession {
         self.session.snd_nxt()
     }
 
-    /// The ACK datagram member `i` sends acknowledging everything below `cumulative`.
+    /// An ACK datagram acknowledging everything below `cumulative`.
     pub fn ack(&mut self, cumulative: u64) -> Vec<u8> {
+        self.ack_with(cumulative, Vec::new())
+    }
+
+    /// An ACK datagram with a cumulative point and SACK ranges (which may be
+    /// hostile: unaligned, overlapping the window edge, too many).
+    pub fn ack_with(&mut self, cumulative: u64, sack: Vec<std::ops::Range<u64>>) -> Vec<u8> {
         self.pn = self.pn.wrapping_add(1);
         let mut d = Vec::with_capacity(64);
         Header {
@@ -110,7 +116,7 @@ impl SyntheticSession {
             window: 64 << 20,
             timestamp_echo: (self.now.as_nanos() / 1_000) as u32,
             ack_delay_us: 0,
-            sack: Vec::new(),
+            sack,
         })
         .encode(&mut d);
         d
