@@ -11,7 +11,7 @@ use crate::wire::{
     decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
     MAX_SACK_RANGES,
 };
-use fanout_core::ack_policy::AckScheduler;
+use fanout_core::ack_policy::{slot_phase, AckScheduler};
 use fanout_core::codec::{expand_pn, truncate_pn};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -61,6 +61,9 @@ pub struct Receiver {
     accept_pending: Option<u32>,
     /// Id the session sender gave this member (1 for a unicast listener).
     member_id: u64,
+    /// Stream offset at which delivery started (the ACCEPT's start offset;
+    /// 0 unless a late joiner was admitted mid-stream).
+    start: u64,
     /// RESET to send to the peer (code, reason).
     pending_reset: Option<(u64, String)>,
     refusals: VecDeque<(SocketAddr, u64)>,
@@ -87,6 +90,7 @@ impl Receiver {
             unacked_since: None,
             accept_pending: None,
             member_id: 1,
+            start: 0,
             pending_reset: None,
             refusals: VecDeque::new(),
             largest_pn: None,
@@ -119,6 +123,18 @@ impl Receiver {
         self.member_id
     }
 
+    /// Stream offset at which this member's delivery starts: 0, or for a
+    /// late joiner the sender's position when it was admitted (the prefix
+    /// `[0, start)` never arrives on this session).
+    pub fn start_offset(&self) -> u64 {
+        self.start
+    }
+
+    /// The session id the sender named (once connected).
+    pub fn session_id(&self) -> Option<u64> {
+        self.peer.map(|(_, id)| id)
+    }
+
     /// Copies in-order stream bytes into `out`; returns the count (0 when
     /// nothing is readable yet).
     pub fn read(&mut self, out: &mut [u8]) -> usize {
@@ -129,7 +145,18 @@ impl Receiver {
             let opened = self.buffer.window_end() - self.advertised_window_end;
             let mss = self.config.max_payload();
             if opened >= (2 * mss).max(self.buffer.capacity() / 4) {
-                self.acks.request_immediate();
+                // Urgent only if the sender may be nearly out of window;
+                // otherwise it rides the next paced ACK (members of a large
+                // session read in step, so urgent updates would all leave
+                // at once).
+                let left = self
+                    .advertised_window_end
+                    .saturating_sub(self.buffer.rcv_nxt());
+                if left < self.buffer.capacity() / 4 {
+                    self.acks.request_immediate();
+                } else {
+                    self.acks.request_paced();
+                }
             }
         }
         if self.fin == Some(self.buffer.read_pos()) && self.state == State::Established {
@@ -294,11 +321,17 @@ impl Receiver {
                     });
                 }
                 // Phase by member id: the members of one session spread their
-                // ACKs over `n` segments instead of sending them together.
-                Frame::AckFrequency(n) => self.acks.set_every_segments_with_phase(
-                    n,
-                    (self.member_id % u64::from(n.max(1))) as u32,
-                ),
+                // ACKs over `every` segments and over the feedback slot
+                // instead of sending them together.
+                Frame::AckFrequency(f) => {
+                    let n = f.every.max(1);
+                    self.acks
+                        .set_every_segments_with_phase(n, (self.member_id % u64::from(n)) as u32);
+                    self.acks.set_min_interval(
+                        std::time::Duration::from_micros(u64::from(f.min_interval_us)),
+                        slot_phase(self.member_id),
+                    );
+                }
                 Frame::Padding => {}
                 Frame::Connect(_) | Frame::Accept(_) | Frame::Ack(_) | Frame::Skip(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
@@ -374,9 +407,20 @@ impl Engine for Receiver {
                     self.peer = Some((from, header.session_id));
                     self.member_id = a.member_id;
                     self.buffer.start_at(a.start_offset);
+                    self.start = self.buffer.read_pos();
                     self.last_ack_sent = a.start_offset;
                     self.state = State::Established;
                     self.events.push_back(Event::Connected);
+                }
+                // The sender refused the join (session full, file start
+                // already released): give up now, with its reason, rather
+                // than at the handshake timeout.
+                Some(Ok(Frame::Reset(CloseFrame { code, reason }))) if from == target => {
+                    self.close(CloseReason::PeerReset {
+                        code,
+                        reason: reason.into(),
+                    });
+                    return;
                 }
                 _ => {
                     self.stats.drops.count(if from == target {
@@ -507,7 +551,7 @@ impl Engine for Receiver {
         self.last_ack_sent = ack.cumulative;
         self.advertised_window_end = self.buffer.window_end();
         Frame::Ack(ack).encode(buf);
-        self.acks.on_ack_sent();
+        self.acks.on_ack_sent(now);
         self.unacked_since = None;
         self.stats.acks_sent += 1;
         self.stats.datagrams_sent += 1;

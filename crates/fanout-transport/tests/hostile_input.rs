@@ -13,8 +13,8 @@ use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
 use fanout_transport::wire::{
-    accept_header, decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header,
-    HeaderFlags, SkipFrame,
+    accept_header, decode_frames, AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame, DataFrame,
+    Frame, Header, HeaderFlags, SkipFrame, MAX_ACK_INTERVAL_US,
 };
 use fanout_transport::{Receiver, Sender, TransportConfig};
 use proptest::prelude::*;
@@ -82,7 +82,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
                 enc(if accept { Frame::Accept(c) } else { Frame::Connect(c) })
             }),
         2 => (off, 0u64..5000).prop_map(|(offset, len)| enc(Frame::Skip(SkipFrame { offset, len }))),
-        2 => (1u32..=64).prop_map(|n| enc(Frame::AckFrequency(n))),
+        2 => (1u32..=64, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us }))),
         2 => Just(enc(Frame::Ping)),
         2 => Just(enc(Frame::Padding)),
         // Rare: they end the session.
@@ -426,8 +426,14 @@ fn non_minimal_varints_decode_to_the_same_frame() {
     let mut long = vec![0x01]; // PING, then an ACK_FREQUENCY with an 8-byte varint
     long.push(0x08);
     long.put_u64(0xC000_0000_0000_0004);
+    long.put_u8(0x40); // a 2-byte varint 0
+    long.put_u8(0x00);
     let frames: Vec<_> = decode_frames(&long).collect();
-    assert_eq!(frames, vec![Ok(Frame::Ping), Ok(Frame::AckFrequency(4))]);
+    let f = AckFrequencyFrame {
+        every: 4,
+        min_interval_us: 0,
+    };
+    assert_eq!(frames, vec![Ok(Frame::Ping), Ok(Frame::AckFrequency(f))]);
 }
 
 /// Regression: a cumulative ACK strictly inside a sent segment once made the

@@ -329,6 +329,171 @@ fn a_live_late_joiner_starts_at_the_current_position() {
 }
 
 #[test]
+fn catch_up_admits_a_late_joiner_at_the_current_position() {
+    let data = random_data(8 << 20, 6);
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        join: JoinPolicy::CatchUp,
+        transport: fanout_transport::TransportConfig {
+            send_buffer_bytes: 1 << 20,
+            ..config().transport
+        },
+        ..config()
+    };
+    let mut net = Net::new(cfg.clone(), 2, data.clone(), Box::new(|_, _, _| false));
+    // Members 1 and 2 join at once (start 0) and the data starts; member 3
+    // arrives just after the first segments went out: it starts at the send
+    // position (small but > 0) instead of waiting for data never in flight
+    // to it.
+    net.run(Duration::from_millis(5));
+    let join = |net: &mut Net| {
+        net.members.push(Receiver::join(
+            cfg.transport.clone(),
+            SENDER.parse().unwrap(),
+            net.now,
+        ));
+        net.dead.push(false);
+        net.got.push(Vec::new());
+    };
+    join(&mut net);
+    // Run until every member read past the 1 MiB send buffer (so offset 0
+    // was released), in 10 ms steps of virtual time.
+    let mut t = Duration::from_millis(5);
+    while net.got.iter().map(Vec::len).min().unwrap() < (3 << 19) && t < Duration::from_secs(30) {
+        t += Duration::from_millis(10);
+        net.run(t);
+    }
+    let released = net.got[0].len();
+    assert!(
+        released > (1 << 20) && released < data.len() / 2,
+        "offset 0 left the 1 MiB send buffer mid-stream ({released} bytes read)"
+    );
+    // Member 4 joins now: admitted (FromStart would refuse it) at the
+    // current send position, which its ACCEPT tells it.
+    let before = net.sender.snd_nxt();
+    join(&mut net);
+    net.run(Duration::from_secs(60));
+    let starts: BTreeMap<u64, u64> = net
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::MemberJoined { id, start, .. } => Some((id.0, *start)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    assert_eq!((starts[&1], starts[&2]), (0, 0));
+    assert!(starts[&3] > 0 && starts[&3] < 1 << 20, "{starts:?}");
+    let start = starts[&4];
+    assert!(
+        start >= before && start > released as u64,
+        "late joiner starts at the send position: {start} (snd_nxt was {before})"
+    );
+    for (i, &s) in starts.values().enumerate() {
+        assert_eq!(net.members[i].start_offset(), s);
+        assert!(
+            net.got[i] == data[s as usize..],
+            "member {} gets the stream from {s}",
+            i + 1
+        );
+    }
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+/// Regression: a member whose ACCEPT is lost retries its CONNECT under
+/// session id 0; the sender once dropped the retry as `unknown_session`,
+/// the member never joined and was evicted as stalled.
+#[test]
+fn a_member_whose_accept_was_lost_still_joins() {
+    let data = random_data(1 << 20, 8);
+    let accepts_dropped = std::rc::Rc::new(std::cell::Cell::new(0));
+    let dropped = accepts_dropped.clone();
+    let loss: Loss = Box::new(move |to, b, _| {
+        let accept = fanout_transport::wire::Header::decode(b).is_ok_and(|(_, body)| {
+            fanout_transport::wire::decode_frames(body)
+                .any(|f| matches!(f, Ok(fanout_transport::wire::Frame::Accept(_))))
+        });
+        let drop = to == Some(1) && accept && dropped.get() == 0;
+        dropped.set(dropped.get() + u32::from(drop));
+        drop
+    });
+    let mut net = Net::new(config(), 3, data.clone(), loss);
+    net.run(Duration::from_secs(30));
+    assert_eq!(accepts_dropped.get(), 1);
+    for (i, got) in net.got.iter().enumerate() {
+        assert!(*got == data, "member {} has the whole stream", i + 1);
+    }
+    assert_eq!(net.sender.stats().members_left, 0);
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+/// Regression: a bulk (`FromStart`) member admitted after data went out,
+/// while offset 0 is still buffered, starts at 0; what it missed was once
+/// counted in flight to it with no timer — repaired only after an RTO armed
+/// by a later send, or never when no new data followed. It is now repaired
+/// at once like any loss.
+#[test]
+fn from_start_joiner_after_the_first_sends_gets_the_missed_prefix() {
+    let data = random_data(6 << 20, 7);
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        join: JoinPolicy::FromStart,
+        ..config()
+    };
+    // Hold the first two members' ACKs back once data flows, so offset 0
+    // stays buffered while the third member joins.
+    let hold = std::rc::Rc::new(std::cell::Cell::new(false));
+    let held = hold.clone();
+    let is_ack = |b: &[u8]| {
+        fanout_transport::wire::Header::decode(b).is_ok_and(|(_, body)| {
+            fanout_transport::wire::decode_frames(body)
+                .any(|f| matches!(f, Ok(fanout_transport::wire::Frame::Ack(_))))
+        })
+    };
+    let loss: Loss = Box::new(move |to, b, _| to.is_none() && held.get() && is_ack(b));
+    let mut net = Net::new(cfg.clone(), 2, data.clone(), loss);
+    let mut t = Duration::ZERO;
+    while net.sender.snd_nxt() == 0 && t < Duration::from_secs(1) {
+        t += Duration::from_micros(100);
+        net.run(t);
+    }
+    assert!(net.sender.snd_nxt() > 0, "data went out before the join");
+    hold.set(true);
+    net.members.push(Receiver::join(
+        cfg.transport.clone(),
+        SENDER.parse().unwrap(),
+        net.now,
+    ));
+    net.dead.push(false);
+    net.got.push(Vec::new());
+    net.run(t + Duration::from_millis(20));
+    hold.set(false);
+    net.run(Duration::from_secs(30));
+    let joined: Vec<u64> = net
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::MemberJoined { start, .. } => Some(*start),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(joined, [0, 0, 0], "all three start at offset 0");
+    // Repaired at once, not after a retransmission timeout.
+    assert_eq!(net.sender.stats().rto_events, 0);
+    for (i, got) in net.got.iter().enumerate() {
+        assert!(
+            *got == data,
+            "member {} has the whole stream ({} of {} bytes; {:?})",
+            i + 1,
+            got.len(),
+            data.len(),
+            net.sender.close_reason()
+        );
+    }
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+#[test]
 fn hostile_joins_and_acks_are_bounded_and_counted() {
     let cfg = SessionConfig {
         max_members: 10,
@@ -497,4 +662,52 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
     }
     assert_eq!(s.session.member_count(), 3);
     assert!(s.send_more(64 << 10, Duration::from_millis(1)) >= top);
+}
+
+#[test]
+fn unicast_fan_out_sends_each_member_its_copies_in_runs() {
+    let data = random_data(1 << 20, 31);
+    let cfg = SessionConfig {
+        group: None,
+        wait_for_members: 3,
+        ..SessionConfig::default()
+    };
+    // Records which member each data copy went to, in emission order.
+    let order = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = order.clone();
+    let mut net = Net::new(
+        cfg,
+        3,
+        data.clone(),
+        Box::new(move |to, bytes, multicast| {
+            assert!(!multicast, "no group: nothing is multicast");
+            if let (Some(i), true) = (to, is_data(bytes)) {
+                seen.borrow_mut().push(i);
+            }
+            false
+        }),
+    );
+    net.run(Duration::from_secs(30));
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+    for (i, g) in net.got.iter().enumerate() {
+        assert!(*g == data, "member {i}: {} bytes", g.len());
+    }
+    let st = net.sender.stats();
+    assert_eq!(
+        st.fanout_copies,
+        3 * st.data_segments,
+        "one copy per member"
+    );
+    let order = order.borrow();
+    assert_eq!(order.len() as u64, st.fanout_copies);
+    // Consecutive copies to one member form runs (one GSO send each at the
+    // runtime), not a datagram-by-datagram alternation.
+    let runs = 1 + order.windows(2).filter(|w| w[0] != w[1]).count();
+    let mean = order.len() as f64 / runs as f64;
+    eprintln!("fan-out: mean run {mean:.1} copies over {runs} runs");
+    assert!(mean >= 2.0, "mean run {mean:.1} copies over {runs} runs");
+    assert!(
+        mean <= fanout_transport::session::FANOUT_RUN_SEGMENTS as f64,
+        "{mean}"
+    );
 }

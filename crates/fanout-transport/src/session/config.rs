@@ -1,5 +1,7 @@
 //! Session policies (SMO §II), with the seed's defaults.
 
+use super::eviction::OutlierEviction;
+use super::policy::{RepairPolicy, RttPolicy, WindowPolicy};
 use crate::config::TransportConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,6 +27,11 @@ pub enum JoinPolicy {
     FromStart,
     /// Live: a member starts at the current send position.
     Live,
+    /// Bulk with late joiners: members that join before any data was sent
+    /// start at 0; a later joiner starts at the current send position, and
+    /// the ACCEPT's start offset tells it which prefix `[0, start)` it must
+    /// fetch out of band (the file CLI's unicast catch-up, issue 3 §2).
+    CatchUp,
 }
 
 /// Everything a session sender is configured with.
@@ -39,10 +46,13 @@ pub struct SessionConfig {
     pub release: ReleasePolicy,
     /// Start and late-join behaviour.
     pub join: JoinPolicy,
-    /// A segment missed by more than this fraction of members is repaired
-    /// by multicast, otherwise by unicast to those missing it (SMO §II,
-    /// default 5%; 0 = always multicast).
-    pub multicast_repair_threshold: f64,
+    /// Multicast or unicast repairs (SMO §II; default: multicast when more
+    /// than 5% of members miss a segment).
+    pub repair: RepairPolicy,
+    /// The session window from the members' (SMO §II `G`; default min).
+    pub window: WindowPolicy,
+    /// The session RTT from the members' (SMO §II; default max).
+    pub rtt: RttPolicy,
     /// Hold data until this many members joined (bulk sessions).
     pub wait_for_members: usize,
     /// ... or until this long after the session started, whichever first.
@@ -58,6 +68,14 @@ pub struct SessionConfig {
     /// segments in slow start and after loss, every `steady_ack_every`
     /// otherwise; `None` leaves every member at its own policy.
     pub steady_ack_every: Option<u32>,
+    /// Feedback budget: ACK packets per second from all members together.
+    /// Each member's data-triggered ACKs are spaced at least
+    /// `members / budget` apart, in staggered slots (0 = no time thinning).
+    /// See [`super::feedback`].
+    pub feedback_budget_pps: u32,
+    /// Evict members whose window or RTT is far outside the rest
+    /// ([`super::eviction`]; `None` = off).
+    pub outlier_eviction: Option<OutlierEviction>,
 }
 
 impl Default for SessionConfig {
@@ -67,13 +85,17 @@ impl Default for SessionConfig {
             group: None,
             release: ReleasePolicy::SlowestReceiver,
             join: JoinPolicy::FromStart,
-            multicast_repair_threshold: 0.05,
+            repair: RepairPolicy::Threshold(0.05),
+            window: WindowPolicy::Minimum,
+            rtt: RttPolicy::Maximum,
             wait_for_members: 1,
             wait_at_most: Duration::from_secs(5),
             max_members: DEFAULT_MAX_MEMBERS,
             stall_timeout: Duration::from_secs(10),
             max_rto_backoffs: 6,
             steady_ack_every: Some(8),
+            feedback_budget_pps: super::feedback::DEFAULT_FEEDBACK_BUDGET_PPS,
+            outlier_eviction: Some(OutlierEviction::default()),
         }
     }
 }

@@ -7,9 +7,10 @@
 //! costs a few hundred bytes whatever it sends.
 
 use super::segment_log::SegmentLog;
+use super::snapshot::MemberSnapshot;
 use super::MemberId;
 use crate::sender::since_wire_timestamp;
-use crate::wire::AckFrame;
+use crate::wire::{AckFrame, AckFrequencyFrame};
 use fanout_core::cc::{AckSample, CongestionController};
 use fanout_core::rtt::RttEstimator;
 use fanout_core::time::Instant;
@@ -58,6 +59,10 @@ pub struct Member {
     pub rtt: RttEstimator,
     /// This member's congestion controller.
     pub cc: Box<dyn CongestionController>,
+    /// Its congestion window smoothed over its last ~8 index updates
+    /// (bytes): the essentially-fair policy's estimate of what one TCP
+    /// flow gets on its path.
+    pub cwnd_avg: u64,
     /// `SND.NXT` when its current recovery episode began (RFC 6582).
     pub recovery_point: Option<u64>,
     rack_sent_at: Option<Instant>,
@@ -76,10 +81,15 @@ pub struct Member {
     pub rto_backoffs: u32,
     /// ACKs processed.
     pub acks: u64,
-    /// Segments per ACK last asked of this member (2 = the receivers' default).
-    pub ack_every: u32,
+    /// ACK schedule last asked of this member (every 2 segments, no time
+    /// thinning = the receivers' default).
+    pub ack_schedule: AckFrequencyFrame,
     /// Loss-recovery episodes entered.
     pub recovery_episodes: u64,
+    /// Retransmission timeouts in all (for reports).
+    rtos: u64,
+    /// Bytes it was sent repairs of (for reports).
+    repaired_bytes: u64,
 }
 
 impl Member {
@@ -104,6 +114,7 @@ impl Member {
             lost_bytes: 0,
             repairs: VecDeque::new(),
             rtt,
+            cwnd_avg: cc.cwnd(),
             cc,
             recovery_point: None,
             rack_sent_at: None,
@@ -115,8 +126,31 @@ impl Member {
             rack_deadline: None,
             rto_backoffs: 0,
             acks: 0,
-            ack_every: 2,
+            ack_schedule: AckFrequencyFrame {
+                every: 2,
+                min_interval_us: 0,
+            },
             recovery_episodes: 0,
+            rtos: 0,
+            repaired_bytes: 0,
+        }
+    }
+
+    /// Its figures now, for displays and reports.
+    pub fn snapshot(&self) -> MemberSnapshot {
+        MemberSnapshot {
+            id: self.id,
+            addr: self.addr,
+            start: self.start,
+            cumulative: self.cumulative,
+            cwnd: self.cc.cwnd(),
+            srtt: self.rtt.srtt(),
+            slow_start: self.cc.in_slow_start(),
+            in_recovery: self.recovery_point.is_some(),
+            acks: self.acks,
+            recovery_episodes: self.recovery_episodes,
+            rtos: self.rtos,
+            repaired_bytes: self.repaired_bytes,
         }
     }
 
@@ -133,16 +167,25 @@ impl Member {
     /// receive window. Independent of `SND.NXT`, so a multicast send leaves
     /// every member's edge unchanged.
     pub fn send_edge(&self) -> u64 {
-        let cwnd_edge = self.cumulative + self.sacked_bytes + self.lost_bytes + self.cc.cwnd();
-        cwnd_edge.min(self.window_end)
+        (self.pipe_base() + self.cc.cwnd()).min(self.window_end)
+    }
+
+    /// Where this member's congestion window starts: `SND.NXT` minus its
+    /// bytes in flight, i.e. its cumulative ACK plus what it SACKed or lost.
+    pub fn pipe_base(&self) -> u64 {
+        self.cumulative + self.sacked_bytes + self.lost_bytes
+    }
+
+    /// Folds the current congestion window into [`Member::cwnd_avg`]
+    /// (weight 1/8 per update) and returns the new average.
+    pub fn smooth_cwnd(&mut self) -> u64 {
+        self.cwnd_avg = (7 * self.cwnd_avg + self.cc.cwnd()) / 8;
+        self.cwnd_avg
     }
 
     /// Earliest of its timers.
     pub fn next_timer(&self) -> Option<Instant> {
-        [self.rto_deadline, self.rack_deadline]
-            .into_iter()
-            .flatten()
-            .min()
+        earliest(self.rto_deadline, self.rack_deadline)
     }
 
     /// True if `range` is still lost for this member.
@@ -154,12 +197,32 @@ impl Member {
     pub fn on_repair_sent(&mut self, range: Range<u64>, now: Instant) {
         let removed = self.lost.remove(range.clone());
         self.lost_bytes -= removed;
+        self.repaired_bytes += removed;
         if removed > 0 {
             if self.repairs.len() == MAX_REPAIRS_IN_FLIGHT {
                 self.repairs.pop_front();
             }
             self.repairs.push_back((range, now));
         }
+    }
+
+    /// A member admitted at offset `cumulative` after data up to `snd_nxt`
+    /// went out (bulk join while the start is still buffered): every
+    /// segment it never received is lost to it — without a congestion
+    /// penalty, it was never in flight — and its RTO is armed. Returns the
+    /// segments to repair.
+    pub fn mark_missed(&mut self, now: Instant, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {
+        let mut missed = Vec::new();
+        for seg in log.overlapping(self.cumulative..snd_nxt) {
+            let r = seg.start..seg.end;
+            if self.add_lost(r.clone()) {
+                missed.push(r);
+            }
+        }
+        if !missed.is_empty() {
+            self.arm_rto(now, snd_nxt);
+        }
+        missed
     }
 
     fn add_lost(&mut self, range: Range<u64>) -> bool {
@@ -359,6 +422,7 @@ impl Member {
             return Vec::new();
         }
         self.rto_backoffs += 1;
+        self.rtos += 1;
         let flight = self.in_flight(snd_nxt);
         self.rtt.on_timeout();
         self.cc.on_retransmission_timeout(now, flight);
@@ -375,6 +439,16 @@ impl Member {
         }
         self.arm_rto(now, snd_nxt);
         newly
+    }
+}
+
+/// The earlier of two optional deadlines (on the per-ACK path: plainer
+/// than chaining iterators, which the compiler does not fold as well).
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
 }
 

@@ -14,16 +14,29 @@
 //! edge, release point and timers are ordered indexes over members, and a
 //! multicast send touches no member at all ([`segment_log`]).
 
+mod addr_index;
 pub mod bench_support;
 mod config;
+pub mod eviction;
+mod fanout_run;
+pub mod feedback;
 mod member;
+mod member_timers;
 mod ordered;
+pub mod policy;
+mod rank;
 pub mod segment_log;
 mod sender;
+mod slots;
+mod snapshot;
+mod tournament;
 
 pub use config::{JoinPolicy, ReleasePolicy, SessionConfig, DEFAULT_MAX_MEMBERS};
+pub use eviction::OutlierEviction;
+pub use fanout_run::FANOUT_RUN_SEGMENTS;
 pub use member::{MAX_MEMBER_SACK_RANGES, MAX_REPAIRS_IN_FLIGHT};
 pub use sender::{SessionEvent, SessionSender, SessionStats};
+pub use snapshot::MemberSnapshot;
 
 /// A member's id within one session (assigned at admission, never reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

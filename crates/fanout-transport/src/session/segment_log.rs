@@ -4,7 +4,7 @@
 //! and a multicast send costs O(1), not O(members).
 
 use fanout_core::time::Instant;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::ops::Range;
 
 /// One segment as first sent (boundaries never change).
@@ -19,15 +19,23 @@ pub struct LoggedSegment {
 }
 
 /// Segments from the oldest unreleased to `SND.NXT`, contiguous, in offset order.
+///
+/// Invariant: segments are pushed at non-decreasing times, so `sent_at`
+/// is non-decreasing in offset order except for segments multicast again
+/// (listed in `repaired`); the latest send within a range is then found in
+/// O(log n + repaired segments in the range), not by a scan.
 #[derive(Debug, Default)]
 pub struct SegmentLog {
     segs: VecDeque<LoggedSegment>,
+    /// Starts of held segments whose `sent_at` a multicast repair moved.
+    repaired: BTreeSet<u64>,
 }
 
 impl SegmentLog {
     /// Records a new segment; it must start where the last one ended.
     pub fn push(&mut self, range: Range<u64>, now: Instant) {
         debug_assert!(self.segs.back().is_none_or(|s| s.end == range.start));
+        debug_assert!(self.segs.back().is_none_or(|s| s.sent_at <= now));
         self.segs.push_back(LoggedSegment {
             start: range.start,
             end: range.end,
@@ -35,9 +43,38 @@ impl SegmentLog {
         });
     }
 
+    /// Segments wholly below `offset` (those with `end <= offset`).
+    ///
+    /// Segments are mostly one size, so the answer is first guessed from
+    /// the offset and checked in O(1); a wrong guess falls back to a binary
+    /// search (O(log n) either way).
+    fn below(&self, offset: u64) -> usize {
+        let (Some(first), Some(last)) = (self.segs.front(), self.segs.back()) else {
+            return 0;
+        };
+        if offset < first.end {
+            return 0;
+        }
+        if offset >= last.end {
+            return self.segs.len();
+        }
+        let size = (first.end - first.start).max(1);
+        let guess = ((offset - first.start) / size) as usize;
+        // `guess` is right if segment guess-1 ends at or below `offset` and
+        // segment guess ends above it.
+        if guess >= 1
+            && guess < self.segs.len()
+            && self.segs[guess - 1].end <= offset
+            && self.segs[guess].end > offset
+        {
+            return guess;
+        }
+        self.segs.partition_point(|s| s.end <= offset)
+    }
+
     /// Index of the segment holding `offset`.
     fn index_of(&self, offset: u64) -> Option<usize> {
-        let i = self.segs.partition_point(|s| s.end <= offset);
+        let i = self.below(offset);
         self.segs.get(i).filter(|s| s.start <= offset).map(|_| i)
     }
 
@@ -50,6 +87,7 @@ impl SegmentLog {
     pub fn on_multicast_repair(&mut self, start: u64, now: Instant) {
         if let Some(i) = self.index_of(start) {
             self.segs[i].sent_at = now;
+            self.repaired.insert(self.segs[i].start);
         }
     }
 
@@ -64,16 +102,34 @@ impl SegmentLog {
 
     /// Latest transmission time among segments lying wholly inside `range`.
     pub fn latest_sent_within(&self, range: Range<u64>) -> Option<Instant> {
-        self.overlapping(range.clone())
-            .filter(|s| s.start >= range.start && s.end <= range.end)
-            .map(|s| s.sent_at)
-            .max()
+        // First segment starting at or after range.start, one past the last
+        // ending at or before range.end.
+        let first = match self.index_of(range.start) {
+            Some(i) if self.segs[i].start < range.start => i + 1,
+            Some(i) => i,
+            None => self.below(range.start),
+        };
+        let end = self.below(range.end);
+        if first >= end {
+            return None;
+        }
+        // Unrepaired segments were sent in offset order: the last one in
+        // the range was sent no sooner than any before it.
+        let last = self.segs[end - 1];
+        let repaired = self
+            .repaired
+            .range(self.segs[first].start..last.start)
+            .filter_map(|&st| self.containing(st).map(|s| s.sent_at));
+        repaired.chain([last.sent_at]).max()
     }
 
     /// Forgets segments wholly below `offset` (released by every member).
     pub fn release_below(&mut self, offset: u64) {
         while self.segs.front().is_some_and(|s| s.end <= offset) {
             self.segs.pop_front();
+        }
+        if self.repaired.first().is_some_and(|&st| st < offset) {
+            self.repaired = self.repaired.split_off(&offset);
         }
     }
 
@@ -109,6 +165,25 @@ mod tests {
         assert_eq!(log.overlapping(15..31).count(), 3);
         log.on_multicast_repair(10, at(9));
         assert_eq!(log.latest_sent_within(0..20), Some(at(9)));
+        assert_eq!(log.latest_sent_within(0..50), Some(at(9)));
+        assert_eq!(log.latest_sent_within(20..50), Some(at(4)));
+        assert_eq!(log.latest_sent_within(11..20), None);
+        assert_eq!(log.latest_sent_within(5..35), Some(at(9)));
+        // Lookups agree with a scan, for every offset (segments of two sizes).
+        let mut mixed = SegmentLog::default();
+        for (i, len) in [10u64, 10, 7, 10, 3, 10, 10].iter().enumerate() {
+            let start = mixed.segs.back().map_or(100, |s| s.end);
+            mixed.push(start..start + len, at(i as u64));
+        }
+        for off in 90..180 {
+            let want = mixed
+                .segs
+                .iter()
+                .position(|s| s.start <= off && off < s.end);
+            assert_eq!(mixed.index_of(off), want, "offset {off}");
+            let below = mixed.segs.iter().filter(|s| s.end <= off).count();
+            assert_eq!(mixed.below(off), below, "offset {off}");
+        }
         log.release_below(25);
         assert_eq!(log.len(), 3);
         assert_eq!(log.containing(5), None);

@@ -1,24 +1,32 @@
 //! The session sender (SMO master block) as a sans-IO engine.
 
+use super::addr_index::AddrIndex;
 use super::config::{JoinPolicy, ReleasePolicy, SessionConfig};
-use super::member::Member;
-use super::ordered::OrderedIndex;
+use super::eviction::{MemberSample, OutlierTracker};
+use super::fanout_run::{FanoutRun, FANOUT_RUN_SEGMENTS};
+use super::feedback;
+use super::member::{earliest, Member};
+use super::member_timers::MemberTimers;
+use super::ordered::{Extreme, OrderedIndex};
+use super::policy::{self, RttPolicy, WindowPolicy};
 use super::segment_log::SegmentLog;
+use super::slots::SlotTable;
 use super::MemberId;
 use crate::event::CloseReason;
 use crate::send_buffer::SendBuffer;
 use crate::sender::wire_timestamp;
 use crate::wire::{
-    accept_header, decode_frames, encode_data_header, AckFrame, CloseFrame, ConnectFrame, Frame,
-    Header, HeaderFlags,
+    accept_header, decode_frames, encode_data_header, AckFrame, AckFrequencyFrame, CloseFrame,
+    ConnectFrame, Frame, Header, HeaderFlags,
 };
 use fanout_core::codec::{expand_pn, truncate_pn};
 use fanout_core::pacing::Pacer;
 use fanout_core::rtt::RttEstimator;
 use fanout_core::stats::{DropCounters, DropReason};
 use fanout_core::time::Instant;
-use fanout_core::{Engine, TimerTable, Transmit};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use fanout_core::{Engine, Transmit};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
 
@@ -82,9 +90,20 @@ pub struct SessionStats {
     pub drops: DropCounters,
 }
 
+/// A lost segment waiting for its repair.
+#[derive(Debug)]
+struct PendingRepair {
+    /// End offset of the segment.
+    end: u64,
+    /// Members that reported it lost and still miss it.
+    ids: Vec<MemberId>,
+    /// When the first of them reported it.
+    since: Instant,
+}
+
 #[derive(Debug)]
 enum Control {
-    AckFrequency(u32),
+    AckFrequency(AckFrequencyFrame),
     Accept {
         member_id: MemberId,
         timestamp: u32,
@@ -96,14 +115,14 @@ enum Control {
     Close,
 }
 
-/// A member and the keys it is indexed under.
+/// A member and its place in the idle list.
 #[derive(Debug)]
 struct Slot {
     member: Member,
-    edge: u64,
-    cum: u64,
-    cwnd: u64,
-    srtt_ns: u64,
+    /// Nothing outstanding: no timer needed until new data.
+    idle: bool,
+    /// In `SessionSender::idle` (at most once).
+    listed: bool,
 }
 
 /// The sending end of a one-to-many session.
@@ -115,20 +134,30 @@ pub struct SessionSender {
     snd_nxt: u64,
     log: SegmentLog,
     mss: u64,
-    slots: BTreeMap<MemberId, Slot>,
-    by_addr: BTreeMap<SocketAddr, MemberId>,
+    /// Members by dense slot; every index below is keyed by slot.
+    slots: SlotTable<Slot>,
+    by_addr: AddrIndex,
     next_member: u64,
     edges: OrderedIndex,
     cums: OrderedIndex,
     cwnds: OrderedIndex,
     srtts: OrderedIndex,
-    timers: TimerTable<MemberId>,
-    /// Members with nothing outstanding (no timer needed until new data).
-    idle: BTreeSet<MemberId>,
+    /// Essentially-fair window only (empty otherwise): pipe bases, receive
+    /// window ends and smoothed windows of the members.
+    bases: OrderedIndex,
+    wends: OrderedIndex,
+    avgs: OrderedIndex,
+    timers: MemberTimers,
+    /// Members that became idle since the last send (`Slot::listed`); an
+    /// entry whose slot is no longer idle, or now holds another member, is
+    /// skipped when taken.
+    idle: Vec<(u32, MemberId)>,
     /// Lost segments to repair: start → (end, members missing it).
-    repairs: BTreeMap<u64, (u64, Vec<MemberId>)>,
+    repairs: BTreeMap<u64, PendingRepair>,
+    /// When the youngest held repair becomes ready ([`Self::repair_holdoff`]).
+    repair_wake: Option<Instant>,
     /// Unicast fan-out of the segment just sent (no multicast group).
-    fanout: Option<(Range<u64>, VecDeque<SocketAddr>)>,
+    fanout: FanoutRun,
     controls: VecDeque<(SocketAddr, Control)>,
     pacer: Pacer,
     pacing_deadline: Option<Instant>,
@@ -140,6 +169,8 @@ pub struct SessionSender {
     closed: Option<CloseReason>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
+    /// Outlier-eviction state ([`super::eviction`]).
+    outliers: OutlierTracker,
 }
 
 impl SessionSender {
@@ -157,17 +188,32 @@ impl SessionSender {
             snd_nxt: 0,
             log: SegmentLog::default(),
             mss,
-            slots: BTreeMap::new(),
-            by_addr: BTreeMap::new(),
+            slots: SlotTable::default(),
+            by_addr: AddrIndex::default(),
             next_member: 1,
-            edges: OrderedIndex::default(),
-            cums: OrderedIndex::default(),
-            cwnds: OrderedIndex::default(),
-            srtts: OrderedIndex::default(),
-            timers: TimerTable::new(),
-            idle: BTreeSet::new(),
+            edges: OrderedIndex::new(Extreme::Min),
+            cums: match config.release {
+                // Quorum release reads a rank on every ACK that progresses.
+                ReleasePolicy::Quorum(_) => OrderedIndex::new(Extreme::Min).with_rank(),
+                ReleasePolicy::SlowestReceiver => OrderedIndex::new(Extreme::Min),
+            },
+            cwnds: match config.window {
+                // The essentially-fair window reads a rank of the windows.
+                WindowPolicy::EssentiallyFair { .. } => OrderedIndex::new(Extreme::Min).with_rank(),
+                WindowPolicy::Minimum => OrderedIndex::new(Extreme::Min),
+            },
+            srtts: match config.rtt {
+                RttPolicy::Percentile(_) => OrderedIndex::new(Extreme::Max).with_rank(),
+                RttPolicy::Maximum => OrderedIndex::new(Extreme::Max),
+            },
+            bases: OrderedIndex::new(Extreme::Min),
+            wends: OrderedIndex::new(Extreme::Min),
+            avgs: OrderedIndex::new(Extreme::Min),
+            timers: MemberTimers::default(),
+            idle: Vec::new(),
             repairs: BTreeMap::new(),
-            fanout: None,
+            repair_wake: None,
+            fanout: FanoutRun::default(),
             controls: VecDeque::new(),
             pacer,
             pacing_deadline: None,
@@ -179,6 +225,7 @@ impl SessionSender {
             closed: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),
+            outliers: OutlierTracker::default(),
             config,
         }
     }
@@ -261,7 +308,7 @@ impl SessionSender {
     /// Stream bytes every member acknowledged (the slowest member's
     /// cumulative ACK, the FIN excluded).
     pub fn bytes_acked_by_all(&self) -> u64 {
-        let min = self.cums.min().map_or(0, |(c, _)| c);
+        let min = self.cums.min_key().unwrap_or(0);
         self.buffer.fin().map_or(min, |f| min.min(f))
     }
 
@@ -280,9 +327,70 @@ impl SessionSender {
         })
     }
 
-    /// Session congestion window: the smallest member cwnd (SMO default `G = min`).
+    /// Stops multicasting: from now on every new segment and repair goes to
+    /// each member by unicast (the application's fallback when sending to
+    /// the group fails, issue 3 §6). Segments already multicast but lost
+    /// are repaired by unicast as members report them missing.
+    pub fn fall_back_to_unicast(&mut self) {
+        self.config.group = None;
+    }
+
+    /// Where data is multicast (`None`: unicast fan-out).
+    pub fn group(&self) -> Option<SocketAddr> {
+        self.config.group
+    }
+
+    /// Every member's figures now (O(N): for displays and reports, not
+    /// per packet).
+    pub fn member_snapshots(&self) -> impl Iterator<Item = super::MemberSnapshot> + '_ {
+        self.slots.values().map(|s| s.member.snapshot())
+    }
+
+    /// Session congestion window (bytes): `G` of the member windows — the
+    /// smallest (SMO default), or essentially fair ([`WindowPolicy`]).
     pub fn cwnd(&self) -> u64 {
-        self.cwnds.min().map_or(0, |(c, _)| c)
+        let min = self.cwnds.min_key().unwrap_or(0);
+        // The essentially-fair bounds count from the worst path's smoothed
+        // window: with hundreds of members one is nearly always just after
+        // a loss or a timeout, and the instantaneous minimum would pin the
+        // session to that moment.
+        let worst = match self.config.window {
+            WindowPolicy::Minimum => min,
+            WindowPolicy::EssentiallyFair { .. } => self.avgs.min_key().unwrap_or(min),
+        };
+        policy::session_window(self.config.window, self.cwnds.len(), worst, |k| {
+            self.cwnds.nth(k).map_or(min, |(c, _)| c)
+        })
+    }
+
+    /// The session RTT (pacing): the largest member RTT, or a percentile.
+    pub fn session_rtt(&self) -> std::time::Duration {
+        let ns = |k: Option<u64>| std::time::Duration::from_nanos(k.unwrap_or(0));
+        policy::session_rtt(
+            self.config.rtt,
+            self.srtts.len(),
+            ns(self.srtts.max_key()),
+            |k| ns(self.srtts.nth(k).map(|(s, _)| s)),
+        )
+    }
+
+    /// The highest offset new data may reach. `G = min`: the smallest
+    /// member edge (each member's own window beyond its pipe). Otherwise
+    /// the session window beyond the furthest-behind pipe, and never past
+    /// any member's receive window.
+    fn send_limit(&self) -> u64 {
+        match self.config.window {
+            WindowPolicy::Minimum => self.edges.min_key().unwrap_or(0),
+            WindowPolicy::EssentiallyFair { .. } => {
+                let base = self.bases.min_key().unwrap_or(0);
+                let wend = self.wends.min_key().unwrap_or(0);
+                (base + self.cwnd()).min(wend)
+            }
+        }
+    }
+
+    fn fair_window(&self) -> bool {
+        matches!(self.config.window, WindowPolicy::EssentiallyFair { .. })
     }
 
     fn stream_end(&self) -> Option<u64> {
@@ -290,32 +398,67 @@ impl SessionSender {
     }
 
     fn reindex(&mut self, id: MemberId) {
+        if let Some(slot) = self.slots.slot_of(&id) {
+            self.reindex_slot(slot);
+        }
+    }
+
+    /// Re-keys the member at `slot` in every index (each skips an
+    /// unchanged key) and files it as idle or not.
+    fn reindex_slot(&mut self, s: u32) {
         let snd_nxt = self.snd_nxt;
         let stall = self.config.stall_timeout;
-        let Some(slot) = self.slots.get_mut(&id) else {
+        let Some(slot) = self.slots.at_mut(s) else {
             return;
         };
         let m = &slot.member;
-        let edge = m.send_edge();
-        let cum = m.cumulative;
-        let cwnd = m.cc.cwnd();
-        let srtt_ns = m.rtt.srtt().as_nanos() as u64;
+        let id = m.id;
         let outstanding = m.cumulative < snd_nxt;
-        let timer = [m.next_timer(), outstanding.then(|| m.last_progress + stall)]
-            .into_iter()
-            .flatten()
-            .min();
-        self.edges.update(id, Some(slot.edge), edge);
-        self.cums.update(id, Some(slot.cum), cum);
-        self.cwnds.update(id, Some(slot.cwnd), cwnd);
-        self.srtts.update(id, Some(slot.srtt_ns), srtt_ns);
-        self.timers.set(id, timer);
-        (slot.edge, slot.cum, slot.cwnd, slot.srtt_ns) = (edge, cum, cwnd, srtt_ns);
-        if outstanding {
-            self.idle.remove(&id);
-        } else {
-            self.idle.insert(id);
+        let timer = earliest(m.next_timer(), outstanding.then(|| m.last_progress + stall));
+        self.edges.update(s, id, m.send_edge());
+        self.cums.update(s, id, m.cumulative);
+        self.cwnds.update(s, id, m.cc.cwnd());
+        self.srtts.update(s, id, m.rtt.srtt().as_nanos() as u64);
+        self.timers.set(s, id, timer);
+        if matches!(self.config.window, WindowPolicy::EssentiallyFair { .. }) {
+            self.bases.update(s, id, m.pipe_base());
+            self.wends.update(s, id, m.window_end);
+            let avg = slot.member.smooth_cwnd();
+            self.avgs.update(s, id, avg);
         }
+        slot.idle = !outstanding;
+        if slot.idle && !slot.listed {
+            slot.listed = true;
+            self.list_idle(s, id);
+        }
+    }
+
+    /// Appends to the idle list. Entries of members that left stay until
+    /// the next send takes the list; if churn piles them up first, the list
+    /// is compacted (amortised O(1) per entry, at most one live entry per
+    /// member), so peers joining and leaving cannot grow it without bound.
+    fn list_idle(&mut self, s: u32, id: MemberId) {
+        self.idle.push((s, id));
+        if self.idle.len() > 2 * self.slots.len() + 64 {
+            let slots = &self.slots;
+            self.idle
+                .retain(|&(s, id)| slots.at(s).is_some_and(|x| x.member.id == id && x.listed));
+        }
+    }
+
+    /// Takes the idle members (in id order); none is idle afterwards until
+    /// reindexed.
+    fn take_idle(&mut self) -> Vec<MemberId> {
+        let mut ids: Vec<MemberId> = std::mem::take(&mut self.idle)
+            .into_iter()
+            .filter_map(|(s, id)| {
+                let slot = self.slots.at_mut(s).filter(|x| x.member.id == id)?;
+                slot.listed = false;
+                std::mem::replace(&mut slot.idle, false).then_some(id)
+            })
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     fn admit(&mut self, now: Instant, from: SocketAddr, connect: &ConnectFrame) {
@@ -332,6 +475,10 @@ impl SessionSender {
         let start = match self.config.join {
             JoinPolicy::Live => self.snd_nxt,
             JoinPolicy::FromStart if self.buffer.base() == 0 => 0,
+            // Before any data went out a joiner starts at 0; after, at the
+            // send position (data already sent is not in flight to it).
+            JoinPolicy::CatchUp if self.snd_nxt == 0 => 0,
+            JoinPolicy::CatchUp => self.snd_nxt,
             JoinPolicy::FromStart => {
                 self.control(
                     from,
@@ -355,23 +502,36 @@ impl SessionSender {
             now,
         );
         let (edge, cum, cwnd) = (member.send_edge(), member.cumulative, member.cc.cwnd());
+        let (base, wend) = (member.pipe_base(), member.window_end);
         let srtt_ns = member.rtt.srtt().as_nanos() as u64;
-        self.slots.insert(
+        let s = self.slots.insert(
             id,
             Slot {
                 member,
-                edge,
-                cum,
-                cwnd,
-                srtt_ns,
+                idle: true,
+                listed: true,
             },
         );
-        self.edges.update(id, None, edge);
-        self.cums.update(id, None, cum);
-        self.cwnds.update(id, None, cwnd);
-        self.srtts.update(id, None, srtt_ns);
-        self.by_addr.insert(from, id);
-        self.idle.insert(id);
+        self.edges.update(s, id, edge);
+        self.cums.update(s, id, cum);
+        self.cwnds.update(s, id, cwnd);
+        self.srtts.update(s, id, srtt_ns);
+        if self.fair_window() {
+            self.bases.update(s, id, base);
+            self.wends.update(s, id, wend);
+            self.avgs.update(s, id, cwnd);
+        }
+        self.by_addr.insert(from, s);
+        self.list_idle(s, id);
+        if start < self.snd_nxt {
+            // Joined a bulk session whose start is still buffered, after
+            // data went out: what it missed is repaired like any loss.
+            let missed = self.slots.get_mut(&id).map_or_else(Vec::new, |slot| {
+                slot.member.mark_missed(now, self.snd_nxt, &self.log)
+            });
+            self.queue_repairs(now, id, missed);
+            self.reindex(id);
+        }
         self.stats.members_joined += 1;
         self.events.push_back(SessionEvent::MemberJoined {
             id,
@@ -399,15 +559,17 @@ impl SessionSender {
     /// Removes a member (evicted, reset, or left) and tells it why. Callers
     /// then run [`SessionSender::after_progress`] (release may advance).
     fn remove(&mut self, id: MemberId, reason: &str, notify: bool) {
-        let Some(slot) = self.slots.remove(&id) else {
+        let Some((s, slot)) = self.slots.remove(&id) else {
             return;
         };
-        self.edges.remove(id, slot.edge);
-        self.cums.remove(id, slot.cum);
-        self.cwnds.remove(id, slot.cwnd);
-        self.srtts.remove(id, slot.srtt_ns);
-        self.timers.set(id, None);
-        self.idle.remove(&id);
+        self.edges.remove(s);
+        self.cums.remove(s);
+        self.cwnds.remove(s);
+        self.srtts.remove(s);
+        self.bases.remove(s);
+        self.wends.remove(s);
+        self.avgs.remove(s);
+        self.timers.set(s, id, None);
         self.by_addr.remove(&slot.member.addr);
         self.stats.members_left += 1;
         if notify {
@@ -429,7 +591,7 @@ impl SessionSender {
     /// session once the whole stream is acknowledged.
     fn after_progress(&mut self) {
         let release = match self.config.release {
-            ReleasePolicy::SlowestReceiver => self.cums.min().map(|(c, _)| c),
+            ReleasePolicy::SlowestReceiver => self.cums.min_key(),
             ReleasePolicy::Quorum(f) => {
                 let n = self.cums.len();
                 let need = ((f.clamp(0.0, 1.0) * n as f64).ceil() as usize).clamp(1, n.max(1));
@@ -454,7 +616,7 @@ impl SessionSender {
             return;
         }
         if !self.finished && !self.slots.is_empty() {
-            if let (Some(end), Some((min_cum, _))) = (self.stream_end(), self.cums.min()) {
+            if let (Some(end), Some(min_cum)) = (self.stream_end(), self.cums.min_key()) {
                 if min_cum >= end {
                     self.finished = true;
                     self.events.push_back(SessionEvent::Finished);
@@ -471,14 +633,29 @@ impl SessionSender {
         }
     }
 
-    fn queue_repairs(&mut self, id: MemberId, lost: Vec<Range<u64>>) {
+    fn queue_repairs(&mut self, now: Instant, id: MemberId, lost: Vec<Range<u64>>) {
         for r in lost {
             self.repairs
                 .entry(r.start)
-                .or_insert((r.end, Vec::new()))
-                .1
+                .or_insert(PendingRepair {
+                    end: r.end,
+                    ids: Vec::new(),
+                    since: now,
+                })
+                .ids
                 .push(id);
         }
+    }
+
+    /// How long a newly reported loss waits before its repair is chosen:
+    /// one feedback slot, the spread over which the members that lost the
+    /// same segment report it (their ACKs are paced into staggered slots,
+    /// [`feedback`]), at most 50 ms; zero without time thinning. Deciding
+    /// at the first report would see one member missing a segment that
+    /// dozens miss, and send dozens of copies.
+    fn repair_holdoff(&self) -> std::time::Duration {
+        let slot_us = feedback::ack_interval_us(self.slots.len(), self.config.feedback_budget_pps);
+        std::time::Duration::from_micros(u64::from(slot_us).min(50_000))
     }
 
     fn on_ack(&mut self, now: Instant, id: MemberId, pn: u64, ack: &AckFrame) {
@@ -489,7 +666,7 @@ impl SessionSender {
             return;
         }
         let (log, mss, cwnd_limited) = (&self.log, self.mss, self.cwnd_limited);
-        let members = self.slots.len() as u32;
+        let members = self.slots.len();
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
@@ -502,23 +679,19 @@ impl SessionSender {
         let episodes = m.recovery_episodes;
         let out = m.on_ack(now, ack, log, snd_nxt, mss, cwnd_limited);
         self.stats.recovery_episodes += m.recovery_episodes - episodes;
-        // SMO §II adaptive ACKs: every 2 segments in slow start or recovery,
-        // thinned once the member is in congestion avoidance without loss.
+        // SMO §II adaptive ACKs (every 2 segments in slow start or
+        // recovery, thinned in loss-free congestion avoidance), plus time
+        // thinning to the session's feedback budget.
         if let Some(steady) = self.config.steady_ack_every {
-            // Keep at least four ACKs per window, or the window's tail waits
-            // for the delayed-ACK timer and the ACK clock stalls.
-            let per_window = (m.cc.cwnd() / (4 * mss)).clamp(2, 64) as u32;
-            // Thin by count as the session grows, so the total feedback
-            // stays well below the sender's link: `steady` up to 125
-            // members, then one more multiple per 125 (64 at most).
-            let scaled = steady.saturating_mul(members.div_ceil(125).max(1));
-            let want = if m.cc.in_slow_start() || m.recovery_point.is_some() {
-                2
-            } else {
-                scaled.clamp(1, 64).min(per_window)
-            };
-            if want != m.ack_every {
-                m.ack_every = want;
+            let want = feedback::schedule(
+                steady,
+                m.cc.in_slow_start() || m.recovery_point.is_some(),
+                m.cc.cwnd() / mss,
+                members,
+                self.config.feedback_budget_pps,
+            );
+            if want != m.ack_schedule {
+                m.ack_schedule = want;
                 let addr = m.addr;
                 self.control(addr, Control::AckFrequency(want));
             }
@@ -529,9 +702,36 @@ impl SessionSender {
         if out.sack_capped {
             self.stats.drops.count(DropReason::LimitExceeded);
         }
-        self.queue_repairs(id, out.newly_lost);
+        self.queue_repairs(now, id, out.newly_lost);
         self.reindex(id);
         if out.progressed {
+            self.after_progress();
+        }
+        self.evict_outliers(now);
+    }
+
+    /// Outlier eviction ([`super::eviction`]): at most one O(N) sweep per
+    /// check interval; evicted members get RESET with the reason.
+    fn evict_outliers(&mut self, now: Instant) {
+        let Some(policy) = self.config.outlier_eviction else {
+            return;
+        };
+        if !self.outliers.due(now, &policy) {
+            return;
+        }
+        let cap = self.config.transport.send_buffer_bytes as u64;
+        let samples: Vec<MemberSample> = (self.slots.values())
+            .map(|s| MemberSample {
+                id: s.member.id,
+                cwnd: s.member.cc.cwnd().min(cap),
+                srtt: s.member.rtt.srtt(),
+            })
+            .collect();
+        let evict = self.outliers.sweep(now, &policy, &samples);
+        for (id, reason) in &evict {
+            self.remove(*id, reason, true);
+        }
+        if !evict.is_empty() {
             self.after_progress();
         }
     }
@@ -593,6 +793,21 @@ impl SessionSender {
         to: SocketAddr,
         out: &mut Vec<u8>,
     ) -> Transmit {
+        let len = range.end.min(self.buffer.end()) - range.start;
+        let t = self.write_segment(now, range, to, out);
+        self.pacer.on_sent(now, len);
+        t
+    }
+
+    /// Encodes one data datagram without charging the pacer (the copies of
+    /// a unicast fan-out run were charged once per segment).
+    fn write_segment(
+        &mut self,
+        now: Instant,
+        range: Range<u64>,
+        to: SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> Transmit {
         self.header(out, to.ip().is_multicast());
         let data_end = range.end.min(self.buffer.end());
         let fin = self.buffer.fin().is_some_and(|f| range.end == f + 1);
@@ -600,16 +815,21 @@ impl SessionSender {
         let message_end = self.buffer.is_message_end(data_end) && len > 0;
         encode_data_header(out, range.start, wire_timestamp(now), fin, message_end, len);
         self.buffer.copy_to(range.start..data_end, out);
-        self.pacer.on_sent(now, len as u64);
         self.stats.datagrams_sent += 1;
         Transmit { destination: to }
     }
 
     /// The next repair to send, if any member still misses a queued segment.
     fn next_repair(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
-        while let Some(mut entry) = self.repairs.first_entry() {
-            let start = *entry.key();
-            let (end, ids) = entry.get_mut();
+        let holdoff = self.repair_holdoff();
+        self.repair_wake = None;
+        let mut cursor = 0;
+        while let Some((&start, _)) = self.repairs.range(cursor..).next() {
+            cursor = start + 1;
+            let Entry::Occupied(mut entry) = self.repairs.entry(start) else {
+                break;
+            };
+            let PendingRepair { end, ids, since } = entry.get_mut();
             let range = start..*end;
             let slots = &self.slots;
             ids.retain(|id| {
@@ -623,19 +843,23 @@ impl SessionSender {
             }
             if start < self.buffer.base() {
                 // Freed by a quorum release: these members cannot be repaired.
-                for id in entry.remove().1 {
+                for id in entry.remove().ids {
                     self.remove(id, "fell behind the quorum: its data was released", true);
                 }
                 self.after_progress();
                 continue;
             }
-            let share = ids.len() as f64 / self.slots.len().max(1) as f64;
-            let multicast = self.config.group.filter(|_| {
-                share > self.config.multicast_repair_threshold
-                    || self.config.multicast_repair_threshold <= 0.0
-            });
+            let ready = *since + holdoff;
+            if ready > now {
+                self.repair_wake = Some(self.repair_wake.map_or(ready, |w| w.min(ready)));
+                continue;
+            }
+            let multicast = self
+                .config
+                .group
+                .filter(|_| self.config.repair.multicast(ids.len(), self.slots.len()));
             if let Some(group) = multicast {
-                let ids = entry.remove().1;
+                let ids = entry.remove().ids;
                 for id in &ids {
                     if let Some(s) = self.slots.get_mut(id) {
                         s.member.on_repair_sent(range.clone(), now);
@@ -652,6 +876,7 @@ impl SessionSender {
             if ids.is_empty() {
                 entry.remove();
             }
+            self.repair_wake = None;
             let addr = self.slots.get_mut(&id).map(|s| {
                 s.member.on_repair_sent(range.clone(), now);
                 s.member.addr
@@ -665,6 +890,52 @@ impl SessionSender {
 
     /// The next new segment, if every member's window allows it.
     fn next_new(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
+        let range = self.take_new(now)?;
+        match self.config.group {
+            Some(group) => Some(self.write_data(now, range, group, out)),
+            None => self.start_fanout(now, range, out),
+        }
+    }
+
+    /// Unicast fan-out (no group): takes a run of segments while the
+    /// windows allow — about 1 ms of sending at the pacing rate (the pacer's
+    /// own burst allowance at high rates), 1 to [`FANOUT_RUN_SEGMENTS`] —
+    /// charges the pacer once per segment (each member's path carries each
+    /// segment once; the debt spaces the runs), and starts copying the run
+    /// member by member.
+    fn start_fanout(
+        &mut self,
+        now: Instant,
+        first: Range<u64>,
+        out: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let charge = |s: &Self, r: &Range<u64>| r.end.min(s.buffer.end()) - r.start;
+        self.pacer.on_sent(now, charge(self, &first));
+        let run = (self.pacer.rate_bytes_per_sec() / 1000 / self.mss.max(1))
+            .clamp(1, FANOUT_RUN_SEGMENTS as u64) as usize;
+        let mut ranges = vec![first];
+        while ranges.len() < run {
+            let Some(r) = self.take_new(now) else {
+                break;
+            };
+            self.pacer.on_sent(now, charge(self, &r));
+            ranges.push(r);
+        }
+        let addrs = self.slots.values().map(|s| s.member.addr).collect();
+        self.fanout.start(ranges, addrs);
+        self.next_fanout_copy(now, out)
+    }
+
+    /// The next copy of the current fan-out run, if any.
+    fn next_fanout_copy(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
+        let (range, to) = self.fanout.next_copy()?;
+        self.stats.fanout_copies += 1;
+        Some(self.write_segment(now, range, to, out))
+    }
+
+    /// Takes the next new segment off the send buffer if every member's
+    /// window allows it (logging it and arming idle members' timers).
+    fn take_new(&mut self, now: Instant) -> Option<Range<u64>> {
         if !self.data_open {
             let enough = self.slots.len() >= self.config.wait_for_members.max(1);
             let waited = now >= self.created + self.config.wait_at_most && !self.slots.is_empty();
@@ -683,7 +954,7 @@ impl SessionSender {
         if fin.is_some_and(|f| range.end == f) {
             range.end += 1; // the FIN occupies one offset
         }
-        let edge = self.edges.min().map_or(0, |(e, _)| e);
+        let edge = self.send_limit();
         if range.end > edge {
             self.cwnd_limited = true;
             return None;
@@ -692,7 +963,7 @@ impl SessionSender {
         self.snd_nxt = range.end;
         self.stats.data_segments += 1;
         // Members that had nothing outstanding now do: arm their timers.
-        let idle: Vec<MemberId> = std::mem::take(&mut self.idle).into_iter().collect();
+        let idle = self.take_idle();
         for id in idle {
             if let Some(s) = self.slots.get_mut(&id) {
                 // Stall time counts from when data became outstanding, not
@@ -702,17 +973,7 @@ impl SessionSender {
             }
             self.reindex(id);
         }
-        match self.config.group {
-            Some(group) => Some(self.write_data(now, range, group, out)),
-            None => {
-                let mut addrs: VecDeque<SocketAddr> =
-                    self.slots.values().map(|s| s.member.addr).collect();
-                let first = addrs.pop_front()?;
-                self.fanout = Some((range.clone(), addrs));
-                self.stats.fanout_copies += 1;
-                Some(self.write_data(now, range, first, out))
-            }
-        }
+        Some(range)
     }
 
     fn on_member_timer(&mut self, now: Instant, id: MemberId) {
@@ -743,7 +1004,7 @@ impl SessionSender {
         self.stats.recovery_episodes += m.recovery_episodes - episodes;
         let backoffs = m.rto_backoffs;
         let cumulative = m.cumulative;
-        self.queue_repairs(id, lost);
+        self.queue_repairs(now, id, lost);
         if rto && cumulative < self.buffer.base() {
             // Its retransmission timer fired for data a quorum release freed.
             self.remove(id, "fell behind the quorum: its data was released", true);
@@ -774,17 +1035,22 @@ impl Engine for SessionSender {
             self.stats.drops.count(DropReason::SessionClosed);
             return;
         }
-        match self.by_addr.get(&from).copied() {
-            Some(id) => {
-                if header.session_id != self.session_id {
+        match self.by_addr.get(&from) {
+            Some(s) => {
+                // A member whose ACCEPT was lost retries its CONNECT, still
+                // under session id 0 (it learns the id from the ACCEPT).
+                let retried_connect = header.session_id == 0
+                    && matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_))));
+                if header.session_id != self.session_id && !retried_connect {
                     self.stats.drops.count(DropReason::UnknownSession);
                     return;
                 }
-                let expected = self
-                    .slots
-                    .get(&id)
-                    .and_then(|s| s.member.largest_ack_pn)
-                    .map_or(0, |l| l + 1);
+                let Some(m) = self.slots.at(s).map(|slot| &slot.member) else {
+                    return;
+                };
+                let (id, expected) = (m.id, m.largest_ack_pn.map_or(0, |l| l + 1));
+                // Lookups of `id` while its frames are handled are O(1).
+                self.slots.set_hint(s);
                 let pn = expand_pn(expected, header.packet_number);
                 self.handle_member_frames(now, id, pn, body);
             }
@@ -822,7 +1088,7 @@ impl Engine for SessionSender {
                     reason: &reason,
                 })
                 .encode(buf),
-                Control::AckFrequency(n) => Frame::AckFrequency(n).encode(buf),
+                Control::AckFrequency(f) => Frame::AckFrequency(f).encode(buf),
                 Control::Close => Frame::Close(CloseFrame {
                     code: 0,
                     reason: "",
@@ -835,13 +1101,8 @@ impl Engine for SessionSender {
         if self.closed.is_some() {
             return None;
         }
-        if let Some((range, addrs)) = self.fanout.as_mut() {
-            if let Some(to) = addrs.pop_front() {
-                let range = range.clone();
-                self.stats.fanout_copies += 1;
-                return Some(self.write_data(now, range, to, buf));
-            }
-            self.fanout = None;
+        if let Some(t) = self.next_fanout_copy(now, buf) {
+            return Some(t);
         }
         let release = self.pacer.next_send_time(now, self.mss);
         if release > now {
@@ -854,7 +1115,7 @@ impl Engine for SessionSender {
             None => self.next_new(now, buf),
         };
         if t.is_some() {
-            let srtt = std::time::Duration::from_nanos(self.srtts.max().map_or(0, |(s, _)| s));
+            let srtt = self.session_rtt();
             let slow_start = self
                 .slots
                 .values()
@@ -870,15 +1131,25 @@ impl Engine for SessionSender {
             return None;
         }
         let admission = (!self.data_open).then_some(self.created + self.config.wait_at_most);
-        [self.pacing_deadline, self.timers.next_deadline(), admission]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.pacing_deadline,
+            self.timers.next_deadline(),
+            admission,
+            self.repair_wake,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.pacing_deadline.is_some_and(|t| t <= now) {
             self.pacing_deadline = None;
+        }
+        // A held repair is due: the next poll_transmit sends it (and
+        // computes the next wake-up).
+        if self.repair_wake.is_some_and(|t| t <= now) {
+            self.repair_wake = None;
         }
         while let Some(id) = self.timers.pop_expired(now) {
             self.on_member_timer(now, id);

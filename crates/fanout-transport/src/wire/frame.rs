@@ -121,9 +121,23 @@ pub enum Frame<'a> {
     Close(CloseFrame<'a>),
     /// Abortive reset.
     Reset(CloseFrame<'a>),
-    /// Sender asks receivers to acknowledge every `n` segments (SMO adaptive
-    /// ACKs); 1 ≤ n ≤ 64.
-    AckFrequency(u32),
+    /// Sender steers a receiver's ACK schedule (SMO adaptive ACKs, feedback
+    /// pacing).
+    AckFrequency(AckFrequencyFrame),
+}
+
+/// Most a sender may space one receiver's ACKs: 1 s (µs).
+pub const MAX_ACK_INTERVAL_US: u32 = 1_000_000;
+
+/// ACK_FREQUENCY: acknowledge every `every` segments (1 ≤ every ≤ 64), and
+/// send data-triggered ACKs at most once per `min_interval_us` µs (0 = no
+/// limit, at most [`MAX_ACK_INTERVAL_US`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckFrequencyFrame {
+    /// Segments per ACK.
+    pub every: u32,
+    /// Minimum spacing of data-triggered ACKs, µs.
+    pub min_interval_us: u32,
 }
 
 fn offset_range(r: &mut Reader<'_>, field: &'static str) -> Result<(u64, u64), DecodeError> {
@@ -200,10 +214,14 @@ impl<'a> Frame<'a> {
             T_RESET => Frame::Reset(decode_close(r)?),
             T_ACK_FREQUENCY => {
                 let n = r.varint()?;
-                if !(1..=64).contains(&n) {
+                let interval = r.varint()?;
+                if !(1..=64).contains(&n) || interval > u64::from(MAX_ACK_INTERVAL_US) {
                     return Err(DecodeError::Invalid("ack_frequency"));
                 }
-                Frame::AckFrequency(n as u32)
+                Frame::AckFrequency(AckFrequencyFrame {
+                    every: n as u32,
+                    min_interval_us: interval as u32,
+                })
             }
             t if t & !(DATA_FIN | DATA_MSG_END) == T_DATA => {
                 let offset = r.varint()?;
@@ -285,9 +303,10 @@ impl<'a> Frame<'a> {
                 out.put_varint(reason.len() as u64);
                 out.put_bytes(reason.as_bytes());
             }
-            Frame::AckFrequency(n) => {
+            Frame::AckFrequency(f) => {
                 out.put_u8(T_ACK_FREQUENCY);
-                out.put_varint(u64::from((*n).clamp(1, 64)));
+                out.put_varint(u64::from(f.every.clamp(1, 64)));
+                out.put_varint(u64::from(f.min_interval_us.min(MAX_ACK_INTERVAL_US)));
             }
         }
     }
@@ -418,13 +437,13 @@ mod tests {
         #[test]
         fn control_roundtrip(sends_data: bool, max_payload in 0u64..1 << 20, window in 0u64..1 << 40,
                              timestamp: u32, member_id in 0u64..1 << 40, code in 0u64..1 << 40,
-                             reason in arb_reason(), n in 1u32..=64, off in 0u64..1 << 40, len in 0u64..1 << 40) {
+                             reason in arb_reason(), n in 1u32..=64, iv in 0u32..=MAX_ACK_INTERVAL_US, off in 0u64..1 << 40, len in 0u64..1 << 40) {
             let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id, start_offset: off };
             roundtrip(&Frame::Connect(c));
             roundtrip(&Frame::Accept(c));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
-            roundtrip(&Frame::AckFrequency(n));
+            roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));
             roundtrip(&Frame::Skip(SkipFrame { offset: off, len }));
             roundtrip(&Frame::Ping);
             roundtrip(&Frame::Padding);

@@ -1,0 +1,205 @@
+//! The master block's window and RTT as functions of its children's (SMO
+//! §II): `cwnd = G(children's cwnd)`, `RTT = max` or a percentile.
+
+use std::time::Duration;
+
+/// How the session window follows the members' congestion windows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WindowPolicy {
+    /// The smallest member window (default): strictly TCP-fair on every
+    /// shared link, and every member runs at the pace of the slowest.
+    Minimum,
+    /// "Essentially fair" (SMO §II after Wang & Schwartz): the session may
+    /// take `B` with `a·B_tcp ≤ B ≤ b·f(N)·B_tcp`, `B_tcp` the throughput
+    /// of a TCP flow on the worst member's path (its window). Within those
+    /// bounds the window is the member window at `percentile` (0 = the
+    /// smallest, 1 = the largest), so a few lossy members do not hold back
+    /// all the others, while the worst path gets at most `b·f(N)` times a
+    /// TCP flow's share.
+    EssentiallyFair {
+        /// Member window rank aimed at, in `[0, 1]`.
+        percentile: f64,
+        /// Lower bound factor `a` (≥ 0).
+        a: f64,
+        /// Upper bound factor `b` (≥ a).
+        b: f64,
+        /// The group-size factor `f(N)`.
+        scaling: FairScaling,
+    },
+}
+
+/// `f(N)` of the essentially-fair upper bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FairScaling {
+    /// `f(N) = 1`.
+    One,
+    /// `f(N) = 1 + log2 N`.
+    Log2,
+    /// `f(N) = √N`.
+    Sqrt,
+}
+
+impl FairScaling {
+    /// `f(n)` for a session of `n ≥ 1` members.
+    pub fn factor(self, n: usize) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            FairScaling::One => 1.0,
+            FairScaling::Log2 => 1.0 + n.log2(),
+            FairScaling::Sqrt => n.sqrt(),
+        }
+    }
+}
+
+/// How the session RTT (pacing, SMO §II "master RTT") follows the members'.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RttPolicy {
+    /// The largest member RTT (default).
+    Maximum,
+    /// The largest RTT among the fastest `p` fraction of members (SMO §II:
+    /// "max of the fastest p%"), `p` in `(0, 1]`.
+    Percentile(f64),
+}
+
+/// How a lost segment is repaired (SMO §II).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RepairPolicy {
+    /// The seed's rule: multicast when more than this fraction of members
+    /// miss the segment (default 5%; 0 = always multicast), otherwise
+    /// unicast to each member missing it.
+    Threshold(f64),
+    /// Fewest bottleneck bytes: a multicast repair costs one copy on the
+    /// sender's link and one on every member's link; unicast to `k` members
+    /// costs `k` copies on the sender's link and one on each of their links.
+    /// With the sender's link `uplink_ratio` times as fast as a member's,
+    /// multicast is cheaper once `k ≥ max(2, uplink_ratio)` (1 = the seed's
+    /// setting, a sender link no faster than the members').
+    Cost {
+        /// Sender-link capacity over a member link's (≥ 1).
+        uplink_ratio: f64,
+    },
+}
+
+impl RepairPolicy {
+    /// True when a segment that `missing` of `members` members lack should
+    /// be repaired by multicast (when the session has a group at all).
+    pub fn multicast(self, missing: usize, members: usize) -> bool {
+        match self {
+            RepairPolicy::Threshold(t) => t <= 0.0 || missing as f64 / members.max(1) as f64 > t,
+            RepairPolicy::Cost { uplink_ratio } => missing >= 2 && missing as f64 >= uplink_ratio,
+        }
+    }
+}
+
+/// 0-based rank of the element at fraction `p` of `n` sorted elements
+/// (`p = 1` → the largest, `p = 0` → the smallest).
+pub fn rank_at(p: f64, n: usize) -> usize {
+    let n = n.max(1);
+    (((p.clamp(0.0, 1.0) * n as f64).ceil() as usize).max(1) - 1).min(n - 1)
+}
+
+/// The session window in bytes. `min_cwnd` is the smallest member window,
+/// `nth(k)` the k-th smallest (0-based) of `n` members.
+pub fn session_window(
+    policy: WindowPolicy,
+    n: usize,
+    min_cwnd: u64,
+    nth: impl FnOnce(usize) -> u64,
+) -> u64 {
+    match policy {
+        WindowPolicy::Minimum => min_cwnd,
+        WindowPolicy::EssentiallyFair {
+            percentile,
+            a,
+            b,
+            scaling,
+        } => {
+            let target = nth(rank_at(percentile, n)) as f64;
+            let floor = a.max(0.0) * min_cwnd as f64;
+            let ceiling = (b.max(a).max(0.0) * scaling.factor(n) * min_cwnd as f64).max(floor);
+            target.clamp(floor, ceiling) as u64
+        }
+    }
+}
+
+/// The session RTT: the largest, or the largest of the fastest `p`.
+pub fn session_rtt(
+    policy: RttPolicy,
+    n: usize,
+    max: Duration,
+    nth: impl FnOnce(usize) -> Duration,
+) -> Duration {
+    match policy {
+        RttPolicy::Maximum => max,
+        RttPolicy::Percentile(p) => nth(rank_at(p, n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks() {
+        assert_eq!(rank_at(1.0, 10), 9);
+        assert_eq!(rank_at(0.0, 10), 0);
+        assert_eq!(rank_at(0.5, 10), 4);
+        assert_eq!(rank_at(0.95, 1000), 949);
+        assert_eq!(rank_at(0.5, 0), 0);
+    }
+
+    #[test]
+    fn minimum_is_the_smallest_window() {
+        assert_eq!(session_window(WindowPolicy::Minimum, 5, 10, |_| 99), 10);
+    }
+
+    #[test]
+    fn essentially_fair_stays_within_its_bounds() {
+        let windows = [10u64, 20, 400, 500, 600, 700, 800, 900, 1000, 2000];
+        let fair = |b, scaling| WindowPolicy::EssentiallyFair {
+            percentile: 0.5,
+            a: 1.0,
+            b,
+            scaling,
+        };
+        let w = |p| session_window(p, windows.len(), windows[0], |k| windows[k]);
+        // The median (rank 4: 600) is above b·f(N)·min = 1·√10·10 = 31.6.
+        assert_eq!(w(fair(1.0, FairScaling::Sqrt)), 31);
+        assert_eq!(w(fair(1.0, FairScaling::One)), 10, "b = 1, f = 1: minimum");
+        assert_eq!(w(fair(100.0, FairScaling::One)), 600, "loose bound: median");
+        let floor = WindowPolicy::EssentiallyFair {
+            percentile: 0.0,
+            a: 2.0,
+            b: 4.0,
+            scaling: FairScaling::One,
+        };
+        assert_eq!(w(floor), 20, "at least a times the minimum");
+    }
+
+    #[test]
+    fn repair_rules() {
+        let seed = RepairPolicy::Threshold(0.05);
+        assert!(!seed.multicast(5, 100), "5% is not more than 5%");
+        assert!(seed.multicast(6, 100));
+        assert!(RepairPolicy::Threshold(0.0).multicast(1, 1000));
+        let cost = RepairPolicy::Cost { uplink_ratio: 1.0 };
+        assert!(!cost.multicast(1, 1000), "one copy either way: unicast");
+        assert!(cost.multicast(2, 1000));
+        let fast_uplink = RepairPolicy::Cost { uplink_ratio: 10.0 };
+        assert!(!fast_uplink.multicast(9, 1000));
+        assert!(fast_uplink.multicast(10, 1000));
+    }
+
+    #[test]
+    fn percentile_rtt() {
+        let ms = Duration::from_millis;
+        let rtts = [ms(10), ms(11), ms(12), ms(500)];
+        let rtt = |p| session_rtt(p, 4, ms(500), |k| rtts[k]);
+        assert_eq!(rtt(RttPolicy::Maximum), ms(500));
+        assert_eq!(
+            rtt(RttPolicy::Percentile(0.75)),
+            ms(12),
+            "ignores the outlier"
+        );
+    }
+}
