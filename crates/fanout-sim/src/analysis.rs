@@ -66,6 +66,89 @@ pub struct SessionFigures {
     pub feedback_cpu_drops: u64,
     /// Bytes sent on the sender's first link per byte delivered to one member.
     pub sender_link_bytes_per_delivered_byte: f64,
+    /// Each member present from the start, in member order (evicted
+    /// members included, at what they got in the window).
+    pub member_figures: Vec<MemberFigures>,
+    /// Late joiners.
+    pub late_joiners: Vec<LateJoinerFigures>,
+    /// Relays and their downstream sessions.
+    pub relays: Vec<RelayFigures>,
+    /// Every receiver behind a relay together (`None` without relays).
+    pub relayed: Option<Spread>,
+}
+
+/// Minimum, median and maximum of a set of goodputs, bit/s.
+#[derive(Debug, Clone, Serialize)]
+pub struct Spread {
+    /// How many.
+    pub count: usize,
+    /// Smallest.
+    pub min_bps: f64,
+    /// Median.
+    pub median_bps: f64,
+    /// Largest.
+    pub max_bps: f64,
+}
+
+impl Spread {
+    fn of(mut xs: Vec<f64>) -> Spread {
+        xs.sort_by(f64::total_cmp);
+        Spread {
+            count: xs.len(),
+            min_bps: xs.first().copied().unwrap_or(0.0),
+            median_bps: xs.get(xs.len() / 2).copied().unwrap_or(0.0),
+            max_bps: xs.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// One relay's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RelayFigures {
+    /// Relay node.
+    pub node: String,
+    /// Its goodput as a member of the upstream session, bit/s.
+    pub upstream_goodput_bps: f64,
+    /// Downstream members at the end of the run.
+    pub members: usize,
+    /// Downstream members evicted or gone.
+    pub members_left: u64,
+    /// Downstream members' goodput.
+    pub goodput: Spread,
+}
+
+/// One member's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberFigures {
+    /// Node name.
+    pub node: String,
+    /// Goodput over the window, bit/s.
+    pub goodput_bps: f64,
+    /// First metrics sample at which it had read the whole (bounded)
+    /// stream, seconds.
+    pub finished_at_s: Option<f64>,
+}
+
+/// One late joiner's figures (issue 3 §2).
+#[derive(Debug, Clone, Serialize)]
+pub struct LateJoinerFigures {
+    /// Node name.
+    pub node: String,
+    /// When it joined, seconds.
+    pub joined_at_s: f64,
+    /// Offset at which the session admitted it (its prefix is `[0, start)`).
+    pub start_offset: u64,
+    /// Session bytes it read, from `start_offset` on.
+    pub session_bytes: u64,
+    /// Prefix bytes its catch-up transfer delivered.
+    pub catch_up_bytes: u64,
+    /// Its session part reached the end of the stream.
+    pub session_finished: bool,
+    /// Its catch-up transfer delivered the whole prefix.
+    pub catch_up_finished: bool,
+    /// Holds the whole stream: both parts, adding up to the stream length
+    /// (false for an endless stream).
+    pub complete: bool,
 }
 
 /// Everything `fanout sim` reports.
@@ -83,6 +166,10 @@ pub struct RunFigures {
     pub flows: Vec<FlowFigures>,
     /// Jain's index over the flows' goodputs (1 if fewer than two flows).
     pub jain_index: f64,
+    /// Jain's index over the flows and the sessions together, each session
+    /// counted once at its slowest member's goodput (what it delivers to
+    /// every member; 1 if fewer than two in all).
+    pub jain_index_with_sessions: f64,
     /// Links that carried traffic.
     pub links: Vec<LinkFigures>,
     /// One-to-many sessions.
@@ -139,6 +226,13 @@ pub fn figures(
             }
         })
         .collect();
+    let session_figs: Vec<SessionFigures> = sessions
+        .sessions
+        .iter()
+        .map(|s| session_figures(sim, s, from, to))
+        .collect();
+    let mut all = goodputs.clone();
+    all.extend(session_figs.iter().map(|s| s.min_goodput_bps));
     RunFigures {
         seed: sim.seed(),
         trace_hash: format!("{trace_hash:016x}"),
@@ -149,13 +243,10 @@ pub fn figures(
         } else {
             jain_index(&goodputs)
         },
+        jain_index_with_sessions: if all.len() < 2 { 1.0 } else { jain_index(&all) },
         flows: flow_figs,
         links,
-        sessions: sessions
-            .sessions
-            .iter()
-            .map(|s| session_figures(sim, s, from, to))
-            .collect(),
+        sessions: session_figs,
     }
 }
 
@@ -183,13 +274,72 @@ fn session_figures(
         .iter()
         .find(|l| l.from() == node)
         .map_or(0, |l| l.stats().tx_bytes);
+    // Relays are members too (their probe counts what they received).
     let delivered = s
         .members
         .iter()
-        .map(|&m| crate::transfer::delivered_at(sim, m, sim.now()))
+        .copied()
+        .chain(s.relays.iter().map(|r| r.app))
+        .map(|m| crate::transfer::delivered_at(sim, m, sim.now()))
         .max()
         .unwrap_or(0);
+    let member_figures = s
+        .members
+        .iter()
+        .map(|&m| MemberFigures {
+            node: sim.node(sim.app_node(m)).name().to_owned(),
+            goodput_bps: goodput_bps(sim, m, from, to),
+            finished_at_s: s.bytes.and_then(|b| {
+                sim.metrics().apps[m.index()]
+                    .samples
+                    .iter()
+                    .find(|x| x.delivered_bytes >= b)
+                    .map(|x| x.at.as_secs_f64())
+            }),
+        })
+        .collect();
+    let late_joiners = s
+        .late
+        .iter()
+        .map(|l| late_figures(sim, l, s.bytes))
+        .collect();
+    let relays: Vec<RelayFigures> = s
+        .relays
+        .iter()
+        .map(|r| {
+            let (members, left) = sim
+                .app::<crate::session_relay::RelayApp>(r.app)
+                .map_or((0, 0), |a| {
+                    (a.session().member_count(), a.session().stats().members_left)
+                });
+            RelayFigures {
+                node: r.node.clone(),
+                upstream_goodput_bps: goodput_bps(sim, r.app, from, to),
+                members,
+                members_left: left,
+                goodput: Spread::of(
+                    r.members
+                        .iter()
+                        .map(|&m| goodput_bps(sim, m, from, to))
+                        .collect(),
+                ),
+            }
+        })
+        .collect();
+    let relayed = (!s.relays.is_empty()).then(|| {
+        Spread::of(
+            s.relays
+                .iter()
+                .flat_map(|r| r.members.iter())
+                .map(|&m| goodput_bps(sim, m, from, to))
+                .collect(),
+        )
+    });
     SessionFigures {
+        relays,
+        relayed,
+        member_figures,
+        late_joiners,
         members,
         members_left: stats.members_left,
         min_goodput_bps: goodputs.first().copied().unwrap_or(0.0),
@@ -204,6 +354,38 @@ fn session_figures(
         feedback_bps: node_stats.delivered_bytes as f64 * 8.0 / secs,
         feedback_cpu_drops: node_stats.drops[crate::stats::NetDrop::CpuOverflow],
         sender_link_bytes_per_delivered_byte: sent_bytes as f64 / delivered.max(1) as f64,
+    }
+}
+
+fn late_figures(
+    sim: &Simulator,
+    l: &crate::session_flow::LateFlow,
+    total: Option<u64>,
+) -> LateJoinerFigures {
+    let member = sim
+        .app::<crate::session_late::LateMember>(l.member)
+        .and_then(|m| m.receiver());
+    let catch_up = sim
+        .app::<crate::transfer::SinkReceiver>(l.catch_up)
+        .map(|c| c.receiver());
+    let start = member.map_or(0, |r| r.start_offset());
+    let session_bytes = member.map_or(0, |r| r.bytes_read().saturating_sub(start));
+    let catch_up_bytes = catch_up.map_or(0, |r| r.bytes_read());
+    let session_finished = member.is_some_and(|r| r.is_finished());
+    // A joiner admitted at offset 0 needs no catch-up.
+    let catch_up_finished = start == 0 || catch_up.is_some_and(|r| r.is_finished());
+    let complete = session_finished
+        && catch_up_finished
+        && total.is_some_and(|t| catch_up_bytes.min(start) + session_bytes == t);
+    LateJoinerFigures {
+        node: l.node.clone(),
+        joined_at_s: l.at.as_secs_f64(),
+        start_offset: start,
+        session_bytes,
+        catch_up_bytes,
+        session_finished,
+        catch_up_finished,
+        complete,
     }
 }
 

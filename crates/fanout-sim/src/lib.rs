@@ -27,6 +27,8 @@ pub mod queue;
 pub mod scenario;
 pub mod scenario_star;
 pub mod session_flow;
+pub mod session_late;
+pub mod session_relay;
 pub mod sim;
 pub mod stats;
 pub mod topology;

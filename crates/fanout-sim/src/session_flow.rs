@@ -10,20 +10,37 @@
 //! bytes = "100MB"             # optional; default: send until the run ends
 //! cc = "newreno"              # optional (default cubic)
 //! repair_threshold = 0.05     # optional: multicast a repair above this share
+//! repair_cost_ratio = 1.0     # optional: cost rule instead (sender/member link speed ratio)
+//! window_policy = "min"       # optional: "min" or "fair" (essentially fair, SMO §II)
+//! fair = { percentile = 0.5, a = 1.0, b = 1.0, scaling = "log2" }  # optional, for "fair"
+//! rtt_percentile = 0.9        # optional: session RTT = this percentile (default max)
 //! wait_for = 10               # optional: members to wait for (default all)
 //! unicast_fanout = false      # optional: no multicast, a copy per member
 //! ack_every = 2               # optional segments per ACK at the members
+//! adaptive_acks = true        # optional: false keeps every member at ack_every
+//! feedback_budget = 25000     # optional ACKs/s at the sender from all members (0 = off;
+//!                             # default: 12.5% of the sender's fastest link in ACKs)
 //! window = "1MiB"             # optional send buffer and member receive windows
+//! evict_outliers = true       # optional: false turns outlier eviction off
+//! join = "catch_up"           # optional: "from_start" (default) | "live" | "catch_up"
+//! late = [{ node = "j1", at = "5s" }]   # optional late joiners (see session_late)
+//! catch_up = "at_join"        # optional: or "after_session"
+//! relays = [{ node = "x1", group = "239.2.1.1:7000" }]   # optional (see session_relay)
+//! relay_buffer = "4MiB"       # optional relay forwarding buffer
 //! ```
 
 use crate::app::{AppProbe, SimApp};
 use crate::ids::AppId;
 use crate::scenario::{FlowFactory, FlowSpec, ScenarioContext};
+use crate::session_late::{catch_up_port, CatchUps, LateMember, LateSpec};
+use crate::session_relay::{RelayApp, RelaySpec, DEFAULT_RELAY_BUFFER};
 use crate::sim::Simulator;
 use crate::transfer::{apply_transport_options, feed_bulk, SinkReceiver};
 use crate::units::Bytes;
 use fanout_core::{Engine, Instant, Transmit};
-use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::session::feedback;
+use fanout_transport::session::policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
+use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
 use fanout_transport::Receiver;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -34,15 +51,43 @@ pub struct BulkSession {
     session: SessionSender,
     total: Option<u64>,
     written: u64,
+    catch_ups: CatchUps,
 }
 
 impl BulkSession {
     /// A session sending `total` bytes (`None`: endless).
     pub fn new(config: SessionConfig, session_id: u64, total: Option<u64>) -> Self {
+        Self::with_catch_up(config, session_id, total, false)
+    }
+
+    /// Like [`BulkSession::new`]; late joiners' prefix transfers start
+    /// when they join, or with `after_session` once the session finished
+    /// (see [`crate::session_late`]).
+    pub fn with_catch_up(
+        config: SessionConfig,
+        session_id: u64,
+        total: Option<u64>,
+        after_session: bool,
+    ) -> Self {
         BulkSession {
+            catch_ups: CatchUps::new(config.transport.clone(), session_id, after_session),
             session: SessionSender::new(config, session_id, Instant::ZERO),
             total,
             written: 0,
+        }
+    }
+
+    /// Drains the session's events; a member admitted past offset 0 gets
+    /// its prefix by a unicast catch-up transfer.
+    fn drain_events(&mut self, now: Instant) {
+        while let Some(e) = self.session.poll_event() {
+            match e {
+                SessionEvent::MemberJoined { addr, start, .. } => {
+                    self.catch_ups.on_joined(now, addr, start);
+                }
+                SessionEvent::Finished => self.catch_ups.on_session_finished(now),
+                _ => {}
+            }
         }
     }
 
@@ -54,8 +99,10 @@ impl BulkSession {
 
 impl Engine for BulkSession {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        self.session.handle_datagram(now, from, datagram);
-        while self.session.poll_event().is_some() {}
+        if !self.catch_ups.handle_datagram(now, from, datagram) {
+            self.session.handle_datagram(now, from, datagram);
+            self.drain_events(now);
+        }
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
@@ -63,16 +110,23 @@ impl Engine for BulkSession {
         if feed_bulk(&mut self.written, self.total, |b| s.write(b)) {
             s.finish();
         }
-        self.session.poll_transmit(now, buf)
+        match self.session.poll_transmit(now, buf) {
+            Some(t) => Some(t),
+            None => self.catch_ups.poll_transmit(now, buf),
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.session.poll_timeout()
+        [self.session.poll_timeout(), self.catch_ups.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         self.session.handle_timeout(now);
-        while self.session.poll_event().is_some() {}
+        self.drain_events(now);
+        self.catch_ups.handle_timeout(now);
     }
 }
 
@@ -105,7 +159,55 @@ struct SessionSpec {
     #[serde(default)]
     ack_every: Option<u32>,
     #[serde(default)]
+    repair_cost_ratio: Option<f64>,
+    #[serde(default)]
+    window_policy: Option<String>,
+    #[serde(default)]
+    fair: Option<FairSpec>,
+    #[serde(default)]
+    rtt_percentile: Option<f64>,
+    #[serde(default)]
+    adaptive_acks: Option<bool>,
+    #[serde(default)]
+    feedback_budget: Option<u32>,
+    #[serde(default)]
     window: Option<Bytes>,
+    #[serde(default)]
+    evict_outliers: Option<bool>,
+    #[serde(default)]
+    join: Option<String>,
+    #[serde(default)]
+    late: Vec<LateSpec>,
+    #[serde(default)]
+    catch_up: Option<String>,
+    #[serde(default)]
+    relays: Vec<RelaySpec>,
+    #[serde(default)]
+    relay_buffer: Option<Bytes>,
+}
+
+/// A relay built into a simulation.
+#[derive(Debug, Clone)]
+pub struct RelayFlow {
+    /// Node name.
+    pub node: String,
+    /// Its [`RelayApp`].
+    pub app: AppId,
+    /// One [`SinkReceiver`] per downstream member.
+    pub members: Vec<AppId>,
+}
+
+/// A late joiner built into a simulation.
+#[derive(Debug, Clone)]
+pub struct LateFlow {
+    /// Node name.
+    pub node: String,
+    /// When it joins.
+    pub at: Instant,
+    /// Its [`LateMember`].
+    pub member: AppId,
+    /// The [`SinkReceiver`] of its catch-up transfer.
+    pub catch_up: AppId,
 }
 
 /// One session built into a simulation.
@@ -113,8 +215,77 @@ struct SessionSpec {
 pub struct SessionFlow {
     /// The [`BulkSession`].
     pub sender: AppId,
-    /// One [`SinkReceiver`] per member node.
+    /// One [`SinkReceiver`] per member node present from the start.
     pub members: Vec<AppId>,
+    /// Late joiners.
+    pub late: Vec<LateFlow>,
+    /// Relays (each the sender of a downstream session).
+    pub relays: Vec<RelayFlow>,
+    /// Stream length, if bounded.
+    pub bytes: Option<u64>,
+}
+
+/// `fair = { ... }`: the essentially-fair window's parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FairSpec {
+    #[serde(default = "half")]
+    percentile: f64,
+    #[serde(default = "one")]
+    a: f64,
+    #[serde(default = "one")]
+    b: f64,
+    #[serde(default)]
+    scaling: Option<String>,
+}
+
+fn half() -> f64 {
+    0.5
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// `window_policy` and `fair` → the session's window policy.
+fn window_policy(name: Option<&str>, fair: Option<&FairSpec>) -> Result<WindowPolicy, String> {
+    match name.unwrap_or("min") {
+        "min" => Ok(WindowPolicy::Minimum),
+        "fair" => {
+            let f = fair.cloned().unwrap_or(FairSpec {
+                percentile: half(),
+                a: one(),
+                b: one(),
+                scaling: None,
+            });
+            let scaling = match f.scaling.as_deref().unwrap_or("log2") {
+                "one" => FairScaling::One,
+                "log2" => FairScaling::Log2,
+                "sqrt" => FairScaling::Sqrt,
+                other => return Err(format!("fair.scaling: `{other}` (one, log2 or sqrt)")),
+            };
+            let valid = (0.0..=1.0).contains(&f.percentile) && f.a >= 0.0 && f.b >= f.a;
+            if !valid {
+                return Err("fair: need 0 ≤ percentile ≤ 1 and 0 ≤ a ≤ b".into());
+            }
+            Ok(WindowPolicy::EssentiallyFair {
+                percentile: f.percentile,
+                a: f.a,
+                b: f.b,
+                scaling,
+            })
+        }
+        other => Err(format!("window_policy: `{other}` (min or fair)")),
+    }
+}
+
+/// The fastest link leaving the node that owns `addr`, bit/s.
+fn sender_link_bps(sim: &Simulator, addr: SocketAddr) -> Option<u64> {
+    let node = sim.node_by_ip(addr.ip())?;
+    sim.outgoing(node)
+        .iter()
+        .map(|&l| sim.link(l).config().rate_bps)
+        .max()
 }
 
 /// Builds `kind = "session"` flows and remembers them.
@@ -143,21 +314,91 @@ impl FlowFactory for SessionFlows {
         if !group.ip().is_multicast() {
             return Err(format!("group: {} is not a multicast address", group.ip()));
         }
-        let addrs = ctx.member_addrs(sim, group);
-        if addrs.is_empty() {
+        let mut late = Vec::with_capacity(t.late.len());
+        for (i, l) in t.late.iter().enumerate() {
+            let node = sim
+                .node_by_name(&l.node)
+                .ok_or_else(|| format!("late[{i}].node: no node named `{}`", l.node))?;
+            late.push((l.node.clone(), node, Instant::ZERO + l.at.0));
+        }
+        let mut relays = Vec::with_capacity(t.relays.len());
+        for (i, r) in t.relays.iter().enumerate() {
+            let node = sim
+                .node_by_name(&r.node)
+                .ok_or_else(|| format!("relays[{i}].node: no node named `{}`", r.node))?;
+            let down: SocketAddr = r
+                .group
+                .parse()
+                .map_err(|e| format!("relays[{i}].group: `{}`: {e}", r.group))?;
+            if !down.ip().is_multicast() || down.ip() == group.ip() {
+                return Err(format!(
+                    "relays[{i}].group: {} is not another multicast group",
+                    down.ip()
+                ));
+            }
+            relays.push((r.node.clone(), node, down));
+        }
+        let mut late_ips: Vec<std::net::IpAddr> =
+            late.iter().map(|(_, n, _)| sim.node(*n).ip()).collect();
+        late_ips.extend(relays.iter().map(|(_, n, _)| sim.node(*n).ip()));
+        let addrs: Vec<SocketAddr> = ctx
+            .member_addrs(sim, group)
+            .into_iter()
+            .filter(|a| !late_ips.contains(&a.ip()))
+            .collect();
+        if addrs.is_empty() && relays.is_empty() {
             return Err(format!("group: no [[group]] {} with members", group.ip()));
         }
         let mut config = SessionConfig {
             group: (!t.unicast_fanout.unwrap_or(false)).then_some(group),
-            wait_for_members: t.wait_for.unwrap_or(addrs.len()),
+            wait_for_members: t.wait_for.unwrap_or(addrs.len() + relays.len()),
             ..SessionConfig::default()
         };
         if let Some(th) = t.repair_threshold {
             if !(0.0..=1.0).contains(&th) {
                 return Err("repair_threshold: must be within 0..=1".into());
             }
-            config.multicast_repair_threshold = th;
+            config.repair = RepairPolicy::Threshold(th);
         }
+        if let Some(ratio) = t.repair_cost_ratio {
+            if ratio.is_nan() || ratio < 1.0 {
+                return Err("repair_cost_ratio: must be at least 1".into());
+            }
+            config.repair = RepairPolicy::Cost {
+                uplink_ratio: ratio,
+            };
+        }
+        config.window = window_policy(t.window_policy.as_deref(), t.fair.as_ref())?;
+        if let Some(p) = t.rtt_percentile {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err("rtt_percentile: must be within (0, 1]".into());
+            }
+            config.rtt = RttPolicy::Percentile(p);
+        }
+        if t.adaptive_acks == Some(false) {
+            config.steady_ack_every = None;
+        }
+        // A sender knows its own link's speed (a real one reads its NIC's):
+        // the default budget is a share of it (`feedback::budget_for_link`).
+        if let Some(bps) = sender_link_bps(sim, from) {
+            config.feedback_budget_pps = feedback::budget_for_link(bps);
+        }
+        if let Some(b) = t.feedback_budget {
+            config.feedback_budget_pps = b;
+        }
+        if t.evict_outliers == Some(false) {
+            config.outlier_eviction = None;
+        }
+        config.join = match t.join.as_deref() {
+            None | Some("from_start") => JoinPolicy::FromStart,
+            Some("live") => JoinPolicy::Live,
+            Some("catch_up") => JoinPolicy::CatchUp,
+            Some(o) => {
+                return Err(format!(
+                    "join: `{o}`: expected from_start, live or catch_up"
+                ))
+            }
+        };
         apply_transport_options(
             &mut config.transport,
             t.cc.as_deref(),
@@ -172,14 +413,97 @@ impl FlowFactory for SessionFlows {
                     .map_err(|e| format!("member {addr}: {e}"))?,
             );
         }
+        let after_session = match t.catch_up.as_deref() {
+            None | Some("at_join") => false,
+            Some("after_session") => true,
+            Some(o) => {
+                return Err(format!(
+                    "catch_up: `{o}`: expected at_join or after_session"
+                ))
+            }
+        };
+        let mut late_flows = Vec::with_capacity(late.len());
+        for (name, node, at) in late {
+            sim.join_at(at, group.ip(), node)
+                .map_err(|e| format!("late {name}: {e}"))?;
+            let ip = sim.node(node).ip();
+            let m = LateMember::new(config.transport.clone(), from, at);
+            let member = sim
+                .add_app(SocketAddr::new(ip, group.port()), Box::new(m))
+                .map_err(|e| format!("late {name}: {e}"))?;
+            let sink = SinkReceiver::new(config.transport.clone());
+            let catch_up = sim
+                .add_app(
+                    SocketAddr::new(ip, catch_up_port(group.port())),
+                    Box::new(sink),
+                )
+                .map_err(|e| format!("late {name}: catch-up port: {e}"))?;
+            late_flows.push(LateFlow {
+                node: name,
+                at,
+                member,
+                catch_up,
+            });
+        }
         let session_id = 0x5E55_0000 + self.sessions.len() as u64;
+        let capacity = t.relay_buffer.map_or(DEFAULT_RELAY_BUFFER, |b| b.0);
+        let capacity = usize::try_from(capacity).map_err(|_| "relay_buffer: too large")?;
+        let mut relay_flows = Vec::with_capacity(relays.len());
+        for (k, (name, node, down)) in relays.into_iter().enumerate() {
+            let relay_addr = SocketAddr::new(sim.node(node).ip(), group.port());
+            let down_addrs = ctx.member_addrs(sim, down);
+            if down_addrs.is_empty() {
+                return Err(format!(
+                    "relay {name}: no [[group]] {} with members",
+                    down.ip()
+                ));
+            }
+            let down_config = SessionConfig {
+                group: config.group.map(|_| down),
+                wait_for_members: down_addrs.len(),
+                ..config.clone()
+            };
+            let mut down_members = Vec::with_capacity(down_addrs.len());
+            for addr in down_addrs {
+                let r = Receiver::join(config.transport.clone(), relay_addr, Instant::ZERO);
+                down_members.push(
+                    sim.add_app(addr, Box::new(SinkReceiver::with(r)))
+                        .map_err(|e| format!("relay {name} member {addr}: {e}"))?,
+                );
+            }
+            let relay = RelayApp::new(
+                from,
+                down_config,
+                session_id + ((k as u64 + 1) << 16),
+                capacity,
+            );
+            let app = sim
+                .add_app(relay_addr, Box::new(relay))
+                .map_err(|e| format!("relay {name}: {e}"))?;
+            relay_flows.push(RelayFlow {
+                node: name,
+                app,
+                members: down_members,
+            });
+        }
         let sender = sim
             .add_app(
                 from,
-                Box::new(BulkSession::new(config, session_id, t.bytes.map(|b| b.0))),
+                Box::new(BulkSession::with_catch_up(
+                    config,
+                    session_id,
+                    t.bytes.map(|b| b.0),
+                    after_session,
+                )),
             )
             .map_err(|e| format!("from: {e}"))?;
-        self.sessions.push(SessionFlow { sender, members });
+        self.sessions.push(SessionFlow {
+            sender,
+            members,
+            late: late_flows,
+            relays: relay_flows,
+            bytes: t.bytes.map(|b| b.0),
+        });
         Ok(true)
     }
 }

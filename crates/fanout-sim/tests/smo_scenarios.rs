@@ -1,0 +1,151 @@
+//! Issue 3's simulator scenarios at small N and short durations: the
+//! behaviour each one shows, asserted with margins. The full-size runs and
+//! their figures are in docs/experiments/smo-scenarios.md (CLI only).
+
+use fanout_core::Instant;
+use fanout_sim::analysis::{figures, RunFigures};
+use fanout_sim::scenario::BuiltinFlows;
+use fanout_sim::session_flow::SessionFlows;
+use fanout_sim::transfer::TransferFlows;
+use fanout_sim::units::HumanDuration;
+use fanout_sim::Scenario;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn load(name: &str) -> Scenario {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/smo")
+        .join(name);
+    Scenario::load(&path).expect("scenario loads")
+}
+
+/// Runs `sc` for `secs` and measures from `warmup` seconds to the end.
+fn run(mut sc: Scenario, secs: u64, warmup: u64) -> RunFigures {
+    sc.duration = HumanDuration(Duration::from_secs(secs));
+    let (mut t, mut s) = (TransferFlows::default(), SessionFlows::default());
+    let (sim, report) = sc
+        .run(None, &mut [&mut BuiltinFlows, &mut t, &mut s])
+        .expect("runs");
+    figures(
+        &sim,
+        &t,
+        &s,
+        report.trace_hash,
+        Instant::ZERO + Duration::from_secs(warmup),
+        Instant::ZERO + Duration::from_secs(secs),
+    )
+}
+
+/// Sets a key of the `index`-th `[[flow]]`.
+fn set_flow_key(sc: &mut Scenario, index: usize, key: &str, value: toml::Value) {
+    sc.flows[index].params.insert(key.into(), value);
+}
+
+/// The session (10 members, NewReno) against 4 NewReno transfers on a
+/// 30 Mbit/s DropTail bottleneck: its rate (what every member gets) is
+/// within 0.5–2x the mean TCP flow's, and the TCP flows stay fair among
+/// themselves. Members acknowledge every 2 segments here (see the doc for
+/// the adaptive-ACK default).
+#[test]
+fn session_shares_a_bottleneck_with_four_tcp_flows() {
+    let mut sc = load("fairness-4tcp.toml");
+    set_flow_key(&mut sc, 0, "adaptive_acks", toml::Value::Boolean(false));
+    let f = run(sc, 40, 10);
+    let session = &f.sessions[0];
+    assert_eq!(session.members, 10);
+    let tcp: Vec<f64> = f.flows.iter().map(|x| x.goodput_bps).collect();
+    assert_eq!(tcp.len(), 4);
+    let mean_tcp = tcp.iter().sum::<f64>() / tcp.len() as f64;
+    let ratio = session.min_goodput_bps / mean_tcp;
+    assert!(
+        (0.5..=2.0).contains(&ratio),
+        "session {:.2} Mbit/s vs TCP mean {:.2} Mbit/s (ratio {ratio:.2}), seed {}",
+        session.min_goodput_bps / 1e6,
+        mean_tcp / 1e6,
+        f.seed
+    );
+    // All five together fill the bottleneck and none starves.
+    let total = mean_tcp * 4.0 + session.min_goodput_bps;
+    assert!(total > 0.85 * 30e6, "total {total}");
+    assert!(f.jain_index_with_sessions > 0.9, "{f:?}");
+}
+
+/// scenarios/smo/late-slow*.toml scaled down: 4 members at 100 Mbit/s, a
+/// 150 MB session, a 2 Mbit/s member and a joiner at 6 s.
+fn late_slow(baseline: bool) -> Scenario {
+    let file = if baseline {
+        "late-slow-baseline.toml"
+    } else {
+        "late-slow.toml"
+    };
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/smo")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .expect("scenario reads")
+        .replace("leaves = 10", "leaves = 4")
+        .replace("bytes = \"300MB\"", "bytes = \"150MB\"")
+        .replace("at = \"10s\"", "at = \"6s\"");
+    Scenario::from_toml(&text, file).expect("scenario parses")
+}
+
+/// The slow member is evicted as an outlier, the late joiner gets the
+/// whole stream (prefix by unicast catch-up, the rest by the session), and
+/// the others' goodput after the eviction is within 5% of the same run
+/// without both.
+#[test]
+fn slow_member_is_evicted_and_late_joiner_completes() {
+    let base = run(late_slow(true), 24, 0);
+    let with = run(late_slow(false), 24, 0);
+    let (b, w) = (&base.sessions[0], &with.sessions[0]);
+    assert_eq!(b.members_left, 0, "{b:?}");
+    assert_eq!(w.members_left, 1, "only the slow member leaves: {w:?}");
+    let slow = w.member_figures.iter().find(|m| m.node == "slow").unwrap();
+    assert!(slow.finished_at_s.is_none(), "{slow:?}");
+    let joiner = &w.late_joiners[0];
+    assert!(joiner.start_offset > 0, "{joiner:?}");
+    assert!(joiner.complete, "{joiner:?}");
+    assert_eq!(joiner.catch_up_bytes, joiner.start_offset);
+    // Goodput of the others once the slow member is gone (it is held for
+    // the 5 s grace period), while both runs are still sending.
+    let measure = |baseline: bool| {
+        let f = run(late_slow(baseline), 12, 7);
+        let s = &f.sessions[0];
+        let g: Vec<f64> = s
+            .member_figures
+            .iter()
+            .filter(|m| m.node != "slow")
+            .map(|m| m.goodput_bps)
+            .collect();
+        assert_eq!(g.len(), 4);
+        g.into_iter().fold(f64::INFINITY, f64::min)
+    };
+    let (gb, gw) = (measure(true), measure(false));
+    assert!(gb > 85e6, "baseline {gb}");
+    assert!(
+        gw >= 0.95 * gb,
+        "with the slow member and joiner {gw} vs {gb}"
+    );
+}
+
+/// Two-level hierarchy, small: 3 relays forward the session to 10
+/// receivers each as they receive it; every receiver gets close to its
+/// 100 Mbit/s leaf, and the sender's link carries the stream once.
+#[test]
+fn relays_forward_the_session_to_their_own_members() {
+    let f = run(load("relays-30.toml"), 8, 3);
+    let s = &f.sessions[0];
+    assert_eq!(s.members, 3, "the relays are the upstream members");
+    assert_eq!(s.relays.len(), 3);
+    for r in &s.relays {
+        assert_eq!((r.members, r.members_left), (10, 0), "{r:?}");
+    }
+    let all = s.relayed.as_ref().expect("relayed receivers");
+    assert_eq!(all.count, 30);
+    assert!(all.min_bps > 85e6, "{all:?}");
+    let up = f.links.iter().find(|l| l.label == "s->c").expect("s->c");
+    assert!(
+        up.utilisation < 0.12,
+        "one copy on the sender's link: {up:?}"
+    );
+}
