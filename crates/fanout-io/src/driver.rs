@@ -16,6 +16,7 @@ use crate::stats::RunStats;
 use fanout_core::{drain, Engine, Instant};
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState, BATCH_SIZE};
 use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Bytes per receive slot: one GRO bundle or one maximal UDP datagram
@@ -87,6 +88,9 @@ pub struct Driver {
     tx_blocked: bool,
     /// The last send hit `ENOBUFS`: retry at this time.
     tx_retry_at: Option<Instant>,
+    /// The latest datagram the kernel refused for good (destination, error
+    /// kind), for [`Driver::take_send_error`].
+    send_error: Option<(SocketAddr, io::ErrorKind)>,
 }
 
 impl Driver {
@@ -119,6 +123,7 @@ impl Driver {
             rx_pending: false,
             tx_blocked: false,
             tx_retry_at: None,
+            send_error: None,
             endpoint,
             config,
         })
@@ -127,6 +132,12 @@ impl Driver {
     /// The socket, e.g. to join multicast groups while running.
     pub fn endpoint(&self) -> &UdpEndpoint {
         &self.endpoint
+    }
+
+    /// A handle other threads use to cut the driver's sleep short when they
+    /// have new input for the engine (see [`crate::Waker`]).
+    pub fn waker(&self) -> crate::Waker {
+        self.poller.waker()
     }
 
     /// The clock stamping every input.
@@ -146,6 +157,19 @@ impl Driver {
     /// Most datagrams one receive slot can carry (1 without GRO).
     pub fn gro_segments(&self) -> usize {
         self.state.gro_segments()
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &DriverConfig {
+        &self.config
+    }
+
+    /// The latest send the kernel refused for good since the last call
+    /// (destination and error kind; e.g. `NetworkUnreachable` when a
+    /// multicast route disappeared), so the application can react —
+    /// [`crate::RunStats::send_errors`] only counts them.
+    pub fn take_send_error(&mut self) -> Option<(SocketAddr, io::ErrorKind)> {
+        self.send_error.take()
     }
 
     /// A snapshot of the counters.
@@ -372,6 +396,7 @@ impl Driver {
                 }
                 Err(e) => {
                     tracing::debug!("send to {} failed: {e}", batch.destination);
+                    self.send_error = Some((batch.destination, e.kind()));
                     self.stats.send_errors += batch.segments as u64;
                     self.outbox.pop_front();
                 }

@@ -2,7 +2,9 @@
 //! ([`Clock`]), UDP sockets with multicast controls ([`UdpEndpoint`]), the
 //! event loop ([`Driver`]) that pumps any [`fanout_core::Engine`] with the
 //! same [`fanout_core::drain`] as the simulator, and user-space loss/delay
-//! injection ([`impair`]) for tests on hosts without netem.
+//! injection ([`impair`]) for tests on hosts without netem; and [`api`],
+//! the blocking socket-like library API over the session engines
+//! (`SessionListener` / `Subscriber`), for applications.
 //!
 //! ```no_run
 //! # fn demo<E: fanout_core::Engine>(engine: &mut E, done: impl Fn(&E) -> bool) -> Result<(), fanout_io::IoError> {
@@ -14,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod api;
 mod clock;
 mod driver;
 mod error;
@@ -27,5 +30,6 @@ pub use clock::Clock;
 pub use driver::{run, Driver, DriverConfig};
 pub use error::IoError;
 pub use impair::{ImpairConfig, ImpairStats, Impairment};
+pub use poller::Waker;
 pub use socket::{EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
 pub use stats::RunStats;

@@ -9,13 +9,15 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 const SOCKET: Token = Token(0);
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const TIMER: Token = Token(1);
+const WAKER: Token = Token(2);
 
-/// Readiness events collected per wait; a handful is plenty for two sources.
+/// Readiness events collected per wait; a handful is plenty for three sources.
 const EVENT_CAPACITY: usize = 8;
 
 /// Sleeps until the socket is ready, a deadline passes, or a cap elapses.
@@ -25,14 +27,31 @@ pub(crate) struct Poller {
     events: Events,
     socket_fd: std::os::fd::RawFd,
     writable_interest: bool,
+    waker: Arc<mio::Waker>,
     #[cfg(any(target_os = "linux", target_os = "android"))]
     timer: nix::sys::timerfd::TimerFd,
+}
+
+/// Wakes a [`crate::Driver`] sleeping in its wait, from any thread: an
+/// application thread that produced input for the engine (e.g. a stdin
+/// reader) calls [`Waker::wake`] instead of waiting for the next deadline.
+#[derive(Debug, Clone)]
+pub struct Waker(Arc<mio::Waker>);
+
+impl Waker {
+    /// Makes the driver's current or next wait return at once. Cheap (one
+    /// `eventfd` write on Linux); wake-ups coalesce.
+    pub fn wake(&self) {
+        // Failure means the driver (and its poll) is gone: nothing to wake.
+        let _ = self.0.wake();
+    }
 }
 
 impl Poller {
     /// Registers `socket` for readability (edge-triggered).
     pub fn new(socket: &UdpSocket) -> Result<Self, IoError> {
         let poll = Poll::new().map_err(IoError::Poll)?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER).map_err(IoError::Poll)?);
         let socket_fd = socket.as_raw_fd();
         poll.registry()
             .register(&mut SourceFd(&socket_fd), SOCKET, Interest::READABLE)
@@ -60,9 +79,15 @@ impl Poller {
             events: Events::with_capacity(EVENT_CAPACITY),
             socket_fd,
             writable_interest: false,
+            waker,
             #[cfg(any(target_os = "linux", target_os = "android"))]
             timer,
         })
+    }
+
+    /// A handle that interrupts [`Poller::wait`] from another thread.
+    pub fn waker(&self) -> Waker {
+        Waker(Arc::clone(&self.waker))
     }
 
     /// Also wake when the socket becomes writable (after a `WouldBlock` send).

@@ -360,3 +360,38 @@ fn idle_driver_sleeps() {
     // 300 ms / 50 ms = 6 wake-ups for the stop check.
     assert!(stats.iterations <= 10, "{stats:?}");
 }
+
+#[test]
+fn waker_cuts_a_long_sleep_short() {
+    let mut d = driver(
+        v4(),
+        DriverConfig {
+            max_wait: Duration::from_secs(10),
+            ..DriverConfig::default()
+        },
+    );
+    let waker = d.waker();
+    let woken = Arc::new(AtomicBool::new(false));
+    let flag = woken.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        flag.store(true, Ordering::SeqCst);
+        waker.wake();
+    });
+    let start = d.clock().now();
+    // Idle engine, no deadline: only the waker ends this 10 s sleep early.
+    while !woken.load(Ordering::SeqCst) {
+        d.step(&mut Sink::default(), Duration::from_secs(10))
+            .unwrap();
+    }
+    let took = d.clock().now() - start;
+    t.join().unwrap();
+    assert!(took < Duration::from_secs(5), "woke after {took:?}");
+    // Wake-ups need no draining: a second one works as well.
+    let waker = d.waker();
+    let start = d.clock().now();
+    waker.wake();
+    d.step(&mut Sink::default(), Duration::from_secs(10))
+        .unwrap();
+    assert!(d.clock().now() - start < Duration::from_secs(5));
+}
