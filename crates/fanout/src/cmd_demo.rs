@@ -6,6 +6,7 @@ use crate::cmd_send::{send, SendArgs};
 use crate::cmd_sim::simulate_scenario;
 use crate::net_opts::TransportOpts;
 use crate::report::OutputOpts;
+use crate::session_args::SessionSendArgs;
 use anyhow::{ensure, Context, Result};
 use clap::{Args, Parser};
 use fanout_sim::Scenario;
@@ -74,6 +75,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         group: None,
         from: None,
         interface: None,
+        source: None,
         output: out.clone(),
         wait: 10,
         out: OutputOpts {
@@ -92,12 +94,15 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         file: src,
         to: Some(addr.to_string()),
         group: None,
+        unicast: false,
         bind: None,
-        wait_for: 1,
-        wait_secs: 10,
-        ttl: 1,
-        repair_threshold: 0.05,
-        stall_timeout: 10,
+        session: SessionSendArgs {
+            wait_for: 1,
+            wait_secs: 10,
+            ttl: 1,
+            repair_threshold: 0.05,
+            stall_timeout: 10,
+        },
         out: OutputOpts {
             json: false,
             quiet: true,

@@ -3,6 +3,7 @@
 use crate::file_proto::{Manifest, TRAILER_LEN};
 use crate::net_opts::TransportOpts;
 use crate::progress::bytes_bar;
+use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{drops_map, goodput_bps, peak_rss_bytes, OutputOpts, TransferReport};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
@@ -18,7 +19,8 @@ use std::sync::mpsc;
 #[derive(Debug, Args)]
 pub struct RecvArgs {
     /// Address to listen on for one unicast sender, e.g. `0.0.0.0:7000` or `[::]:7000`.
-    #[arg(long, value_name = "ADDR:PORT", required_unless_present = "group")]
+    /// With --from (no --group): the local address to join from.
+    #[arg(long, value_name = "ADDR:PORT", required_unless_present_any = ["group", "from"])]
     pub listen: Option<SocketAddr>,
     /// Join this multicast group and the session of the sender named by
     /// --from (`fanout send --group`).
@@ -30,12 +32,18 @@ pub struct RecvArgs {
     )]
     pub group: Option<SocketAddr>,
     /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`.
+    /// Alone, joins its session by unicast (a sender run with `--unicast`,
+    /// or fallen back to it).
     #[arg(long, value_name = "HOST:PORT")]
     pub from: Option<String>,
     /// With --group: the local IPv4 address of the interface to join on
     /// (default: the kernel's choice).
     #[arg(long, value_name = "ADDR")]
     pub interface: Option<std::net::Ipv4Addr>,
+    /// With an IPv4 --group: accept its datagrams from this source only
+    /// (source-specific multicast, IGMPv3), usually the sender's address.
+    #[arg(long, value_name = "ADDR", requires = "group")]
+    pub source: Option<std::net::Ipv4Addr>,
     /// Where to write: a file path, or an existing directory (the sender's
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
@@ -50,7 +58,7 @@ pub struct RecvArgs {
 }
 
 /// Where the file goes, and its `.part` companion.
-fn target_path(output: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn target_path(output: &Path, name: &str) -> (PathBuf, PathBuf) {
     let path = if output.is_dir() {
         output.join(name)
     } else {
@@ -143,42 +151,25 @@ impl Incoming {
     }
 }
 
-/// Binds the socket: `--listen`, or the group's port joined to the group.
-/// Returns it and, for a group, the session sender to join.
+/// Binds the socket: `--listen` for a unicast sender, or a session
+/// member's socket (`--from`, joined to `--group` if given). Returns it and,
+/// for a session, the sender to join.
 fn open_endpoint(args: &RecvArgs) -> Result<(UdpEndpoint, Option<SocketAddr>)> {
-    let Some(group) = args.group else {
-        let listen = args.listen.context("--listen or --group is required")?;
+    let Some(from) = args.from.as_deref() else {
+        let listen = args
+            .listen
+            .context("--listen, --group or --from is required")?;
         let ep = UdpEndpoint::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
         return Ok((ep, None));
     };
-    ensure!(
-        group.ip().is_multicast(),
-        "--group {group}: {} is not a multicast address",
-        group.ip()
-    );
-    let from = crate::cmd_send::resolve(
-        args.from
-            .as_deref()
-            .context("--group needs --from HOST:PORT")?,
-    )?;
-    let bind: SocketAddr = match group {
-        SocketAddr::V4(_) => SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), group.port()),
-        SocketAddr::V6(_) => SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), group.port()),
-    };
-    let config = fanout_io::EndpointConfig {
-        reuse_address: true,
-        ..fanout_io::EndpointConfig::default()
-    };
-    let ep =
-        UdpEndpoint::bind_with(bind, &config).with_context(|| format!("cannot bind {bind}"))?;
-    match group.ip() {
-        std::net::IpAddr::V4(g) => ep
-            .join_multicast_v4(g, args.interface.unwrap_or(std::net::Ipv4Addr::UNSPECIFIED))
-            .with_context(|| format!("cannot join {g}"))?,
-        ip @ std::net::IpAddr::V6(_) => ep
-            .join_multicast(ip)
-            .with_context(|| format!("cannot join {ip}"))?,
-    }
+    let from = crate::cmd_send::resolve(from)?;
+    let ep = crate::session_net::open_member_endpoint(&crate::session_net::JoinSpec {
+        group: args.group,
+        from,
+        interface: args.interface,
+        listen: args.listen,
+        source: args.source,
+    })?;
     Ok((ep, Some(from)))
 }
 
@@ -225,6 +216,11 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
             return give_up.is_some_and(|t| now >= t);
         }
         started.get_or_insert(now);
+        if r.start_offset() > 0 {
+            // Joined after the file's start was released: the missed
+            // prefix comes by catch-up (issue 3 §2, `catch_up`).
+            return true;
+        }
         while app_error.is_none() {
             let n = r.read(&mut buf);
             if n == 0 {
@@ -246,6 +242,10 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         b.finish_and_clear();
     }
     let stats = stats?;
+    if receiver.start_offset() > 0 && !receiver.is_closed() {
+        let started = started.unwrap_or_else(|| clock.now());
+        return crate::catch_up::receive_rest(args, &mut driver, &mut receiver, clock, started);
+    }
     let Some(peer) = receiver.peer() else {
         bail!("no sender connected within {} s", args.wait);
     };
@@ -264,6 +264,8 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     let m = inc.manifest.clone().context("no manifest")?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = receiver.stats();
+    let mut transport = receiver_counters(st);
+    transport.insert("recv_syscalls", stats.recv_syscalls);
     Ok(TransferReport {
         role: "recv",
         peer: peer.to_string(),
@@ -276,23 +278,13 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         goodput_bps: goodput_bps(m.size, seconds),
         blake3: inc.hasher.finalize().to_hex().to_string(),
         verified: inc.verified,
-        close: receiver
-            .close_reason()
-            .map_or("finished".into(), |r| r.to_string()),
-        transport: [
-            ("datagrams_received", st.datagrams_received),
-            ("datagrams_sent", st.datagrams_sent),
-            ("acks_sent", st.acks_sent),
-            ("payload_bytes_received", st.payload_bytes_received),
-            ("duplicate_bytes", st.duplicate_bytes),
-            ("recv_syscalls", stats.recv_syscalls),
-        ]
-        .into_iter()
-        .collect(),
+        close: close_label(&receiver),
+        transport,
         drops: drops_map(&st.drops),
         injected_drops: stats.impair_rx.dropped(),
         peak_rss_bytes: peak_rss_bytes(),
         members: Vec::new(),
+        delivery: None,
     })
 }
 

@@ -7,14 +7,16 @@ use crate::progress::bytes_bar;
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, MemberReport, OutputOpts, TransferReport,
 };
+use crate::session_args::SessionSendArgs;
+use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
+use crate::session_view::SessionView;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, UdpEndpoint};
-use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::{CloseReason, Sender};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Arguments of `fanout send`.
 #[derive(Debug, Args)]
@@ -22,7 +24,7 @@ pub struct SendArgs {
     /// The file to send.
     pub file: PathBuf,
     /// A single receiver (`fanout recv --listen ...`), e.g. `192.0.2.7:7000`.
-    #[arg(long, value_name = "HOST:PORT", required_unless_present = "group")]
+    #[arg(long, value_name = "HOST:PORT", required_unless_present_any = ["group", "unicast"])]
     pub to: Option<String>,
     /// Multicast the file to every receiver that joins this group
     /// (`fanout recv --group G:PORT --from THIS-HOST:PORT`).
@@ -33,25 +35,17 @@ pub struct SendArgs {
         requires = "bind"
     )]
     pub group: Option<SocketAddr>,
-    /// Local address to bind; with --group, the address receivers name in --from.
+    /// Run the session without multicast: each receiver gets its own copy
+    /// by unicast (`fanout recv --from THIS-HOST:PORT`, with or without
+    /// --group). Chosen automatically, with a warning, when --group cannot
+    /// be used (socket options refused, no multicast route).
+    #[arg(long, conflicts_with = "to", requires = "bind")]
+    pub unicast: bool,
+    /// Local address to bind; with --group/--unicast, the address receivers name in --from.
     #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<SocketAddr>,
-    /// With --group: start once this many receivers joined ...
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub wait_for: usize,
-    /// ... or this many seconds after the sender started, if at least one joined.
-    #[arg(long, default_value_t = 10, value_name = "SECS")]
-    pub wait_secs: u64,
-    /// With --group: multicast TTL (1 = this link only).
-    #[arg(long, default_value_t = 1, value_name = "HOPS")]
-    pub ttl: u32,
-    /// With --group: repair by multicast when more than this share of
-    /// receivers miss a segment, otherwise by unicast.
-    #[arg(long, default_value_t = 0.05, value_name = "SHARE")]
-    pub repair_threshold: f64,
-    /// With --group: evict a receiver that makes no progress for this long.
-    #[arg(long, default_value_t = 10, value_name = "SECS")]
-    pub stall_timeout: u64,
+    #[command(flatten)]
+    pub session: SessionSendArgs,
     #[command(flatten)]
     pub out: OutputOpts,
     #[command(flatten)]
@@ -77,9 +71,10 @@ fn any_addr(like: SocketAddr) -> SocketAddr {
 /// Sends `args.file`; returns the report.
 pub fn send(args: &SendArgs) -> Result<TransferReport> {
     let feed = FileFeed::open(&args.file)?;
-    match args.group {
-        Some(group) => send_session(args, feed, group),
-        None => send_unicast(args, feed),
+    if args.group.is_some() || args.unicast {
+        send_session(args, feed)
+    } else {
+        send_unicast(args, feed)
     }
 }
 
@@ -137,68 +132,55 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     ))
 }
 
-fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Result<TransferReport> {
-    if !group.ip().is_multicast() {
-        bail!("--group {group}: {} is not a multicast address", group.ip());
-    }
-    if !(0.0..=1.0).contains(&args.repair_threshold) {
-        bail!("--repair-threshold must be between 0 and 1");
-    }
-    let bind = args
-        .bind
-        .context("--group needs --bind ADDR:PORT (the address receivers name in --from)")?;
-    let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
-    match (group.ip(), bind.ip()) {
-        (IpAddr::V4(_), IpAddr::V4(local)) => {
-            endpoint.set_multicast_ttl_v4(args.ttl)?;
-            endpoint.set_multicast_loop_v4(true)?;
-            if !local.is_unspecified() {
-                endpoint.set_multicast_if_v4(local)?;
-            }
-        }
-        (IpAddr::V6(_), IpAddr::V6(_)) => endpoint.set_multicast_hops_v6(args.ttl)?,
-        _ => bail!("--group {group} and --bind {bind} are of different IP versions"),
-    }
+fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
+    args.session.validate()?;
+    let spec = SessionSpec {
+        group: args.group,
+        unicast: args.unicast,
+        bind: args
+            .bind
+            .context("a session needs --bind ADDR:PORT (the address receivers name in --from)")?,
+        ttl: args.session.ttl,
+    };
+    let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let config = SessionConfig {
-        transport: args.net.transport(),
-        group: Some(group),
-        wait_for_members: args.wait_for.max(1),
-        wait_at_most: Duration::from_secs(args.wait_secs),
-        multicast_repair_threshold: args.repair_threshold,
-        stall_timeout: Duration::from_secs(args.stall_timeout.max(1)),
-        ..SessionConfig::default()
-    };
-    let mut session = SessionSender::new(config, random_session_id(), clock.now());
+    // Late joiners get the live stream from the current position and
+    // the missed prefix by unicast catch-up (`catch_up`, issue 3 §2).
+    let config = args
+        .session
+        .config(args.net.transport(), delivery.group(), JoinPolicy::CatchUp);
+    let session_id = random_session_id();
+    let mut session = crate::catch_up::CatchUpServer::new(
+        SessionSender::new(config, session_id, clock.now()),
+        session_id,
+        args.file.clone(),
+        feed.manifest().clone(),
+        args.net.transport(),
+    );
     let size = feed.manifest().size;
     let header_len = feed.header_len();
-    let bar = bytes_bar(size, "send", args.out.quiet || args.out.json);
+    let quiet = args.out.quiet || args.out.json;
+    let mut view = SessionView::new(Some(size), &delivery.peer_label(), quiet);
     let mut started = None;
-    let mut left = Vec::new();
-    let stats = driver.run(&mut session, |s, now| {
-        feed.feed(s);
-        while let Some(e) = s.poll_event() {
-            if let fanout_transport::session::SessionEvent::MemberLeft { addr, reason, .. } = e {
-                if !args.out.quiet && !args.out.json {
-                    bar.println(format!("receiver {addr} left: {reason}"));
-                }
-                left.push(MemberReport {
-                    addr: addr.to_string(),
-                    acked_bytes: 0,
-                    srtt_ms: 0.0,
-                    left: Some(reason),
-                });
+    let stats = run_session(
+        &mut driver,
+        &mut session,
+        &mut delivery,
+        |s| &mut **s,
+        |s, now| {
+            feed.feed(s);
+            view.poll_events(s);
+            if s.bytes_acked_by_all() > 0 {
+                started.get_or_insert(now);
             }
-        }
-        if s.bytes_acked_by_all() > 0 {
-            started.get_or_insert(now);
-        }
-        bar.set_message(format!("{} receivers", s.member_count()));
-        bar.set_position(s.bytes_acked_by_all().saturating_sub(header_len).min(size));
-        s.close_reason().is_some()
-    })?;
-    bar.finish_and_clear();
+            let position = s.bytes_acked_by_all().saturating_sub(header_len).min(size);
+            view.update(s, now, position);
+            s.close_reason().is_some() && s.active() == 0
+        },
+    );
+    view.finish();
+    let stats = stats?;
     if let Some(e) = feed.take_error() {
         return Err(e);
     }
@@ -207,33 +189,30 @@ fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Resul
         .cloned()
         .unwrap_or(CloseReason::IdleTimeout);
     if reason != CloseReason::Completed {
-        bail!("session to {group} failed: {reason}");
+        bail!("session to {} failed: {reason}", delivery.peer_label());
     }
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
-    let mut members: Vec<MemberReport> = session
-        .members()
-        .map(|(_, addr, acked, _, srtt)| MemberReport {
-            addr: addr.to_string(),
-            acked_bytes: acked,
-            srtt_ms: srtt.as_secs_f64() * 1e3,
-            left: None,
-        })
-        .collect();
-    members.extend(left);
+    let cu = session.catch_up_stats().clone();
+    let members = view.member_reports(&session);
     let transport = vec![
         ("datagrams_sent", st.datagrams_sent),
         ("datagrams_received", st.datagrams_received),
         ("data_segments_multicast", st.data_segments),
+        ("fanout_copies", st.fanout_copies),
         ("multicast_repairs", st.multicast_repairs),
         ("unicast_repairs", st.unicast_repairs),
         ("acks_received", st.acks_received),
         ("members_joined", st.members_joined),
         ("members_left", st.members_left),
+        ("catch_ups_completed", cu.completed),
+        ("catch_ups_failed", cu.failed),
+        ("catch_up_bytes", cu.bytes),
+        ("catch_up_requests_refused", cu.refused),
         ("send_syscalls", stats.send_syscalls),
     ];
-    Ok(sent_report(
-        group.to_string(),
+    let mut report = sent_report(
+        delivery.peer_label(),
         &feed,
         seconds,
         &reason,
@@ -241,7 +220,9 @@ fn send_session(args: &SendArgs, mut feed: FileFeed, group: SocketAddr) -> Resul
         &st.drops,
         &stats,
         members,
-    ))
+    );
+    report.delivery = Some(delivery.report());
+    Ok(report)
 }
 
 /// The report of a completed send.
@@ -272,6 +253,7 @@ fn sent_report(
         injected_drops: io.impair_rx.dropped(),
         peak_rss_bytes: peak_rss_bytes(),
         members,
+        delivery: None,
     }
 }
 

@@ -25,28 +25,33 @@ pub struct SimArgs {
     /// Measurement starts after this warm-up, in seconds.
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub warmup: f64,
+    /// Measurement ends here, in seconds (default: the scenario's end), so
+    /// a bounded transfer can be measured while it is still running.
+    #[arg(long, value_name = "SECS")]
+    pub until: Option<f64>,
     /// Print the figures as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Loads and runs a scenario file; returns the figures over
-/// `[warmup, duration]`.
-pub fn simulate(
-    path: &Path,
+/// Runs a parsed scenario; returns the figures over `[warmup, duration]`.
+pub fn simulate_scenario(
+    scenario: Scenario,
     seed: Option<u64>,
     out: Option<&Path>,
     warmup: f64,
 ) -> Result<RunFigures> {
-    simulate_scenario(Scenario::load(path)?, seed, out, warmup)
+    simulate_window(scenario, seed, out, warmup, None)
 }
 
-/// Runs a parsed scenario; returns the figures over `[warmup, duration]`.
-pub fn simulate_scenario(
+/// Runs a parsed scenario; returns the figures over `[warmup, until]`
+/// (`until` defaults to the duration and is clamped to it).
+pub fn simulate_window(
     mut scenario: Scenario,
     seed: Option<u64>,
     out: Option<&Path>,
     warmup: f64,
+    until: Option<f64>,
 ) -> Result<RunFigures> {
     if let Some(s) = seed {
         scenario.seed = s;
@@ -60,10 +65,13 @@ pub fn simulate_scenario(
     let (sim, report) = scenario
         .run(out, &mut [&mut builtin, &mut transfers, &mut sessions])
         .with_context(|| format!("seed {}", scenario.seed))?;
-    let end = Instant::ZERO + scenario.duration.0;
+    let end = until
+        .and_then(|u| Duration::try_from_secs_f64(u.max(0.0)).ok())
+        .map_or(scenario.duration.0, |u| u.min(scenario.duration.0));
     let warm = Duration::try_from_secs_f64(warmup.max(0.0))
         .unwrap_or_default()
-        .min(scenario.duration.0 / 2);
+        .min(end / 2);
+    let end = Instant::ZERO + end;
     Ok(figures(
         &sim,
         &transfers,
@@ -93,6 +101,12 @@ pub fn print_human(f: &RunFigures) {
     if f.flows.len() > 1 {
         println!("  Jain index {:.4}", f.jain_index);
     }
+    if !f.flows.is_empty() && !f.sessions.is_empty() {
+        println!(
+            "  Jain index with sessions (each at its slowest member) {:.4}",
+            f.jain_index_with_sessions
+        );
+    }
     for s in &f.sessions {
         println!(
             "  session: {} members ({} left)  goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
@@ -112,6 +126,40 @@ pub fn print_human(f: &RunFigures) {
             s.feedback_bps / 1e6,
             s.feedback_cpu_drops
         );
+        for r in &s.relays {
+            println!(
+                "    relay {}: upstream {:.3} Mbit/s; {} members ({} left) goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
+                r.node,
+                r.upstream_goodput_bps / 1e6,
+                r.members,
+                r.members_left,
+                r.goodput.min_bps / 1e6,
+                r.goodput.median_bps / 1e6,
+                r.goodput.max_bps / 1e6
+            );
+        }
+        if let Some(g) = &s.relayed {
+            println!(
+                "    all {} receivers behind relays: goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
+                g.count,
+                g.min_bps / 1e6,
+                g.median_bps / 1e6,
+                g.max_bps / 1e6
+            );
+        }
+        for l in &s.late_joiners {
+            println!(
+                "    late joiner {} at {:.1} s: start {} B, session {} B ({}), catch-up {} B ({}); complete: {}",
+                l.node,
+                l.joined_at_s,
+                l.start_offset,
+                l.session_bytes,
+                if l.session_finished { "finished" } else { "running" },
+                l.catch_up_bytes,
+                if l.catch_up_finished { "finished" } else { "running" },
+                l.complete
+            );
+        }
     }
     for l in f.links.iter().filter(|l| l.utilisation > 0.01) {
         println!(
@@ -126,7 +174,13 @@ pub fn print_human(f: &RunFigures) {
 
 /// Runs `fanout sim`.
 pub fn run(args: SimArgs) -> Result<()> {
-    let f = simulate(&args.scenario, args.seed, args.out.as_deref(), args.warmup)?;
+    let f = simulate_window(
+        Scenario::load(&args.scenario)?,
+        args.seed,
+        args.out.as_deref(),
+        args.warmup,
+        args.until,
+    )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
     } else {

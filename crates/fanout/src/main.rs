@@ -1,14 +1,24 @@
 //! `fanout`: deliver the same bytes to many receivers at once.
 
+mod catch_up;
 mod cmd_demo;
 mod cmd_recv;
+mod cmd_relay;
 mod cmd_send;
 mod cmd_sim;
+mod cmd_stream;
 mod file_feed;
 mod file_proto;
 mod net_opts;
+mod pipe;
 mod progress;
+mod recv_counters;
 mod report;
+mod session_args;
+mod session_net;
+mod session_view;
+#[cfg(test)]
+mod test_sink;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,12 +37,21 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Send a file to one receiver (--to) or to every receiver of a multicast group (--group).
+    /// Send a file to one receiver (--to) or to every receiver of a session
+    /// (--group; --unicast without multicast).
     Send(cmd_send::SendArgs),
-    /// Receive one file from a sender (--listen), or by joining a multicast session (--group).
+    /// Receive one file from a sender (--listen), or by joining a session
+    /// (--from, with --group for multicast).
     Recv(cmd_recv::RecvArgs),
+    /// Forward a session to another: join one (--from, --group) and serve
+    /// its stream, as it arrives, to receivers of a second (--bind,
+    /// --out-group).
+    Relay(cmd_relay::RelayArgs),
     /// Run a simulated network scenario from a TOML file.
     Sim(cmd_sim::SimArgs),
+    /// Stream stdin to many receivers (`stream send`), or a live stream to
+    /// stdout (`stream recv`).
+    Stream(cmd_stream::StreamArgs),
     /// A self-contained demonstration: a loopback transfer and a short
     /// simulation, no setup needed.
     Demo(cmd_demo::DemoArgs),
@@ -49,7 +68,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Send(a) => cmd_send::run(a),
         Command::Recv(a) => cmd_recv::run(a),
+        Command::Relay(a) => cmd_relay::run(a),
         Command::Sim(a) => cmd_sim::run(a),
+        Command::Stream(a) => cmd_stream::run(a),
         Command::Demo(a) => cmd_demo::run(a),
     };
     match result {

@@ -19,3 +19,20 @@ pub fn bytes_bar(total: u64, prefix: &str, quiet: bool) -> ProgressBar {
     bar.set_prefix(prefix.to_owned());
     bar
 }
+
+/// A byte counter for a stream of unknown length (bytes, rate, elapsed) on
+/// stderr when it is a terminal and `quiet` is off.
+pub fn stream_bar(prefix: &str, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::no_length();
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>8} {spinner} {bytes} {binary_bytes_per_sec} elapsed {elapsed} {msg}",
+        )
+        .expect("valid template"),
+    );
+    bar.set_prefix(prefix.to_owned());
+    bar
+}

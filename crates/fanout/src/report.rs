@@ -52,22 +52,54 @@ pub struct TransferReport {
     /// Session receivers (one-to-many sends only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<MemberReport>,
+    /// How a session's data went out: multicast, or unicast fan-out (and
+    /// why, when that was an automatic fallback). Session senders only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<crate::session_net::DeliveryReport>,
 }
 
 /// One receiver of a session, in the sender's report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct MemberReport {
+    /// Its member id in the session.
+    pub id: u64,
     /// Its address.
     pub addr: String,
-    /// Stream bytes it acknowledged.
+    /// Stream offset its delivery started at (0, or where a late joiner
+    /// entered).
+    pub start_offset: u64,
+    /// Stream bytes it acknowledged (cumulative ACK offset).
     pub acked_bytes: u64,
     /// Its smoothed RTT, milliseconds.
     pub srtt_ms: f64,
+    /// Its congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// ACKs the sender processed from it.
+    pub acks: u64,
+    /// Loss-recovery episodes it went through.
+    pub recovery_episodes: u64,
+    /// Retransmission timeouts it caused.
+    pub rtos: u64,
+    /// Bytes repaired for it (unicast or within multicast repairs).
+    pub repaired_bytes: u64,
     /// Why it left, if it did.
     pub left: Option<String>,
 }
 
 impl TransferReport {
+    /// Prints the report on stderr only (JSON or human lines): for commands
+    /// whose stdout carries data (`fanout stream recv`).
+    pub fn eprint(&self, json: bool) {
+        if json {
+            eprintln!(
+                "{}",
+                serde_json::to_string_pretty(self).expect("serialisable")
+            );
+        } else {
+            self.print(false);
+        }
+    }
+
     /// Prints the report: JSON on stdout, or a few human lines on stderr.
     pub fn print(&self, json: bool) {
         if json {

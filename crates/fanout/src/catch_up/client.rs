@@ -1,0 +1,130 @@
+//! The joiner side of file catch-up: a unicast [`Receiver`] listening on
+//! the joiner's own catch-up socket, plus the request (see
+//! [`super::request`]) that makes the session sender connect to it,
+//! repeated with exponential back-off until the sender does.
+
+use super::request::{encode_request, Request};
+use fanout_core::time::Instant;
+use fanout_core::{Engine, Transmit};
+use fanout_transport::{Receiver, TransportConfig};
+use std::net::SocketAddr;
+
+/// Requests sent at most before giving up.
+const MAX_REQUESTS: u32 = 8;
+
+/// Fetches the prefix `[0, end)` of a session's stream from its sender.
+pub struct CatchUpClient {
+    receiver: Receiver,
+    sender: SocketAddr,
+    request: Request,
+    requests_sent: u32,
+    next_request: Instant,
+    deadline: Instant,
+    initial_rto: std::time::Duration,
+    timed_out: bool,
+    /// Datagrams from anyone but the session sender (ignored).
+    pub strangers: u64,
+}
+
+impl CatchUpClient {
+    /// Asks `sender` (session `session_id`, where this host is member
+    /// `member_id`) for the prefix `[0, end)`.
+    pub fn new(
+        config: TransportConfig,
+        sender: SocketAddr,
+        session_id: u64,
+        member_id: u64,
+        end: u64,
+        now: Instant,
+    ) -> Self {
+        let request = Request {
+            session_id,
+            member_id,
+            end,
+            max_payload: config.max_payload(),
+            window: config.recv_window_bytes as u64,
+            timestamp: 0,
+        };
+        CatchUpClient {
+            deadline: now + config.handshake_timeout,
+            initial_rto: config.rto.initial,
+            receiver: Receiver::listen(config, now),
+            sender,
+            request,
+            requests_sent: 0,
+            next_request: now,
+            timed_out: false,
+            strangers: 0,
+        }
+    }
+
+    /// The unicast receiver of the prefix (read it like any stream).
+    pub fn receiver(&mut self) -> &mut Receiver {
+        &mut self.receiver
+    }
+
+    /// True once the prefix transfer ended (see [`Receiver::close_reason`])
+    /// or the sender never answered.
+    pub fn is_done(&self) -> bool {
+        self.timed_out || self.receiver.is_closed()
+    }
+
+    /// True if the sender never connected back.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    fn waiting(&self) -> bool {
+        self.receiver.peer().is_none() && !self.timed_out
+    }
+}
+
+impl Engine for CatchUpClient {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        // Only the session sender may connect to the catch-up socket: a
+        // stranger cannot inject a prefix.
+        if from != self.sender {
+            self.strangers += 1;
+            return;
+        }
+        self.receiver.handle_datagram(now, from, datagram);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.waiting() && now >= self.next_request && self.requests_sent < MAX_REQUESTS {
+            let req = Request {
+                timestamp: (now.as_nanos() / 1_000) as u32,
+                ..self.request
+            };
+            encode_request(&req, u64::from(self.requests_sent), buf);
+            let wait = self
+                .initial_rto
+                .saturating_mul(1 << self.requests_sent.min(6));
+            self.requests_sent += 1;
+            self.next_request = now + wait;
+            return Some(Transmit {
+                destination: self.sender,
+            });
+        }
+        self.receiver.poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let waiting = self
+            .waiting()
+            .then_some(self.next_request.min(self.deadline));
+        [waiting, self.receiver.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.waiting() && now >= self.deadline {
+            self.timed_out = true;
+        }
+        if self.receiver.poll_timeout().is_some_and(|t| t <= now) {
+            self.receiver.handle_timeout(now);
+        }
+    }
+}

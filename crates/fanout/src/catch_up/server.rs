@@ -1,0 +1,416 @@
+//! The sender side of file catch-up: a composite engine on the session's
+//! own UDP socket. Datagrams from a catch-up peer go to that peer's unicast
+//! [`Sender`]; a catch-up request (see [`super::request`]) from a session
+//! member opens one; everything else goes to the [`SessionSender`]. One
+//! socket means one port to open, one address the joiner already knows, and
+//! one event loop — no second port to announce.
+
+use super::prefix::{FilePrefix, PrefixSource, PrefixStream};
+use super::request::parse_request;
+use crate::file_feed::StreamSink;
+use crate::file_proto::Manifest;
+use crate::net_opts::random_session_id;
+use fanout_core::time::Instant;
+use fanout_core::{Engine, Transmit};
+use fanout_transport::session::SessionSender;
+use fanout_transport::{CloseReason, Sender, TransportConfig};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::ops::{Bound, Deref, DerefMut};
+use std::path::PathBuf;
+
+/// Catch-up transfers served at once (each holds a send buffer of at most
+/// [`CATCH_UP_SEND_BUFFER`]); further requests are ignored until one ends
+/// (the joiner retries).
+pub const MAX_CATCH_UPS: usize = 16;
+/// Send buffer of one catch-up transfer, bytes.
+pub const CATCH_UP_SEND_BUFFER: usize = 4 << 20;
+/// While the session runs, catch-ups together may send at most one byte
+/// per this many bytes the session sent (plus [`CATCH_UP_ALLOWANCE`]): the
+/// prefix crosses the sender's link too, and at a fair share it would slow
+/// every member for as long as it runs (`docs/experiments/smo.md`, "Late
+/// joiners of a file"). Once the session has ended they run at full speed.
+pub const SESSION_BYTES_PER_CATCH_UP_BYTE: u64 = 32;
+/// Catch-up bytes allowed regardless of the share, so a joiner always gets
+/// the manifest (it reads no live bytes before it) and the handshake.
+pub const CATCH_UP_ALLOWANCE: u64 = 256 << 10;
+/// Peers whose catch-up ended, remembered so a late duplicate request does
+/// not start the prefix again (FIFO, bounded).
+const MAX_REMEMBERED: usize = 256;
+
+/// Catch-up counters.
+#[derive(Debug, Clone, Default)]
+pub struct CatchUpStats {
+    /// Catch-up transfers started.
+    pub started: u64,
+    /// Catch-up transfers every byte of which was acknowledged.
+    pub completed: u64,
+    /// Catch-up transfers that failed (peer gone, timeout, read error).
+    pub failed: u64,
+    /// Stream bytes acknowledged by catch-up receivers.
+    pub bytes: u64,
+    /// Requests refused (not a member, bad range, table full, repeat).
+    pub refused: u64,
+}
+
+struct Job {
+    sender: Sender,
+    feed: Box<dyn PrefixStream>,
+}
+
+/// A [`SessionSender`] plus the unicast catch-up transfers of its late
+/// joiners. Derefs to the session, so the application drives it like one.
+pub struct CatchUpServer {
+    session: SessionSender,
+    session_id: u64,
+    source: Box<dyn PrefixSource>,
+    transport: TransportConfig,
+    jobs: BTreeMap<SocketAddr, Job>,
+    done: VecDeque<SocketAddr>,
+    /// Datagram bytes the session sent.
+    session_sent: u64,
+    /// Datagram bytes the catch-ups sent.
+    catch_up_sent: u64,
+    /// The catch-up peer that sent last (round robin among them).
+    cursor: SocketAddr,
+    stats: CatchUpStats,
+}
+
+impl CatchUpServer {
+    /// Wraps `session` (id `session_id`), which streams the file at `path`
+    /// described by `manifest`; catch-ups use `transport` with a send buffer
+    /// of at most [`CATCH_UP_SEND_BUFFER`].
+    pub fn new(
+        session: SessionSender,
+        session_id: u64,
+        path: PathBuf,
+        manifest: Manifest,
+        transport: TransportConfig,
+    ) -> Self {
+        let source = Box::new(FilePrefix { path, manifest });
+        Self::with_source(session, session_id, source, transport)
+    }
+
+    /// Wraps `session`, serving prefixes of its stream from `source`.
+    pub fn with_source(
+        session: SessionSender,
+        session_id: u64,
+        source: Box<dyn PrefixSource>,
+        mut transport: TransportConfig,
+    ) -> Self {
+        transport.send_buffer_bytes = transport.send_buffer_bytes.min(CATCH_UP_SEND_BUFFER);
+        CatchUpServer {
+            session,
+            session_id,
+            source,
+            transport,
+            jobs: BTreeMap::new(),
+            done: VecDeque::new(),
+            session_sent: 0,
+            catch_up_sent: 0,
+            cursor: SocketAddr::from(([0, 0, 0, 0], 0)),
+            stats: CatchUpStats::default(),
+        }
+    }
+
+    /// Catch-up transfers still running.
+    pub fn active(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Counters.
+    pub fn catch_up_stats(&self) -> &CatchUpStats {
+        &self.stats
+    }
+
+    fn on_request(&mut self, now: Instant, from: SocketAddr, member_id: u64, end: u64) {
+        let member = self
+            .session
+            .members()
+            .any(|(id, addr, ..)| id.0 == member_id && addr.ip() == from.ip());
+        let ok = member
+            && end > 0
+            && end <= self.session.snd_nxt()
+            && self.jobs.len() < MAX_CATCH_UPS
+            && !self.done.contains(&from);
+        if !ok {
+            self.stats.refused += 1;
+            tracing::debug!(%from, member_id, end, member, "catch-up request refused");
+            return;
+        }
+        let feed = match self.source.open(end) {
+            Ok(f) => f,
+            Err(e) => {
+                self.stats.refused += 1;
+                tracing::warn!(%from, "catch-up refused: {e:#}");
+                return;
+            }
+        };
+        let mut job = Job {
+            sender: Sender::connect(self.transport.clone(), from, random_session_id(), now),
+            feed,
+        };
+        job.feed.feed(&mut job.sender);
+        tracing::info!(%from, member_id, end, "catch-up started");
+        self.stats.started += 1;
+        self.jobs.insert(from, job);
+    }
+
+    /// True while the catch-ups used up their share of the sender's link
+    /// (see [`SESSION_BYTES_PER_CATCH_UP_BYTE`]).
+    fn throttled(&self) -> bool {
+        self.session.close_reason().is_none()
+            && self.catch_up_sent
+                >= self.session_sent / SESSION_BYTES_PER_CATCH_UP_BYTE + CATCH_UP_ALLOWANCE
+    }
+
+    /// Refills catch-up senders and retires the ones that ended.
+    fn service(&mut self) {
+        let mut ended = Vec::new();
+        for (addr, job) in &mut self.jobs {
+            job.feed.feed(&mut job.sender);
+            if job.sender.is_closed() {
+                ended.push(*addr);
+            }
+        }
+        for addr in ended {
+            let Some(job) = self.jobs.remove(&addr) else {
+                continue;
+            };
+            let reason = job.sender.close_reason().cloned();
+            if reason == Some(CloseReason::Completed) && !job.feed.failed() {
+                self.stats.completed += 1;
+                self.stats.bytes += job.feed.written();
+                tracing::info!(%addr, bytes = job.feed.written(), "catch-up completed");
+            } else {
+                self.stats.failed += 1;
+                tracing::warn!(%addr, ?reason, "catch-up failed");
+            }
+            if self.done.len() >= MAX_REMEMBERED {
+                self.done.pop_front();
+            }
+            self.done.push_back(addr);
+        }
+    }
+
+    fn poll_jobs(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.jobs.is_empty() {
+            return None;
+        }
+        // Round robin over the jobs, starting after the last one that sent.
+        let order: Vec<SocketAddr> = self
+            .jobs
+            .range((Bound::Excluded(self.cursor), Bound::Unbounded))
+            .chain(self.jobs.range(..=self.cursor))
+            .map(|(a, _)| *a)
+            .collect();
+        for addr in order {
+            let job = self.jobs.get_mut(&addr)?;
+            buf.clear();
+            if let Some(t) = job.sender.poll_transmit(now, buf) {
+                self.cursor = addr;
+                return Some(t);
+            }
+        }
+        None
+    }
+}
+
+impl Deref for CatchUpServer {
+    type Target = SessionSender;
+    fn deref(&self) -> &SessionSender {
+        &self.session
+    }
+}
+
+impl DerefMut for CatchUpServer {
+    fn deref_mut(&mut self) -> &mut SessionSender {
+        &mut self.session
+    }
+}
+
+impl StreamSink for CatchUpServer {
+    fn write_message(&mut self, msg: &[u8]) -> bool {
+        self.session.write_message(msg)
+    }
+    fn write(&mut self, data: &[u8]) -> usize {
+        self.session.write(data)
+    }
+    fn writable(&self) -> usize {
+        self.session.writable()
+    }
+    fn finish(&mut self) {
+        self.session.finish()
+    }
+    fn abort(&mut self, reason: &str) {
+        self.session.abort(reason)
+    }
+}
+
+impl Engine for CatchUpServer {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if let Some(job) = self.jobs.get_mut(&from) {
+            job.sender.handle_datagram(now, from, datagram);
+            self.service();
+            return;
+        }
+        if let Some((member_id, end)) = parse_request(datagram, self.session_id) {
+            self.on_request(now, from, member_id, end);
+            return;
+        }
+        self.session.handle_datagram(now, from, datagram);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // The session first; catch-ups get what is left, within their share.
+        if let Some(t) = self.session.poll_transmit(now, buf) {
+            self.session_sent += buf.len() as u64;
+            return Some(t);
+        }
+        if self.throttled() {
+            return None;
+        }
+        buf.clear();
+        let t = self.poll_jobs(now, buf)?;
+        self.catch_up_sent += buf.len() as u64;
+        Some(t)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        // Throttled catch-ups wait for the session's next event (their
+        // timers would otherwise fire with nothing allowed to send).
+        let jobs = (!self.throttled())
+            .then(|| {
+                self.jobs
+                    .values()
+                    .filter_map(|j| j.sender.poll_timeout())
+                    .min()
+            })
+            .flatten();
+        [jobs, self.session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.session.handle_timeout(now);
+        }
+        for job in self.jobs.values_mut() {
+            if job.sender.poll_timeout().is_some_and(|t| t <= now) {
+                job.sender.handle_timeout(now);
+            }
+        }
+        self.service();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::request::{encode_request, Request};
+    use super::*;
+    use fanout_core::drain;
+    use fanout_transport::session::{JoinPolicy, SessionConfig};
+    use fanout_transport::wire::{accept_header, decode_frames, Frame};
+    use fanout_transport::Receiver;
+
+    const SENDER: &str = "10.0.0.1:6000";
+    const MEMBER: &str = "10.0.0.2:7000";
+
+    fn request(session_id: u64, member_id: u64, end: u64) -> Vec<u8> {
+        let mut d = Vec::new();
+        let r = Request {
+            session_id,
+            member_id,
+            end,
+            max_payload: 1400,
+            window: 1 << 20,
+            timestamp: 0,
+        };
+        encode_request(&r, 0, &mut d);
+        d
+    }
+
+    /// Destinations of what `e` sends now.
+    fn sent(e: &mut CatchUpServer, now: Instant) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        drain(e, now, &mut buf, 1000, |t, b| {
+            out.push((t.destination, b.to_vec()))
+        });
+        out
+    }
+
+    #[test]
+    fn only_members_get_a_bounded_number_of_catch_ups() {
+        let dir = std::env::temp_dir().join(format!("fanout-cus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.bin");
+        std::fs::write(&path, vec![5u8; 1 << 20]).unwrap();
+        let manifest = Manifest {
+            size: 1 << 20,
+            name: "f.bin".into(),
+        };
+        let config = SessionConfig {
+            join: JoinPolicy::CatchUp,
+            ..SessionConfig::default()
+        };
+        let now = Instant::ZERO;
+        let (sid, sender, member) = (77, SENDER.parse().unwrap(), MEMBER.parse().unwrap());
+        let session = SessionSender::new(config.clone(), sid, now);
+        let mut s = CatchUpServer::new(session, sid, path, manifest, config.transport.clone());
+        // A real member joins, then the session sends the manifest and data.
+        let mut r = Receiver::join(config.transport.clone(), sender, now);
+        let mut buf = Vec::new();
+        drain(&mut r, now, &mut buf, 10, |_, b| {
+            s.handle_datagram(now, member, b)
+        });
+        assert_eq!(s.member_count(), 1);
+        let mut feed = crate::file_feed::FileFeed::open(&dir.join("f.bin")).unwrap();
+        feed.feed(&mut s);
+        let out = sent(&mut s, now);
+        let accept = out.iter().find_map(|(_, d)| {
+            let (_, body) = accept_header(d).ok()?;
+            match decode_frames(body).next()? {
+                Ok(Frame::Accept(a)) => Some(a.member_id),
+                _ => None,
+            }
+        });
+        let id = accept.expect("accepted");
+        let snd_nxt = s.snd_nxt();
+        assert!(snd_nxt > 0, "data went out");
+        let at = |port: u16| SocketAddr::new(member.ip(), port);
+        // Refused: a stranger's IP, another member id, a range beyond what
+        // was sent, an empty range, another session.
+        let stranger: SocketAddr = "10.0.0.66:9000".parse().unwrap();
+        s.handle_datagram(now, stranger, &request(sid, id, snd_nxt));
+        s.handle_datagram(now, at(9001), &request(sid, id + 1, snd_nxt));
+        s.handle_datagram(now, at(9002), &request(sid, id, snd_nxt + 1));
+        s.handle_datagram(now, at(9003), &request(sid, id, 0));
+        s.handle_datagram(now, at(9004), &request(sid + 1, id, snd_nxt));
+        assert_eq!(s.active(), 0);
+        // (the other-session request reached the session, which drops it)
+        assert_eq!(s.catch_up_stats().refused, 4);
+        // Accepted: the member, from its catch-up port; a repeat is absorbed
+        // by the running catch-up.
+        s.handle_datagram(now, at(9100), &request(sid, id, snd_nxt));
+        s.handle_datagram(now, at(9100), &request(sid, id, snd_nxt));
+        assert_eq!((s.active(), s.catch_up_stats().started), (1, 1));
+        let to_catch_up = sent(&mut s, now)
+            .into_iter()
+            .filter(|(to, _)| *to == at(9100))
+            .count();
+        assert!(to_catch_up >= 1, "the catch-up sender connects back");
+        // A flood of requests from many ports: bounded by MAX_CATCH_UPS.
+        for port in 10_000..10_100 {
+            s.handle_datagram(now, at(port), &request(sid, id, snd_nxt));
+        }
+        assert_eq!(s.active(), MAX_CATCH_UPS);
+        assert_eq!(
+            s.catch_up_stats().refused,
+            4 + 100 - (MAX_CATCH_UPS as u64 - 1)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,301 @@
+//! A late joiner's output: the session stream arrives in two parts — the
+//! missed prefix `[0, start)` from the catch-up transfer and the live part
+//! `[start, end)` from the session — and each byte is written at its place
+//! in `NAME.part`. Once both parts are complete the file is hashed back
+//! from disk (BLAKE3) and renamed only if it matches the trailer.
+
+use crate::file_proto::{Manifest, TRAILER_LEN};
+use anyhow::{bail, ensure, Context, Result};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Longest stream head held while the manifest is still incomplete, bytes.
+const MAX_HEAD_BYTES: usize = 4096;
+
+/// The file being assembled from a prefix and a live part.
+pub struct SplitFile {
+    output: PathBuf,
+    /// Where the live part starts (the member's start offset).
+    start: u64,
+    /// Stream bytes `[0, head.len())` while the manifest is not parsed yet.
+    head: Vec<u8>,
+    manifest: Option<(Manifest, u64)>,
+    paths: Option<(PathBuf, PathBuf)>,
+    file: Option<File>,
+    trailer: [u8; TRAILER_LEN],
+    prefix_pos: u64,
+    live_pos: u64,
+    body_written: u64,
+}
+
+impl SplitFile {
+    /// Output for a member whose live part starts at `start`; `output` is a
+    /// file path or a directory, as for `fanout recv -o`.
+    pub fn new(output: PathBuf, start: u64) -> Self {
+        SplitFile {
+            output,
+            start,
+            head: Vec::new(),
+            manifest: None,
+            paths: None,
+            file: None,
+            trailer: [0; TRAILER_LEN],
+            prefix_pos: 0,
+            live_pos: start,
+            body_written: 0,
+        }
+    }
+
+    /// The manifest, once parsed.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref().map(|(m, _)| m)
+    }
+
+    /// Final and `.part` paths, once the manifest named the file.
+    pub fn paths(&self) -> Option<&(PathBuf, PathBuf)> {
+        self.paths.as_ref()
+    }
+
+    /// File bytes written so far (both parts).
+    pub fn body_written(&self) -> u64 {
+        self.body_written
+    }
+
+    /// True once the whole prefix `[0, start)` arrived.
+    pub fn prefix_complete(&self) -> bool {
+        self.prefix_pos == self.start
+    }
+
+    /// True when live bytes may be taken: the manifest is known, or the
+    /// whole prefix is in and the manifest needs live bytes to complete.
+    /// (Until then live bytes stay in the session receiver, whose window
+    /// holds them — the prefix's first datagram carries the manifest.)
+    pub fn wants_live(&self) -> bool {
+        self.manifest.is_some() || self.prefix_pos == self.start
+    }
+
+    /// The next prefix bytes (the catch-up stream, in order from 0).
+    pub fn put_prefix(&mut self, data: &[u8]) -> Result<()> {
+        let off = self.prefix_pos;
+        ensure!(
+            off + data.len() as u64 <= self.start,
+            "the catch-up sent more than the missed prefix"
+        );
+        self.prefix_pos += data.len() as u64;
+        self.put(off, data)
+    }
+
+    /// The next live bytes (the session stream, in order from `start`).
+    pub fn put_live(&mut self, data: &[u8]) -> Result<()> {
+        let off = self.live_pos;
+        self.live_pos += data.len() as u64;
+        self.put(off, data)
+    }
+
+    fn put(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        if self.manifest.is_some() {
+            return self.place(off, data);
+        }
+        ensure!(
+            off == self.head.len() as u64,
+            "stream head out of order (at {off}, have {})",
+            self.head.len()
+        );
+        self.head.extend_from_slice(data);
+        let Some((m, used)) = Manifest::decode(&self.head)? else {
+            ensure!(self.head.len() < MAX_HEAD_BYTES, "manifest too long");
+            return Ok(());
+        };
+        let (path, part) = crate::cmd_recv::target_path(&self.output, &m.name);
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&part)
+            .with_context(|| format!("cannot create {}", part.display()))?;
+        self.file = Some(f);
+        self.paths = Some((path, part));
+        self.manifest = Some((m, used as u64));
+        let rest = self.head.split_off(used);
+        self.head = Vec::new();
+        self.place(used as u64, &rest)
+    }
+
+    /// Writes stream bytes `[off, off + len)` where they belong.
+    fn place(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        let Some((m, hlen)) = &self.manifest else {
+            bail!("no manifest");
+        };
+        let body = *hlen..*hlen + m.size;
+        let trailer = body.end..body.end + TRAILER_LEN as u64;
+        let end = off + data.len() as u64;
+        ensure!(
+            end <= trailer.end,
+            "the sender sent more than the file and its hash"
+        );
+        let (a, b) = (off.max(body.start), end.min(body.end));
+        if a < b {
+            let f = self.file.as_ref().context("no output")?;
+            f.write_all_at(
+                &data[(a - off) as usize..(b - off) as usize],
+                a - body.start,
+            )
+            .context("write error")?;
+            self.body_written += b - a;
+        }
+        let (a, b) = (off.max(trailer.start), end.min(trailer.end));
+        if a < b {
+            self.trailer[(a - trailer.start) as usize..(b - trailer.start) as usize]
+                .copy_from_slice(&data[(a - off) as usize..(b - off) as usize]);
+        }
+        Ok(())
+    }
+
+    /// Checks that both parts are complete (`stream_len` is the session's
+    /// end of stream), hashes the file back from disk and renames it into
+    /// place if the hash matches the trailer. Returns the hash, hex.
+    pub fn complete(&mut self, stream_len: Option<u64>) -> Result<String> {
+        let (m, hlen) = self
+            .manifest
+            .clone()
+            .context("the stream ended before the file's manifest")?;
+        let total = hlen + m.size + TRAILER_LEN as u64;
+        ensure!(
+            self.prefix_pos == self.start,
+            "missed prefix incomplete: {} of {} bytes",
+            self.prefix_pos,
+            self.start
+        );
+        ensure!(
+            stream_len == Some(total) && self.live_pos == total,
+            "session stream incomplete or of the wrong length ({} of {total} bytes)",
+            self.live_pos
+        );
+        let (path, part) = self.paths.clone().context("no output")?;
+        let f = self.file.take().context("no output")?;
+        f.sync_all().context("fsync")?;
+        drop(f);
+        let hash = hash_file(&part)?;
+        if hash.as_bytes()[..] != self.trailer[..] {
+            let _ = std::fs::remove_file(&part);
+            bail!("BLAKE3 mismatch: {} discarded", path.display());
+        }
+        std::fs::rename(&part, &path)
+            .with_context(|| format!("cannot rename to {}", path.display()))?;
+        Ok(hash.to_hex().to_string())
+    }
+
+    /// Removes the `.part` file (after a failure).
+    pub fn abandon(&mut self) {
+        self.file.take();
+        if let Some((_, part)) = &self.paths {
+            let _ = std::fs::remove_file(part);
+        }
+    }
+}
+
+/// BLAKE3 of a file's contents, read back from disk.
+fn hash_file(path: &Path) -> Result<blake3::Hash> {
+    let mut f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).context("read error")?;
+        if n == 0 {
+            return Ok(hasher.finalize());
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(data: &[u8], name: &str) -> Vec<u8> {
+        let mut s = Manifest {
+            size: data.len() as u64,
+            name: name.into(),
+        }
+        .encode();
+        s.extend_from_slice(data);
+        s.extend_from_slice(blake3::hash(data).as_bytes());
+        s
+    }
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("fanout-split-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn interleaved_prefix_and_live_parts_make_the_file() {
+        let mut data = vec![0u8; 300_000];
+        fanout_core::Rng::new(9).fill(&mut data);
+        let s = stream(&data, "f.bin");
+        // Starts inside the manifest, in the body, and inside the trailer.
+        for start in [5usize, 20, 150_000, s.len() - 10] {
+            let d = dir(&format!("ok{start}"));
+            let mut out = SplitFile::new(d.clone(), start as u64);
+            let (prefix, live) = s.split_at(start);
+            let mut p = prefix.chunks(7_777);
+            let mut l = live.chunks(10_000);
+            loop {
+                let mut progressed = false;
+                if let Some(c) = p.next() {
+                    out.put_prefix(c).unwrap();
+                    progressed = true;
+                }
+                if out.wants_live() {
+                    if let Some(c) = l.next() {
+                        out.put_live(c).unwrap();
+                        progressed = true;
+                    }
+                }
+                if !progressed {
+                    break;
+                }
+            }
+            let hex = out.complete(Some(s.len() as u64)).unwrap();
+            assert_eq!(hex, blake3::hash(&data).to_hex().to_string());
+            assert!(
+                std::fs::read(d.join("f.bin")).unwrap() == data,
+                "start {start}"
+            );
+            assert!(!d.join("f.bin.part").exists());
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+
+    #[test]
+    fn a_corrupt_or_short_stream_never_looks_complete() {
+        let data = vec![7u8; 50_000];
+        let mut s = stream(&data, "g.bin");
+        let d = dir("bad");
+        let mut out = SplitFile::new(d.clone(), 1000);
+        out.put_prefix(&s[..1000]).unwrap();
+        s[20_000] ^= 1; // corrupt one live byte
+        out.put_live(&s[1000..]).unwrap();
+        assert!(out.complete(Some(s.len() as u64)).is_err());
+        assert!(!d.join("g.bin").exists() && !d.join("g.bin.part").exists());
+        let mut out = SplitFile::new(d.clone(), 1000);
+        out.put_prefix(&s[..999]).unwrap();
+        out.put_live(&s[1000..]).unwrap();
+        assert!(out.complete(Some(s.len() as u64)).is_err(), "prefix short");
+        out.abandon();
+        assert!(!d.join("g.bin.part").exists());
+        let mut out = SplitFile::new(d.clone(), 1000);
+        assert!(out.put_prefix(&s[..1001]).is_err(), "prefix too long");
+        let mut out = SplitFile::new(d.clone(), 1000);
+        out.put_prefix(&s[..1000]).unwrap();
+        let mut long = s[1000..].to_vec();
+        long.push(0);
+        assert!(out.put_live(&long).is_err(), "more than file and hash");
+        out.abandon();
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,321 @@
+//! `fanout stream send` (stdin into a live session) and `fanout stream
+//! recv` (a live session onto stdout), issue 3 §7.
+//!
+//! The stream is raw bytes: no manifest, no trailer. The session is live
+//! ([`JoinPolicy::Live`]): receivers present when data starts get the whole
+//! stream; a late joiner starts at the sender's current position and gets
+//! the suffix from there (its `start_offset` in the report). The sender
+//! finishes the session at end of input. Neither end blocks its event loop
+//! on the pipe ([`crate::pipe`]); a slow stdout at a receiver closes its
+//! receive window, which slows the session down to it (slowest-receiver
+//! release), and stdin is read no faster than the session sends.
+
+use crate::net_opts::{random_session_id, TransportOpts};
+use crate::pipe::{InputFeed, OutputDrain, CHUNK_BYTES};
+use crate::recv_counters::{close_label, receiver_counters};
+use crate::report::{drops_map, goodput_bps, peak_rss_bytes, OutputOpts, TransferReport};
+use crate::session_args::SessionSendArgs;
+use crate::session_net::{
+    open_member_endpoint, open_sender_endpoint, run_session, JoinSpec, SessionSpec,
+};
+use crate::session_view::SessionView;
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use fanout_io::{Clock, Driver};
+use fanout_transport::session::{JoinPolicy, SessionSender};
+use fanout_transport::{CloseReason, Receiver};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// Arguments of `fanout stream`.
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    #[command(subcommand)]
+    pub command: StreamCommand,
+}
+
+/// The two ends of a stream.
+#[derive(Debug, Subcommand)]
+pub enum StreamCommand {
+    /// Send stdin to every receiver of a live session until end of input.
+    Send(StreamSendArgs),
+    /// Join a live session and write what arrives to stdout (messages and
+    /// the --json report go to stderr).
+    Recv(StreamRecvArgs),
+}
+
+/// Arguments of `fanout stream send`.
+#[derive(Debug, Args)]
+#[command(
+    mut_arg("wait_for", |a| a.help("Start streaming once this many receivers joined ...")),
+    mut_arg("wait_secs", |a| a.help(
+        "... or this many seconds after the sender started, if at least one \
+         joined. Later joiners start at the current position"
+    )),
+    mut_arg("ttl", |a| a.help("Multicast TTL (1 = this link only)")),
+    mut_arg("repair_threshold", |a| a.help(
+        "Repair by multicast when more than this share of receivers miss a \
+         segment, otherwise by unicast"
+    )),
+    mut_arg("stall_timeout", |a| a.help("Evict a receiver that makes no progress for this long")),
+)]
+pub struct StreamSendArgs {
+    /// Multicast to every receiver that joins this group (`fanout stream
+    /// recv --group G:PORT --from THIS-HOST:PORT`).
+    #[arg(long, value_name = "GROUP:PORT", required_unless_present = "unicast")]
+    pub group: Option<SocketAddr>,
+    /// Send each receiver its own copy by unicast instead of multicasting
+    /// (also chosen automatically, with a warning, when the group cannot be
+    /// used). Receivers join with `--from` (with or without `--group`).
+    #[arg(long)]
+    pub unicast: bool,
+    /// Local address to bind: the address receivers name in --from.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub bind: SocketAddr,
+    #[command(flatten)]
+    pub session: SessionSendArgs,
+    #[command(flatten)]
+    pub out: OutputOpts,
+    #[command(flatten)]
+    pub net: TransportOpts,
+}
+
+/// Arguments of `fanout stream recv`.
+#[derive(Debug, Args)]
+pub struct StreamRecvArgs {
+    /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub from: String,
+    /// Join this multicast group; without it, data comes by unicast only
+    /// (the sender must fan out by unicast).
+    #[arg(long, value_name = "GROUP:PORT")]
+    pub group: Option<SocketAddr>,
+    /// With --group: the local IPv4 address of the interface to join on.
+    #[arg(long, value_name = "ADDR")]
+    pub interface: Option<Ipv4Addr>,
+    /// With an IPv4 --group: accept its datagrams from this source only
+    /// (source-specific multicast, IGMPv3), usually the sender's address.
+    #[arg(long, value_name = "ADDR", requires = "group")]
+    pub source: Option<Ipv4Addr>,
+    /// Without --group: local address to bind (default: any, port chosen).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with = "group")]
+    pub listen: Option<SocketAddr>,
+    /// Give up if the sender does not accept within this many seconds (0 =
+    /// the transport's handshake timeout).
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    pub wait: u64,
+    /// `--json` prints the report on stderr (stdout carries the stream).
+    #[command(flatten)]
+    pub out: OutputOpts,
+    #[command(flatten)]
+    pub net: TransportOpts,
+}
+
+/// Streams `input` to the session's receivers; returns the report.
+pub fn stream_send(
+    args: &StreamSendArgs,
+    input: impl Read + Send + 'static,
+) -> Result<TransferReport> {
+    args.session.validate()?;
+    let spec = SessionSpec {
+        group: args.group,
+        unicast: args.unicast,
+        bind: args.bind,
+        ttl: args.session.ttl,
+    };
+    let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
+    let clock = Clock::new();
+    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let config = args
+        .session
+        .config(args.net.transport(), delivery.group(), JoinPolicy::Live);
+    let mut session = SessionSender::new(config, random_session_id(), clock.now());
+    let mut feed = InputFeed::spawn(input, driver.waker());
+    let quiet = args.out.quiet || args.out.json;
+    let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
+    let mut started = None;
+    let give_up = clock.now() + Duration::from_secs(args.session.wait_secs);
+    let mut nobody = false;
+    let io = run_session(
+        &mut driver,
+        &mut session,
+        &mut delivery,
+        |s| s,
+        |s, now| {
+            feed.feed(s);
+            view.poll_events(s);
+            if s.snd_nxt() > 0 {
+                started.get_or_insert(now);
+            }
+            view.update(s, now, s.bytes_acked_by_all());
+            // The input is over and nobody ever came: nothing to wait for.
+            nobody = feed.ended() && s.stats().members_joined == 0 && now >= give_up;
+            s.close_reason().is_some() || nobody
+        },
+    );
+    view.finish();
+    let io = io?;
+    if let Some(e) = feed.take_error() {
+        return Err(e);
+    }
+    if nobody {
+        bail!(
+            "no receiver joined within {} s (`fanout stream recv --from {}`)",
+            args.session.wait_secs,
+            args.bind
+        );
+    }
+    let reason = session
+        .close_reason()
+        .cloned()
+        .unwrap_or(CloseReason::IdleTimeout);
+    if reason != CloseReason::Completed {
+        bail!("stream to {} failed: {reason}", delivery.peer_label());
+    }
+    let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
+    let st = session.stats();
+    let bytes = feed.bytes();
+    Ok(TransferReport {
+        role: "stream-send",
+        peer: delivery.peer_label(),
+        file: "-".into(),
+        bytes,
+        seconds,
+        goodput_bps: goodput_bps(bytes, seconds),
+        blake3: feed.blake3_hex(),
+        verified: false,
+        close: reason.to_string(),
+        transport: [
+            ("datagrams_sent", st.datagrams_sent),
+            ("datagrams_received", st.datagrams_received),
+            ("data_segments", st.data_segments),
+            ("fanout_copies", st.fanout_copies),
+            ("multicast_repairs", st.multicast_repairs),
+            ("unicast_repairs", st.unicast_repairs),
+            ("acks_received", st.acks_received),
+            ("rto_events", st.rto_events),
+            ("members_joined", st.members_joined),
+            ("members_left", st.members_left),
+            ("members_left_unreported", view.left_dropped()),
+            ("send_syscalls", io.send_syscalls),
+            ("datagrams_sent_by_driver", io.datagrams_sent),
+        ]
+        .into_iter()
+        .collect(),
+        drops: drops_map(&st.drops),
+        injected_drops: io.impair_rx.dropped(),
+        peak_rss_bytes: peak_rss_bytes(),
+        members: view.member_reports(&session),
+        delivery: Some(delivery.report()),
+    })
+}
+
+/// Receives the stream into `output`; returns the report.
+pub fn stream_recv(
+    args: &StreamRecvArgs,
+    output: impl Write + Send + 'static,
+) -> Result<TransferReport> {
+    let from = crate::cmd_send::resolve(&args.from)?;
+    let endpoint = open_member_endpoint(&JoinSpec {
+        group: args.group,
+        from,
+        interface: args.interface,
+        listen: args.listen,
+        source: args.source,
+    })?;
+    if !args.out.quiet {
+        eprintln!("fanout: listening on {}", endpoint.local_addr());
+    }
+    let clock = Clock::new();
+    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut transport = args.net.transport();
+    if args.wait > 0 {
+        transport.handshake_timeout = Duration::from_secs(args.wait);
+    }
+    let mut receiver = Receiver::join(transport, from, clock.now());
+    let mut out = OutputDrain::spawn(output, driver.waker());
+    let bar = crate::progress::stream_bar("recv", args.out.quiet || args.out.json);
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut app_error: Option<anyhow::Error> = None;
+    let mut started = None;
+    let io = driver.run(&mut receiver, |r, now| {
+        if r.peer().is_none() {
+            return r.is_closed();
+        }
+        started.get_or_insert(now);
+        while app_error.is_none() {
+            match out.has_room() {
+                Ok(true) => {}
+                Ok(false) => break, // stdout lags: leave the data in the window
+                Err(e) => {
+                    r.reset(3, "receiver's output failed");
+                    app_error = Some(e);
+                    break;
+                }
+            }
+            let n = r.read(&mut buf);
+            if n == 0 {
+                break;
+            }
+            if let Err(e) = out.push(buf[..n].to_vec()) {
+                r.reset(3, "receiver's output failed");
+                app_error = Some(e);
+            }
+        }
+        bar.set_position(out.bytes());
+        r.is_closed() || app_error.is_some()
+    });
+    bar.finish_and_clear();
+    let io = io?;
+    let flushed = out.finish();
+    if let Some(e) = app_error {
+        return Err(e);
+    }
+    flushed?;
+    let Some(peer) = receiver.peer() else {
+        bail!("the sender at {from} did not accept");
+    };
+    if !receiver.is_finished() {
+        let why = receiver
+            .close_reason()
+            .map_or("unknown".into(), |r| r.to_string());
+        bail!("stream from {peer} ended early: {why}");
+    }
+    let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
+    let st = receiver.stats();
+    let mut transport = receiver_counters(st);
+    transport.insert("start_offset", receiver.start_offset());
+    transport.insert("recv_syscalls", io.recv_syscalls);
+    let bytes = out.bytes();
+    Ok(TransferReport {
+        role: "stream-recv",
+        peer: peer.to_string(),
+        file: "-".into(),
+        bytes,
+        seconds,
+        goodput_bps: goodput_bps(bytes, seconds),
+        blake3: out.blake3_hex(),
+        verified: false,
+        close: close_label(&receiver),
+        transport,
+        drops: drops_map(&st.drops),
+        injected_drops: io.impair_rx.dropped(),
+        peak_rss_bytes: peak_rss_bytes(),
+        members: Vec::new(),
+        delivery: None,
+    })
+}
+
+/// Runs `fanout stream`.
+pub fn run(args: StreamArgs) -> Result<()> {
+    match args.command {
+        StreamCommand::Send(a) => stream_send(&a, std::io::stdin())
+            .context("stream send")?
+            .print(a.out.json),
+        StreamCommand::Recv(a) => stream_recv(&a, std::io::stdout())
+            .context("stream recv")?
+            .eprint(a.out.json),
+    }
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! Byte pipes between the event loop and blocking I/O (stdin, stdout):
+//! each blocking end runs on its own thread and talks to the loop through a
+//! bounded channel, so a slow or idle pipe never blocks the engine, and the
+//! thread wakes the loop ([`fanout_io::Waker`]) when it has news.
+
+use crate::file_feed::StreamSink;
+use anyhow::{anyhow, Result};
+use fanout_io::Waker;
+use std::io::{Read, Write};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::thread::JoinHandle;
+
+/// Bytes per read from the input, and per chunk handed to the output.
+pub const CHUNK_BYTES: usize = 64 << 10;
+/// Chunks in flight between a pipe thread and the loop (at most
+/// `CHUNK_BYTES × PIPE_CHUNKS` = 1 MiB buffered beyond the session's own
+/// buffers).
+pub const PIPE_CHUNKS: usize = 16;
+
+enum Input {
+    Data(Vec<u8>),
+    End,
+    Failed(std::io::Error),
+}
+
+/// An input stream (stdin) read on its own thread and written into a
+/// stream as the stream takes it; at end of input the stream is finished.
+pub struct InputFeed {
+    rx: Receiver<Input>,
+    chunk: Vec<u8>,
+    used: usize,
+    hasher: blake3::Hasher,
+    bytes: u64,
+    ended: bool,
+    error: Option<anyhow::Error>,
+}
+
+impl InputFeed {
+    /// Starts reading `input` on a thread that wakes the loop via `waker`
+    /// after each chunk. The thread ends at end of input, on a read error,
+    /// or when the feed is dropped.
+    pub fn spawn(mut input: impl Read + Send + 'static, waker: Waker) -> InputFeed {
+        let (tx, rx) = mpsc::sync_channel(PIPE_CHUNKS);
+        std::thread::spawn(move || loop {
+            let mut buf = vec![0u8; CHUNK_BYTES];
+            let msg = match input.read(&mut buf) {
+                Ok(0) => Input::End,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Input::Data(buf)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => Input::Failed(e),
+            };
+            let last = !matches!(msg, Input::Data(_));
+            if tx.send(msg).is_err() {
+                return; // the loop is gone
+            }
+            waker.wake();
+            if last {
+                return;
+            }
+        });
+        InputFeed {
+            rx,
+            chunk: Vec::new(),
+            used: 0,
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
+            ended: false,
+            error: None,
+        }
+    }
+
+    /// Moves what is available into `s` as far as it takes it now; never
+    /// blocks. At end of input, finishes `s`; on a read error, aborts it.
+    pub fn feed(&mut self, s: &mut impl StreamSink) {
+        while !self.ended && self.error.is_none() {
+            if self.used == self.chunk.len() {
+                match self.rx.try_recv() {
+                    Ok(Input::Data(d)) => (self.chunk, self.used) = (d, 0),
+                    Ok(Input::End) | Err(TryRecvError::Disconnected) => {
+                        self.ended = true;
+                        s.finish();
+                    }
+                    Ok(Input::Failed(e)) => {
+                        self.error = Some(anyhow!(e).context("cannot read the input"));
+                        s.abort("sender's input failed");
+                    }
+                    Err(TryRecvError::Empty) => return,
+                }
+                continue;
+            }
+            let n = s.write(&self.chunk[self.used..]);
+            if n == 0 {
+                return;
+            }
+            self.hasher.update(&self.chunk[self.used..self.used + n]);
+            self.used += n;
+            self.bytes += n as u64;
+        }
+    }
+
+    /// Bytes written into the stream so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Whether the input ended and the stream was finished.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The read error that aborted the stream, if any.
+    pub fn take_error(&mut self) -> Option<anyhow::Error> {
+        self.error.take()
+    }
+
+    /// BLAKE3 of the bytes written so far, hex.
+    pub fn blake3_hex(&self) -> String {
+        self.hasher.finalize().to_hex().to_string()
+    }
+}
+
+/// An output stream (stdout) written on its own thread. The loop offers
+/// chunks; when the thread lags, offers are refused and the loop stops
+/// reading from the transport, whose receive window then closes — the
+/// sender slows down instead of the loop blocking.
+pub struct OutputDrain {
+    tx: Option<SyncSender<Vec<u8>>>,
+    held: Option<Vec<u8>>,
+    thread: Option<JoinHandle<std::io::Result<()>>>,
+    hasher: blake3::Hasher,
+    bytes: u64,
+}
+
+impl OutputDrain {
+    /// Starts writing to `output` on a thread that wakes the loop via
+    /// `waker` after each chunk (room for more).
+    pub fn spawn(mut output: impl Write + Send + 'static, waker: Waker) -> OutputDrain {
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(PIPE_CHUNKS);
+        let thread = std::thread::spawn(move || {
+            for chunk in rx {
+                let written = output.write_all(&chunk).and_then(|()| output.flush());
+                waker.wake();
+                written?;
+            }
+            output.flush()
+        });
+        OutputDrain {
+            tx: Some(tx),
+            held: None,
+            thread: Some(thread),
+            hasher: blake3::Hasher::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Whether a new chunk would be taken now (nothing is held back).
+    pub fn has_room(&mut self) -> Result<bool> {
+        let Some(chunk) = self.held.take() else {
+            return Ok(true);
+        };
+        self.offer(chunk)?;
+        Ok(self.held.is_none())
+    }
+
+    /// Hands `chunk` to the writer thread, or holds it until
+    /// [`OutputDrain::has_room`] finds room. Fails if the writer failed.
+    pub fn push(&mut self, chunk: Vec<u8>) -> Result<()> {
+        debug_assert!(self.held.is_none(), "check has_room first");
+        self.hasher.update(&chunk);
+        self.bytes += chunk.len() as u64;
+        self.offer(chunk)
+    }
+
+    fn offer(&mut self, chunk: Vec<u8>) -> Result<()> {
+        let tx = self.tx.as_ref().ok_or_else(|| anyhow!("output closed"))?;
+        match tx.try_send(chunk) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(c)) => {
+                self.held = Some(c);
+                Ok(())
+            }
+            Err(TrySendError::Disconnected(_)) => Err(self
+                .finish()
+                .err()
+                .unwrap_or_else(|| anyhow!("the output writer stopped"))),
+        }
+    }
+
+    /// Bytes handed to the output so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// BLAKE3 of the bytes handed to the output, hex.
+    pub fn blake3_hex(&self) -> String {
+        self.hasher.finalize().to_hex().to_string()
+    }
+
+    /// Writes what is held, waits for the writer to finish, reports its error.
+    pub fn finish(&mut self) -> Result<()> {
+        if let (Some(tx), Some(chunk)) = (self.tx.as_ref(), self.held.take()) {
+            // Blocking is fine now: the transfer is over.
+            let _ = tx.send(chunk);
+        }
+        self.tx = None;
+        match self.thread.take().map(|t| t.join()) {
+            None => Ok(()),
+            Some(Ok(r)) => r.map_err(|e| anyhow!(e).context("cannot write the output")),
+            Some(Err(_)) => Err(anyhow!("the output writer panicked")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_sink::Sink;
+    use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
+
+    fn waker() -> (Driver, Waker) {
+        let ep = UdpEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let d = Driver::new(ep, Clock::new(), DriverConfig::default()).unwrap();
+        let w = d.waker();
+        (d, w)
+    }
+
+    #[test]
+    fn input_arrives_whole_through_a_small_window_and_finishes() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (_d, w) = waker();
+        let mut feed = InputFeed::spawn(std::io::Cursor::new(data.clone()), w);
+        let mut sink = Sink {
+            room: 1000,
+            ..Sink::default()
+        };
+        for _ in 0..100_000 {
+            feed.feed(&mut sink);
+            if sink.finished {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        assert!(sink.finished && feed.ended());
+        assert!(sink.got == data);
+        assert_eq!(feed.bytes(), data.len() as u64);
+        assert_eq!(feed.blake3_hex(), blake3::hash(&data).to_hex().to_string());
+    }
+
+    #[test]
+    fn output_keeps_order_and_reports_a_failing_writer() {
+        let (_d, w) = waker();
+        let path = std::env::temp_dir().join(format!("fanout-pipe-{}", std::process::id()));
+        let mut out = OutputDrain::spawn(std::fs::File::create(&path).unwrap(), w.clone());
+        let mut want = Vec::new();
+        for i in 0..100u8 {
+            while !out.has_room().unwrap() {
+                std::thread::yield_now();
+            }
+            let chunk = vec![i; 1000 + usize::from(i)];
+            want.extend_from_slice(&chunk);
+            out.push(chunk).unwrap();
+        }
+        out.finish().unwrap();
+        assert!(std::fs::read(&path).unwrap() == want);
+        assert_eq!(out.bytes(), want.len() as u64);
+        let _ = std::fs::remove_file(&path);
+
+        // A real pipe whose reading end is closed: writes fail (EPIPE).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut out = OutputDrain::spawn(writer, w);
+        out.push(vec![1; 10]).unwrap();
+        let mut failed = false;
+        for _ in 0..1000 {
+            let offered =
+                out.has_room()
+                    .and_then(|room| if room { out.push(vec![2; 10]) } else { Ok(()) });
+            if offered.is_err() {
+                failed = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(failed || out.finish().is_err());
+    }
+}

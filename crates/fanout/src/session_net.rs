@@ -1,0 +1,312 @@
+//! Where a session's data goes (issue 3 §6): multicast once to the group,
+//! or a unicast copy to each receiver — asked for with `--unicast`, or
+//! chosen automatically, and said so, when the group cannot be used (its
+//! socket options are refused or no route covers it, at the start, or a
+//! send to it fails later). Also the receiver's side: the socket a member
+//! joins a session on.
+
+use anyhow::{bail, ensure, Context, Result};
+use fanout_core::{Engine, Instant};
+use fanout_io::{Driver, EndpointConfig, RunStats, UdpEndpoint};
+use fanout_transport::session::SessionSender;
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// How a session sender was asked to deliver.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSpec {
+    /// Multicast group (`--group`), if any.
+    pub group: Option<SocketAddr>,
+    /// `--unicast`: fan out by unicast even if a group is given.
+    pub unicast: bool,
+    /// Local address (`--bind`), the one receivers name in `--from`.
+    pub bind: SocketAddr,
+    /// Multicast TTL / hop limit, hops.
+    pub ttl: u32,
+}
+
+/// How the session's data actually reaches receivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Each segment is sent once, to this group.
+    Multicast(SocketAddr),
+    /// Each segment is sent once per receiver, to its own address.
+    Unicast {
+        /// Why the group was not used, for an automatic fallback; `None`
+        /// when `--unicast` asked for it.
+        fallback: Option<String>,
+    },
+}
+
+/// [`Delivery`] as the `--json` report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryReport {
+    /// "multicast" or "unicast".
+    pub mode: &'static str,
+    /// The group, when multicast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Why unicast was chosen automatically (absent when asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl Delivery {
+    /// The group to multicast to (`SessionConfig::group`); `None` fans out.
+    pub fn group(&self) -> Option<SocketAddr> {
+        match self {
+            Delivery::Multicast(g) => Some(*g),
+            Delivery::Unicast { .. } => None,
+        }
+    }
+
+    /// The report form.
+    pub fn report(&self) -> DeliveryReport {
+        match self {
+            Delivery::Multicast(g) => DeliveryReport {
+                mode: "multicast",
+                group: Some(g.to_string()),
+                fallback: None,
+            },
+            Delivery::Unicast { fallback } => DeliveryReport {
+                mode: "unicast",
+                group: None,
+                fallback: fallback.clone(),
+            },
+        }
+    }
+
+    /// Where the report says the data went: the group, or "unicast".
+    pub fn peer_label(&self) -> String {
+        self.group()
+            .map_or("unicast fan-out".into(), |g| g.to_string())
+    }
+}
+
+/// Chooses the delivery: `--unicast` wins; otherwise the group must be a
+/// multicast address of the bind address's IP version (a mistake in the
+/// flags is an error, not a reason to fall back); then `setup` prepares the
+/// socket for it, and if that fails the session falls back to unicast.
+pub fn decide(
+    spec: &SessionSpec,
+    setup: impl FnOnce(SocketAddr) -> Result<()>,
+) -> Result<Delivery> {
+    if spec.unicast {
+        return Ok(Delivery::Unicast { fallback: None });
+    }
+    let Some(group) = spec.group else {
+        bail!("a session needs --group GROUP:PORT or --unicast");
+    };
+    ensure!(
+        group.ip().is_multicast(),
+        "--group {group}: {} is not a multicast address",
+        group.ip()
+    );
+    ensure!(
+        group.is_ipv4() == spec.bind.is_ipv4(),
+        "--group {group} and --bind {} are of different IP versions",
+        spec.bind
+    );
+    Ok(match setup(group) {
+        Ok(()) => Delivery::Multicast(group),
+        Err(e) => Delivery::Unicast {
+            // The outermost message only: socket errors already name their cause.
+            fallback: Some(format!("cannot use multicast group {group}: {e}")),
+        },
+    })
+}
+
+/// Multicast socket options for sending to `group`, then a route check.
+fn setup_group(ep: &UdpEndpoint, group: SocketAddr, ttl: u32) -> Result<()> {
+    match ep.local_addr().ip() {
+        IpAddr::V4(local) => {
+            ep.set_multicast_ttl_v4(ttl)?;
+            ep.set_multicast_loop_v4(true)?;
+            if !local.is_unspecified() {
+                ep.set_multicast_if_v4(local)?;
+            }
+        }
+        IpAddr::V6(_) => ep.set_multicast_hops_v6(ttl)?,
+    }
+    ep.check_multicast_route(group).map_err(|e| {
+        let cause = std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
+        anyhow::anyhow!("no route to the group ({cause})")
+    })
+}
+
+/// Binds the session sender's socket and decides the delivery; an
+/// automatic fallback is announced on stderr (always: it changes what the
+/// sender's link carries).
+pub fn open_sender_endpoint(spec: &SessionSpec) -> Result<(UdpEndpoint, Delivery)> {
+    let ep = UdpEndpoint::bind(spec.bind).with_context(|| format!("cannot bind {}", spec.bind))?;
+    let delivery = decide(spec, |g| setup_group(&ep, g, spec.ttl))?;
+    if let Delivery::Unicast {
+        fallback: Some(why),
+    } = &delivery
+    {
+        eprintln!(
+            "fanout: warning: {why}; falling back to unicast fan-out (one copy per receiver)"
+        );
+    }
+    Ok((ep, delivery))
+}
+
+/// Runs a session sender's event loop like [`Driver::run`], and falls back
+/// to unicast fan-out — announced on stderr and recorded in `delivery` —
+/// if the kernel refuses a send to the group (e.g. its route went away
+/// mid-session). `session` reaches the [`SessionSender`] inside `engine`.
+pub fn run_session<E: Engine>(
+    driver: &mut Driver,
+    engine: &mut E,
+    delivery: &mut Delivery,
+    session: impl Fn(&mut E) -> &mut SessionSender,
+    mut stop: impl FnMut(&mut E, Instant) -> bool,
+) -> Result<RunStats> {
+    let max_wait = driver.config().max_wait;
+    while !stop(engine, driver.clock().now()) {
+        driver.step(engine, max_wait)?;
+        let Some((to, kind)) = driver.take_send_error() else {
+            continue;
+        };
+        if let Delivery::Multicast(group) = *delivery {
+            if to == group {
+                let why = format!("sending to multicast group {group} failed ({kind})");
+                eprintln!(
+                    "fanout: warning: {why}; falling back to unicast fan-out \
+                     (one copy per receiver)"
+                );
+                session(engine).fall_back_to_unicast();
+                *delivery = Delivery::Unicast {
+                    fallback: Some(why),
+                };
+            }
+        }
+    }
+    driver.flush_queued(driver.config().linger)?;
+    Ok(driver.stats())
+}
+
+/// How a receiver joins a session.
+#[derive(Debug, Clone, Copy)]
+pub struct JoinSpec {
+    /// The group to join, if the sender multicasts.
+    pub group: Option<SocketAddr>,
+    /// The session sender.
+    pub from: SocketAddr,
+    /// Local IPv4 interface address to join on (kernel's choice if absent).
+    pub interface: Option<Ipv4Addr>,
+    /// Local address without a group (default: any address, any port).
+    pub listen: Option<SocketAddr>,
+    /// Accept the group's datagrams from this source only (IPv4
+    /// source-specific multicast, RFC 4607).
+    pub source: Option<Ipv4Addr>,
+}
+
+/// Binds a member's socket: on the group's port, joined to the group (for
+/// one source only with `source`); or,
+/// without a group, on `listen` (data then comes by unicast only). A group
+/// that cannot be joined is reported on stderr and the member goes on by
+/// unicast — which works when the sender fans out by unicast.
+pub fn open_member_endpoint(spec: &JoinSpec) -> Result<UdpEndpoint> {
+    let Some(group) = spec.group else {
+        let bind = spec.listen.unwrap_or(match spec.from {
+            SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
+            SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
+        });
+        return UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"));
+    };
+    ensure!(
+        group.ip().is_multicast(),
+        "--group {group}: {} is not a multicast address",
+        group.ip()
+    );
+    let bind = match group {
+        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), group.port()),
+        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), group.port()),
+    };
+    let config = EndpointConfig {
+        reuse_address: true,
+        ..EndpointConfig::default()
+    };
+    let ep =
+        UdpEndpoint::bind_with(bind, &config).with_context(|| format!("cannot bind {bind}"))?;
+    let interface = spec.interface.unwrap_or(Ipv4Addr::UNSPECIFIED);
+    let joined = match (group.ip(), spec.source) {
+        (IpAddr::V4(g), None) => ep.join_multicast_v4(g, interface),
+        (IpAddr::V4(g), Some(source)) => ep.join_source_multicast_v4(g, source, interface),
+        (IpAddr::V6(_), Some(_)) => {
+            bail!("--source: source-specific joins are supported for IPv4 groups only")
+        }
+        (ip @ IpAddr::V6(_), None) => ep.join_multicast(ip),
+    };
+    if let Err(e) = joined {
+        eprintln!(
+            "fanout: warning: cannot join {}: {e}; receiving by unicast only \
+             (works if the sender fans out by unicast)",
+            group.ip()
+        );
+    }
+    Ok(ep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(group: Option<&str>, unicast: bool, bind: &str) -> SessionSpec {
+        SessionSpec {
+            group: group.map(|g| g.parse().unwrap()),
+            unicast,
+            bind: bind.parse().unwrap(),
+            ttl: 1,
+        }
+    }
+
+    #[test]
+    fn unicast_flag_wins_without_touching_the_group() {
+        let d = decide(&spec(Some("239.1.1.1:7000"), true, "10.0.0.1:6000"), |_| {
+            panic!("no group setup when --unicast")
+        })
+        .unwrap();
+        assert_eq!(d, Delivery::Unicast { fallback: None });
+        assert_eq!(d.group(), None);
+        let d = decide(&spec(None, true, "10.0.0.1:6000"), |_| unreachable!()).unwrap();
+        assert_eq!(d.report().mode, "unicast");
+    }
+
+    #[test]
+    fn a_usable_group_is_multicast_and_a_failing_one_falls_back() {
+        let s = spec(Some("239.1.1.1:7000"), false, "10.0.0.1:6000");
+        let d = decide(&s, |_| Ok(())).unwrap();
+        assert_eq!(d, Delivery::Multicast("239.1.1.1:7000".parse().unwrap()));
+        let d = decide(&s, |_| bail!("Network is unreachable (os error 101)")).unwrap();
+        let Delivery::Unicast {
+            fallback: Some(why),
+        } = &d
+        else {
+            panic!("{d:?}")
+        };
+        assert!(
+            why.contains("239.1.1.1:7000") && why.contains("unreachable"),
+            "{why}"
+        );
+        assert!(d.report().fallback.is_some());
+    }
+
+    #[test]
+    fn flag_mistakes_are_errors_not_fallbacks() {
+        let ok = |_| Ok(());
+        assert!(decide(&spec(None, false, "10.0.0.1:6000"), ok).is_err());
+        assert!(decide(&spec(Some("10.0.0.9:7000"), false, "10.0.0.1:6000"), ok).is_err());
+        assert!(decide(&spec(Some("[ff15::1]:7000"), false, "10.0.0.1:6000"), ok).is_err());
+    }
+
+    #[test]
+    fn real_socket_setup_on_loopback_multicasts() {
+        // Bound to a specific address, Linux routes multicast out of its
+        // interface: the real setup succeeds and no fallback happens.
+        let s = spec(Some("239.255.77.2:7000"), false, "127.0.0.1:0");
+        let (_ep, d) = open_sender_endpoint(&s).unwrap();
+        assert_eq!(d, Delivery::Multicast("239.255.77.2:7000".parse().unwrap()));
+    }
+}
