@@ -123,6 +123,17 @@ impl Net {
         next
     }
 
+    /// A new member joins now.
+    fn join(&mut self, transport: &fanout_transport::TransportConfig) {
+        self.members.push(Receiver::join(
+            transport.clone(),
+            SENDER.parse().unwrap(),
+            self.now,
+        ));
+        self.dead.push(false);
+        self.got.push(Vec::new());
+    }
+
     fn run(&mut self, limit: Duration) {
         let end = Instant::ZERO + limit;
         while self.now < end {
@@ -303,14 +314,7 @@ fn a_live_late_joiner_starts_at_the_current_position() {
         net.got[0].len() < data.len() / 2,
         "join must fall mid-stream"
     );
-    let joined_at = net.now;
-    net.members.push(Receiver::join(
-        cfg.transport.clone(),
-        SENDER.parse().unwrap(),
-        joined_at,
-    ));
-    net.dead.push(false);
-    net.got.push(Vec::new());
+    net.join(&cfg.transport);
     net.run(Duration::from_secs(60));
     let start = net
         .events
@@ -346,16 +350,7 @@ fn catch_up_admits_a_late_joiner_at_the_current_position() {
     // position (small but > 0) instead of waiting for data never in flight
     // to it.
     net.run(Duration::from_millis(5));
-    let join = |net: &mut Net| {
-        net.members.push(Receiver::join(
-            cfg.transport.clone(),
-            SENDER.parse().unwrap(),
-            net.now,
-        ));
-        net.dead.push(false);
-        net.got.push(Vec::new());
-    };
-    join(&mut net);
+    net.join(&cfg.transport);
     // Run until every member read past the 1 MiB send buffer (so offset 0
     // was released), in 10 ms steps of virtual time.
     let mut t = Duration::from_millis(5);
@@ -371,7 +366,7 @@ fn catch_up_admits_a_late_joiner_at_the_current_position() {
     // Member 4 joins now: admitted (FromStart would refuse it) at the
     // current send position, which its ACCEPT tells it.
     let before = net.sender.snd_nxt();
-    join(&mut net);
+    net.join(&cfg.transport);
     net.run(Duration::from_secs(60));
     let starts: BTreeMap<u64, u64> = net
         .events
@@ -459,13 +454,7 @@ fn from_start_joiner_after_the_first_sends_gets_the_missed_prefix() {
     }
     assert!(net.sender.snd_nxt() > 0, "data went out before the join");
     hold.set(true);
-    net.members.push(Receiver::join(
-        cfg.transport.clone(),
-        SENDER.parse().unwrap(),
-        net.now,
-    ));
-    net.dead.push(false);
-    net.got.push(Vec::new());
+    net.join(&cfg.transport);
     net.run(t + Duration::from_millis(20));
     hold.set(false);
     net.run(Duration::from_secs(30));
