@@ -25,7 +25,10 @@ use crate::catch_up::prefix::SpoolPrefix;
 use crate::catch_up::CatchUpServer;
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::recv_counters::receiver_counters;
-use crate::report::{drops_map, goodput_bps, peak_rss_bytes, MemberReport, OutputOpts};
+use crate::report::{
+    drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
+    OutputOpts,
+};
 use crate::session_args::SessionSendArgs;
 use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, DeliveryReport, JoinSpec, SessionSpec,
@@ -269,32 +272,16 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     if let Some(why) = failed {
         bail!("upstream {from} failed: {why}");
     }
-    let reason = session
-        .close_reason()
-        .cloned()
-        .unwrap_or(CloseReason::IdleTimeout);
-    if reason != CloseReason::Completed {
-        bail!("session to {} failed: {reason}", delivery.peer_label());
-    }
+    let reason = require_completed(
+        session.close_reason(),
+        format_args!("session to {}", delivery.peer_label()),
+    )?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let cu = session.catch_up_stats().clone();
-    let transport = [
-        ("datagrams_sent", st.datagrams_sent),
-        ("datagrams_received", st.datagrams_received),
-        ("data_segments_multicast", st.data_segments),
-        ("fanout_copies", st.fanout_copies),
-        ("multicast_repairs", st.multicast_repairs),
-        ("unicast_repairs", st.unicast_repairs),
-        ("acks_received", st.acks_received),
-        ("members_joined", st.members_joined),
-        ("members_left", st.members_left),
-        ("catch_ups_completed", cu.completed),
-        ("catch_up_bytes", cu.bytes),
-        ("send_syscalls", stats.send_syscalls),
-    ]
-    .into_iter()
-    .collect();
+    let transport = file_session_counters(st, &cu, stats.send_syscalls)
+        .into_iter()
+        .collect();
     let mut upstream_transport = up.transport;
     upstream_transport.insert("recv_syscalls", up.stats.recv_syscalls);
     upstream_transport.insert("bytes_read", up.bytes);

@@ -5,12 +5,13 @@ use crate::file_feed::FileFeed;
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::progress::bytes_bar;
 use crate::report::{
-    drops_map, goodput_bps, peak_rss_bytes, MemberReport, OutputOpts, TransferReport,
+    drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
+    OutputOpts, TransferReport,
 };
 use crate::session_args::SessionSendArgs;
 use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
 use crate::session_view::SessionView;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionSender};
@@ -101,13 +102,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     if let Some(e) = feed.take_error() {
         return Err(e);
     }
-    let reason = sender
-        .close_reason()
-        .cloned()
-        .unwrap_or(CloseReason::IdleTimeout);
-    if reason != CloseReason::Completed {
-        bail!("transfer to {peer} failed: {reason}");
-    }
+    let reason = require_completed(sender.close_reason(), format_args!("transfer to {peer}"))?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = sender.stats();
     let transport = vec![
@@ -184,33 +179,15 @@ fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     if let Some(e) = feed.take_error() {
         return Err(e);
     }
-    let reason = session
-        .close_reason()
-        .cloned()
-        .unwrap_or(CloseReason::IdleTimeout);
-    if reason != CloseReason::Completed {
-        bail!("session to {} failed: {reason}", delivery.peer_label());
-    }
+    let reason = require_completed(
+        session.close_reason(),
+        format_args!("session to {}", delivery.peer_label()),
+    )?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let cu = session.catch_up_stats().clone();
     let members = view.member_reports(&session);
-    let transport = vec![
-        ("datagrams_sent", st.datagrams_sent),
-        ("datagrams_received", st.datagrams_received),
-        ("data_segments_multicast", st.data_segments),
-        ("fanout_copies", st.fanout_copies),
-        ("multicast_repairs", st.multicast_repairs),
-        ("unicast_repairs", st.unicast_repairs),
-        ("acks_received", st.acks_received),
-        ("members_joined", st.members_joined),
-        ("members_left", st.members_left),
-        ("catch_ups_completed", cu.completed),
-        ("catch_ups_failed", cu.failed),
-        ("catch_up_bytes", cu.bytes),
-        ("catch_up_requests_refused", cu.refused),
-        ("send_syscalls", stats.send_syscalls),
-    ];
+    let transport = file_session_counters(st, &cu, stats.send_syscalls);
     let mut report = sent_report(
         delivery.peer_label(),
         &feed,

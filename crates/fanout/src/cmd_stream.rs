@@ -13,7 +13,9 @@
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::pipe::{InputFeed, OutputDrain, CHUNK_BYTES};
 use crate::recv_counters::{close_label, receiver_counters};
-use crate::report::{drops_map, goodput_bps, peak_rss_bytes, OutputOpts, TransferReport};
+use crate::report::{
+    drops_map, goodput_bps, peak_rss_bytes, require_completed, OutputOpts, TransferReport,
+};
 use crate::session_args::SessionSendArgs;
 use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, run_session, JoinSpec, SessionSpec,
@@ -23,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use fanout_io::{Clock, Driver};
 use fanout_transport::session::{JoinPolicy, SessionSender};
-use fanout_transport::{CloseReason, Receiver};
+use fanout_transport::Receiver;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -166,13 +168,10 @@ pub fn stream_send(
             args.bind
         );
     }
-    let reason = session
-        .close_reason()
-        .cloned()
-        .unwrap_or(CloseReason::IdleTimeout);
-    if reason != CloseReason::Completed {
-        bail!("stream to {} failed: {reason}", delivery.peer_label());
-    }
+    let reason = require_completed(
+        session.close_reason(),
+        format_args!("stream to {}", delivery.peer_label()),
+    )?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let bytes = feed.bytes();
@@ -244,6 +243,10 @@ pub fn stream_recv(
             return r.is_closed();
         }
         started.get_or_insert(now);
+        // The session may close (every byte acknowledged) while bytes wait
+        // in the receive buffer because stdout lagged: stop only once they
+        // are all read.
+        let mut drained = false;
         while app_error.is_none() {
             match out.has_room() {
                 Ok(true) => {}
@@ -256,6 +259,7 @@ pub fn stream_recv(
             }
             let n = r.read(&mut buf);
             if n == 0 {
+                drained = true;
                 break;
             }
             if let Err(e) = out.push(buf[..n].to_vec()) {
@@ -264,7 +268,7 @@ pub fn stream_recv(
             }
         }
         bar.set_position(out.bytes());
-        r.is_closed() || app_error.is_some()
+        (r.is_closed() && drained) || app_error.is_some()
     });
     bar.finish_and_clear();
     let io = io?;

@@ -1,8 +1,50 @@
 //! End-of-run summaries: one human line set, or JSON for scripts.
 
+use crate::catch_up::server::CatchUpStats;
 use fanout_core::stats::DropCounters;
+use fanout_transport::session::SessionStats;
+use fanout_transport::CloseReason;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::fmt::Display;
+
+/// How a sending engine ended (a missing reason counts as an idle timeout);
+/// an error naming `what` unless it completed.
+pub fn require_completed(
+    reason: Option<&CloseReason>,
+    what: impl Display,
+) -> anyhow::Result<CloseReason> {
+    let reason = reason.cloned().unwrap_or(CloseReason::IdleTimeout);
+    if reason != CloseReason::Completed {
+        anyhow::bail!("{what} failed: {reason}");
+    }
+    Ok(reason)
+}
+
+/// A file session sender's counters (`send --group`, `relay`): the session's
+/// and its catch-ups'.
+pub fn file_session_counters(
+    st: &SessionStats,
+    cu: &CatchUpStats,
+    send_syscalls: u64,
+) -> Vec<(&'static str, u64)> {
+    vec![
+        ("datagrams_sent", st.datagrams_sent),
+        ("datagrams_received", st.datagrams_received),
+        ("data_segments_multicast", st.data_segments),
+        ("fanout_copies", st.fanout_copies),
+        ("multicast_repairs", st.multicast_repairs),
+        ("unicast_repairs", st.unicast_repairs),
+        ("acks_received", st.acks_received),
+        ("members_joined", st.members_joined),
+        ("members_left", st.members_left),
+        ("catch_ups_completed", cu.completed),
+        ("catch_ups_failed", cu.failed),
+        ("catch_up_bytes", cu.bytes),
+        ("catch_up_requests_refused", cu.refused),
+        ("send_syscalls", send_syscalls),
+    ]
+}
 
 /// Output flags shared by the commands that report a transfer.
 #[derive(Debug, Clone, Copy, clap::Args)]

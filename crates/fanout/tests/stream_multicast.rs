@@ -145,13 +145,13 @@ fn stream(
             .find('{')
             .and_then(|at| serde_json::from_str::<serde_json::Value>(&err[at..]).ok())
             .unwrap_or_else(|| panic!("receiver {}: no JSON report: {err}", i + 1));
-        reports.push(report);
         assert!(
             got == data,
-            "receiver {}: {} bytes, differ",
+            "receiver {}: {} bytes, differ; its report: {report}",
             i + 1,
             got.len()
         );
+        reports.push(report);
     }
     (sent, stderr, reports)
 }
