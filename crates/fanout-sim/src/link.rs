@@ -9,7 +9,7 @@
 use crate::ids::{LinkId, NodeId};
 use crate::loss::{LossModel, LossSpec};
 use crate::packet::Packet;
-use crate::queue::{Queue, QueueConfig};
+use crate::queue::{Queue, QueueConfig, WireSize};
 use crate::stats::{LinkStats, NetDrop};
 use fanout_core::time::duration_nanos;
 use fanout_core::{Instant, Rng};
@@ -61,7 +61,7 @@ impl LinkConfig {
 
 /// What happened to a packet offered to a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Offer {
+pub enum Offer {
     /// The link was idle: serialization started and ends at this instant.
     Started(Instant),
     /// Waiting in the queue.
@@ -72,39 +72,42 @@ pub(crate) enum Offer {
 
 /// What the end of a serialization produced.
 #[derive(Debug)]
-pub(crate) struct TxDone {
-    /// The packet, arriving at the far end at this instant (None: lost).
-    pub arrival: Option<(Instant, Packet)>,
-    /// Id of the packet that finished.
-    pub uid: u64,
+pub struct TxDone<P> {
+    /// The packet that finished serializing.
+    pub packet: P,
+    /// When it reaches the far end; `None`: the loss model lost it.
+    pub arrival: Option<Instant>,
     /// Wire bytes of the packet that finished.
     pub wire_bytes: u32,
     /// The next packet's serialization ends at this instant.
     pub next_done: Option<Instant>,
 }
 
-/// A directed link and its state.
+/// The model of one directed link — queue, serializer, propagation delay
+/// and loss — as a state machine driven by a clock it does not own.
+///
+/// The caller offers packets ([`LinkModel::offer`]), calls
+/// [`LinkModel::finish_tx`] at each instant the model returned as the end
+/// of a serialization, and [`LinkModel::arrived`] when a propagating packet
+/// reaches the far end. The simulator passes virtual time; `fanout-lab`'s
+/// emulator passes the real clock's scheduled instants: one implementation,
+/// two clocks. Times handed in must not decrease.
 #[derive(Debug)]
-pub struct Link {
-    id: LinkId,
-    from: NodeId,
-    to: NodeId,
+pub struct LinkModel<P> {
     config: LinkConfig,
-    queue: Queue,
+    queue: Queue<P>,
     loss: LossModel,
     rng: Rng,
-    on_wire: Option<Packet>,
+    on_wire: Option<P>,
     /// Packets in propagation.
     in_flight: usize,
     stats: LinkStats,
 }
 
-impl Link {
-    pub(crate) fn new(id: LinkId, from: NodeId, to: NodeId, config: LinkConfig, rng: Rng) -> Self {
-        Link {
-            id,
-            from,
-            to,
+impl<P: WireSize> LinkModel<P> {
+    /// An idle, empty link drawing its randomness (loss, RED) from `rng`.
+    pub fn new(config: LinkConfig, rng: Rng) -> Self {
+        LinkModel {
             queue: Queue::new(config.queue),
             loss: LossModel::new(config.loss),
             config,
@@ -113,21 +116,6 @@ impl Link {
             in_flight: 0,
             stats: LinkStats::default(),
         }
-    }
-
-    /// This link's id.
-    pub fn id(&self) -> LinkId {
-        self.id
-    }
-
-    /// Sending node.
-    pub fn from(&self) -> NodeId {
-        self.from
-    }
-
-    /// Receiving node.
-    pub fn to(&self) -> NodeId {
-        self.to
     }
 
     /// Parameters.
@@ -160,8 +148,13 @@ impl Link {
         self.in_flight
     }
 
+    /// Whether a packet is being serialized.
+    pub fn busy(&self) -> bool {
+        self.on_wire.is_some()
+    }
+
     /// Offers a packet at `now`.
-    pub(crate) fn offer(&mut self, packet: Packet, now: Instant) -> Offer {
+    pub fn offer(&mut self, packet: P, now: Instant) -> Offer {
         self.stats.offered_packets += 1;
         if self.on_wire.is_none() {
             // Idle link: RED still sees the arrival (avg decays over idle time).
@@ -189,15 +182,19 @@ impl Link {
 
     fn start_next(&mut self, now: Instant) -> Option<Instant> {
         let p = self.queue.dequeue()?;
-        let done = now + self.config.tx_time(p.wire_bytes);
+        let done = now + self.config.tx_time(p.wire_size());
         self.on_wire = Some(p);
         Some(done)
     }
 
     /// The packet on the wire finished serializing at `now`.
-    pub(crate) fn finish_tx(&mut self, now: Instant) -> TxDone {
-        let p = self.on_wire.take().expect("finish_tx with an idle link");
-        let (uid, wire_bytes) = (p.uid, p.wire_bytes);
+    ///
+    /// # Panics
+    ///
+    /// If no packet is being serialized (the caller's schedule is wrong).
+    pub fn finish_tx(&mut self, now: Instant) -> TxDone<P> {
+        let packet = self.on_wire.take().expect("finish_tx with an idle link");
+        let wire_bytes = packet.wire_size();
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += u64::from(wire_bytes);
         let arrival = if self.loss.lose(&mut self.rng) {
@@ -205,29 +202,109 @@ impl Link {
             None
         } else {
             self.in_flight += 1;
-            Some((now + self.config.delay, p))
+            Some(now + self.config.delay)
         };
         let next_done = self.start_next(now);
         if next_done.is_none() {
             self.queue.on_idle(now);
         }
         TxDone {
+            packet,
             arrival,
-            uid,
             wire_bytes,
             next_done,
         }
     }
 
     /// The oldest in-flight packet reached the far end.
-    pub(crate) fn arrived(&mut self) {
+    pub fn arrived(&mut self) {
         self.stats.delivered_packets += 1;
         self.in_flight -= 1;
+    }
+}
+
+/// A directed link of the simulated network and its state.
+#[derive(Debug)]
+pub struct Link {
+    id: LinkId,
+    from: NodeId,
+    to: NodeId,
+    model: LinkModel<Packet>,
+}
+
+impl Link {
+    pub(crate) fn new(id: LinkId, from: NodeId, to: NodeId, config: LinkConfig, rng: Rng) -> Self {
+        Link {
+            id,
+            from,
+            to,
+            model: LinkModel::new(config, rng),
+        }
+    }
+
+    /// This link's id.
+    pub fn id(&self) -> LinkId {
+        self.id
+    }
+
+    /// Sending node.
+    pub fn from(&self) -> NodeId {
+        self.from
+    }
+
+    /// Receiving node.
+    pub fn to(&self) -> NodeId {
+        self.to
+    }
+
+    /// Parameters.
+    pub fn config(&self) -> &LinkConfig {
+        self.model.config()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &LinkStats {
+        self.model.stats()
+    }
+
+    /// Packets waiting in the queue (excluding the one on the wire).
+    pub fn queue_packets(&self) -> usize {
+        self.model.queue_packets()
+    }
+
+    /// Wire bytes waiting in the queue (excluding the one on the wire).
+    pub fn queue_bytes(&self) -> u64 {
+        self.model.queue_bytes()
+    }
+
+    /// RED's average queue, if the queue is RED.
+    pub fn red_avg(&self) -> Option<f64> {
+        self.model.red_avg()
+    }
+
+    /// Packets in propagation (serialized, not yet arrived).
+    pub fn in_flight_packets(&self) -> usize {
+        self.model.in_flight_packets()
+    }
+
+    /// Offers a packet at `now`.
+    pub(crate) fn offer(&mut self, packet: Packet, now: Instant) -> Offer {
+        self.model.offer(packet, now)
+    }
+
+    /// The packet on the wire finished serializing at `now`.
+    pub(crate) fn finish_tx(&mut self, now: Instant) -> TxDone<Packet> {
+        self.model.finish_tx(now)
+    }
+
+    /// The oldest in-flight packet reached the far end.
+    pub(crate) fn arrived(&mut self) {
+        self.model.arrived();
     }
 
     /// Nanoseconds of propagation delay.
     pub fn delay_nanos(&self) -> u64 {
-        duration_nanos(self.config.delay)
+        duration_nanos(self.model.config().delay)
     }
 }
 

@@ -856,9 +856,10 @@ impl Simulator {
     fn on_tx_done(&mut self, l: LinkId) {
         let r = self.links[l.index()].finish_tx(self.now);
         match r.arrival {
-            Some((at, p)) => {
+            Some(at) => {
                 let lane = self.arrive_lanes[l.index()];
-                self.events.schedule_in(lane, at, Event::Arrive(l, p));
+                self.events
+                    .schedule_in(lane, at, Event::Arrive(l, r.packet));
             }
             None => {
                 trace!(
@@ -866,7 +867,7 @@ impl Simulator {
                     "{} drop {} #{} {}B {}",
                     self.now.as_nanos(),
                     l,
-                    r.uid,
+                    r.packet.uid,
                     r.wire_bytes,
                     NetDrop::RandomLoss
                 );

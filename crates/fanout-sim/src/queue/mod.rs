@@ -119,6 +119,20 @@ impl QueueConfig {
     }
 }
 
+/// What a queue and a link need to know about a packet: its size on the
+/// wire. The simulator queues [`Packet`]s; `fanout-lab`'s emulator queues
+/// real IP datagrams through the same code.
+pub trait WireSize {
+    /// Bytes the packet occupies on the wire (headers included).
+    fn wire_size(&self) -> u32;
+}
+
+impl WireSize for Packet {
+    fn wire_size(&self) -> u32 {
+        self.wire_bytes
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Discipline {
     DropTail(QueueLimit),
@@ -128,13 +142,13 @@ enum Discipline {
 /// A FIFO of waiting packets with its discipline. The packet being
 /// serialized is not in the queue and does not count against the limit.
 #[derive(Debug, Clone)]
-pub struct Queue {
-    packets: VecDeque<Packet>,
+pub struct Queue<P = Packet> {
+    packets: VecDeque<P>,
     bytes: u64,
     discipline: Discipline,
 }
 
-impl Queue {
+impl<P: WireSize> Queue<P> {
     /// An empty queue with the given discipline.
     pub fn new(config: QueueConfig) -> Self {
         let discipline = match config {
@@ -170,12 +184,12 @@ impl Queue {
     /// decay. On `Err` the packet has been dropped for that reason.
     pub fn enqueue(
         &mut self,
-        packet: Packet,
+        packet: P,
         now: Instant,
         link_rate_bps: u64,
         rng: &mut Rng,
     ) -> Result<(), NetDrop> {
-        let size = u64::from(packet.wire_bytes);
+        let size = u64::from(packet.wire_size());
         let limit = match &mut self.discipline {
             Discipline::DropTail(limit) => *limit,
             Discipline::Red(red) => {
@@ -195,9 +209,9 @@ impl Queue {
     }
 
     /// Takes the head packet for transmission.
-    pub fn dequeue(&mut self) -> Option<Packet> {
+    pub fn dequeue(&mut self) -> Option<P> {
         let p = self.packets.pop_front()?;
-        self.bytes -= u64::from(p.wire_bytes);
+        self.bytes -= u64::from(p.wire_size());
         Some(p)
     }
 

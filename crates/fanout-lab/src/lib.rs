@@ -1,0 +1,38 @@
+//! `fanout lab`: emulated networks of real processes on one machine.
+//!
+//! A [`Topology`] (TOML) names hosts, routers, links and multicast groups.
+//! [`Lab::build`] gives every host its own network namespace whose only
+//! interface is a TUN device; a user-space link emulator reads the
+//! datagrams the hosts' kernels send, carries them across the emulated
+//! links and routers, and writes them into the destination hosts' TUN
+//! devices. Each link is the simulator's own [`fanout_sim::LinkModel`]
+//! (queue — DropTail or RED —, serializer, propagation delay, Bernoulli or
+//! Gilbert–Elliott loss), here driven by the real clock instead of virtual
+//! time: one implementation, two clocks. The emulator measures how late it
+//! releases each packet and marks a run invalid when it falls behind.
+//!
+//! [`run`] builds a lab, runs the topology's commands in their hosts,
+//! collects exit codes and output, and tears everything down — also on
+//! timeout, cancellation (Ctrl-C in the CLI) and errors. Needs root
+//! (namespaces, TUN); Linux only.
+
+mod emu;
+mod error;
+mod lab;
+mod probe;
+mod routing;
+mod run;
+mod tcp;
+pub mod topo;
+
+pub use emu::{
+    classify, Classified, Core, CoreCounters, EmuPacket, EmuReport, Emulator, Lateness,
+    LatenessSummary, LinkReport, Snapshot,
+};
+pub use error::LabError;
+pub use lab::{Lab, LabHost, TUN_IF};
+pub use probe::{expected_one_way, ProbeConfig, ProbeReport, IP_UDP_OVERHEAD, MAX_PROBES};
+pub use routing::Routes;
+pub use run::{run, CommandReport, Outcome, RunOptions, RunReport};
+pub use tcp::{TcpSink, TcpSource};
+pub use topo::Topology;
