@@ -234,3 +234,46 @@ fn losses_at_the_receivers_are_repaired_through_the_api() {
     assert!(repairs > 0, "3% loss must have needed repairs: {summary:?}");
     eprintln!("1 MiB to 2 receivers at 3% loss: {repairs} repairs");
 }
+
+/// Session relay: two receivers each send more than one upstream window;
+/// the sender's application gets each member's bytes exactly, in order,
+/// with its end, and a receiver's `flush` returns once all was
+/// acknowledged.
+#[test]
+fn upstream_bytes_of_two_receivers_arrive_whole_at_the_sender() {
+    use std::collections::BTreeMap;
+    let mut session = SessionListener::bind(v4(), SessionOptions::unicast().wait_for(2)).unwrap();
+    let sender = session.local_addr();
+    let receivers: Vec<_> = (0..2u64)
+        .map(|i| {
+            std::thread::spawn(move || -> std::io::Result<(u64, Vec<u8>)> {
+                let mut conn = Subscriber::subscribe(None, v4())?.connect(sender)?;
+                let mine = pseudo_random(150_000 + i as usize, 40 + i);
+                let mut up = conn.upstream();
+                up.write_all(&mine)?;
+                up.flush()?; // every byte acknowledged by the sender
+                conn.finish_upstream();
+                let mut rest = Vec::new();
+                conn.read_to_end(&mut rest)?;
+                Ok((conn.member_id(), mine))
+            })
+        })
+        .collect();
+    let mut got: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut ended = 0;
+    while ended < 2 {
+        let up = session
+            .recv_upstream(Duration::from_secs(20))
+            .unwrap()
+            .expect("upstream within 20 s");
+        got.entry(up.member.0).or_default().extend(&up.bytes);
+        ended += usize::from(up.finished);
+    }
+    session.finish().unwrap();
+    for r in receivers {
+        let (id, mine) = r.join().unwrap().unwrap();
+        assert!(got.get(&id) == Some(&mine), "member {id}");
+    }
+    let st = session.summary();
+    assert_eq!(st.close, Some(fanout_transport::CloseReason::Completed));
+}

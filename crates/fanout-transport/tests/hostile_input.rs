@@ -14,7 +14,7 @@ use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
 use fanout_transport::wire::{
     accept_header, decode_frames, AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame, DataFrame,
-    Frame, Header, HeaderFlags, SkipFrame, MAX_ACK_INTERVAL_US,
+    Frame, Header, HeaderFlags, SkipFrame, UpstreamAckFrame, UpstreamFrame, MAX_ACK_INTERVAL_US,
 };
 use fanout_transport::{Receiver, Sender, TransportConfig};
 use proptest::prelude::*;
@@ -85,6 +85,15 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
         2 => (1u32..=64, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us }))),
         2 => Just(enc(Frame::Ping)),
         2 => Just(enc(Frame::Padding)),
+        // Session relay frames: neither unicast engine takes them.
+        1 => (0u64..70_000, any::<u32>(), any::<bool>(), 0usize..1300)
+            .prop_map(|(offset, timestamp, fin, len)| {
+                let payload = vec![0x3c; len];
+                enc(Frame::Upstream(UpstreamFrame { offset, timestamp, fin, payload: &payload }))
+            }),
+        1 => (0u64..70_000, 0u64..70_000, any::<u32>()).prop_map(|(cumulative, window, timestamp_echo)| {
+            enc(Frame::UpstreamAck(UpstreamAckFrame { cumulative, window, timestamp_echo }))
+        }),
         // Rare: they end the session.
         1 => (0u64..3, any::<bool>()).prop_map(|(code, reset)| {
             let c = CloseFrame { code, reason: "x" };

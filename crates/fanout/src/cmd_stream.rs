@@ -9,6 +9,12 @@
 //! on the pipe ([`crate::pipe`]); a slow stdout at a receiver closes its
 //! receive window, which slows the session down to it (slowest-receiver
 //! release), and stdin is read no faster than the session sends.
+//!
+//! Session relay (TCP-SMO §IV.B, [`crate::upstream_relay`]): `stream recv
+//! --upstream` sends the receiver's stdin to the sender on its own
+//! connection; `stream send --echo-upstream` re-multicasts each complete
+//! line of it, prefixed with the receiver's address, and `--upstream-out
+//! FILE` writes those lines to a file.
 
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::pipe::{InputFeed, OutputDrain, CHUNK_BYTES};
@@ -21,6 +27,7 @@ use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, run_session, JoinSpec, SessionSpec,
 };
 use crate::session_view::SessionView;
+use crate::upstream_relay::{UpstreamRelay, UpstreamSink};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use fanout_io::{Clock, Driver};
@@ -28,6 +35,7 @@ use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::Receiver;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Arguments of `fanout stream`.
@@ -75,6 +83,16 @@ pub struct StreamSendArgs {
     /// Local address to bind: the address receivers name in --from.
     #[arg(long, value_name = "ADDR:PORT")]
     pub bind: SocketAddr,
+    /// Session relay: re-multicast each complete line a receiver sends
+    /// upstream (`stream recv --upstream`) to every receiver, prefixed with
+    /// `[ADDR] ` (that receiver's address). Lines are inserted between
+    /// lines of the input, so a text stream stays line by line.
+    #[arg(long)]
+    pub echo_upstream: bool,
+    /// Session relay: write each line receivers send upstream, prefixed
+    /// with `[ADDR] `, to FILE (created or truncated).
+    #[arg(long, value_name = "FILE")]
+    pub upstream_out: Option<PathBuf>,
     #[command(flatten)]
     pub session: SessionSendArgs,
     #[command(flatten)]
@@ -107,6 +125,12 @@ pub struct StreamRecvArgs {
     /// the transport's handshake timeout).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
     pub wait: u64,
+    /// Session relay: send this process's stdin to the sender on this
+    /// receiver's own connection (the sender shows it with `stream send
+    /// --echo-upstream` or `--upstream-out`). End of stdin ends the
+    /// upstream only; receiving goes on until the session ends.
+    #[arg(long)]
+    pub upstream: bool,
     /// `--json` prints the report on stderr (stdout carries the stream).
     #[command(flatten)]
     pub out: OutputOpts,
@@ -136,6 +160,20 @@ pub fn stream_send(
     let mut feed = InputFeed::spawn(input, driver.waker());
     let quiet = args.out.quiet || args.out.json;
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
+    let mut relay = match &args.upstream_out {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            Some(OutputDrain::spawn(file, driver.waker()))
+        }
+        None => None,
+    }
+    .map(|out| UpstreamRelay::new(args.echo_upstream, Some(out)))
+    .or_else(|| args.echo_upstream.then(|| UpstreamRelay::new(true, None)));
+    if relay.is_some() {
+        view.watch_upstream();
+    }
+    let mut relay_error = None;
     let mut started = None;
     let give_up = clock.now() + Duration::from_secs(args.session.wait_secs);
     let mut nobody = false;
@@ -147,6 +185,13 @@ pub fn stream_send(
         |s, now| {
             feed.feed(s);
             view.poll_events(s);
+            if let Some(r) = relay.as_mut() {
+                let events = view.take_upstream();
+                if let Err(e) = r.pump(s, events, feed.at_line_start(), feed.ended()) {
+                    s.abort("sender's upstream output failed");
+                    relay_error = Some(e);
+                }
+            }
             if s.snd_nxt() > 0 {
                 started.get_or_insert(now);
             }
@@ -158,6 +203,12 @@ pub fn stream_send(
     );
     view.finish();
     let io = io?;
+    if let Some(e) = relay_error {
+        return Err(e);
+    }
+    if let Some(r) = relay.as_mut() {
+        r.finish()?;
+    }
     if let Some(e) = feed.take_error() {
         return Err(e);
     }
@@ -175,6 +226,42 @@ pub fn stream_send(
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let bytes = feed.bytes();
+    let mut transport: std::collections::BTreeMap<&'static str, u64> = [
+        ("datagrams_sent", st.datagrams_sent),
+        ("datagrams_received", st.datagrams_received),
+        ("data_segments", st.data_segments),
+        ("fanout_copies", st.fanout_copies),
+        ("multicast_repairs", st.multicast_repairs),
+        ("unicast_repairs", st.unicast_repairs),
+        ("acks_received", st.acks_received),
+        ("rto_events", st.rto_events),
+        ("members_joined", st.members_joined),
+        ("members_left", st.members_left),
+        ("members_left_unreported", view.left_dropped()),
+        ("send_syscalls", io.send_syscalls),
+        ("datagrams_sent_by_driver", io.datagrams_sent),
+    ]
+    .into_iter()
+    .collect();
+    if let Some(r) = &relay {
+        let (c, up) = (r.counters(), session.upstream_stats());
+        transport.extend([
+            ("upstream_bytes", c.bytes),
+            ("upstream_lines", c.lines),
+            ("upstream_lines_echoed", c.echoed),
+            ("upstream_lines_not_echoed", c.not_echoed),
+            ("upstream_frames_received", up.frames_received),
+            ("upstream_acks_sent", up.acks_sent),
+            ("upstream_dropped_duplicate", up.dropped_duplicate),
+            (
+                "upstream_dropped_other",
+                up.dropped_beyond_window
+                    + up.dropped_limit
+                    + up.dropped_invalid
+                    + up.dropped_non_member,
+            ),
+        ]);
+    }
     Ok(TransferReport {
         role: "stream-send",
         peer: delivery.peer_label(),
@@ -185,23 +272,7 @@ pub fn stream_send(
         blake3: feed.blake3_hex(),
         verified: false,
         close: reason.to_string(),
-        transport: [
-            ("datagrams_sent", st.datagrams_sent),
-            ("datagrams_received", st.datagrams_received),
-            ("data_segments", st.data_segments),
-            ("fanout_copies", st.fanout_copies),
-            ("multicast_repairs", st.multicast_repairs),
-            ("unicast_repairs", st.unicast_repairs),
-            ("acks_received", st.acks_received),
-            ("rto_events", st.rto_events),
-            ("members_joined", st.members_joined),
-            ("members_left", st.members_left),
-            ("members_left_unreported", view.left_dropped()),
-            ("send_syscalls", io.send_syscalls),
-            ("datagrams_sent_by_driver", io.datagrams_sent),
-        ]
-        .into_iter()
-        .collect(),
+        transport,
         drops: drops_map(&st.drops),
         injected_drops: io.impair_rx.dropped(),
         peak_rss_bytes: peak_rss_bytes(),
@@ -210,10 +281,12 @@ pub fn stream_send(
     })
 }
 
-/// Receives the stream into `output`; returns the report.
+/// Receives the stream into `output`, sending `upstream` (if any) to the
+/// sender; returns the report.
 pub fn stream_recv(
     args: &StreamRecvArgs,
     output: impl Write + Send + 'static,
+    upstream: Option<Box<dyn Read + Send>>,
 ) -> Result<TransferReport> {
     let from = crate::cmd_send::resolve(&args.from)?;
     let endpoint = open_member_endpoint(&JoinSpec {
@@ -234,11 +307,15 @@ pub fn stream_recv(
     }
     let mut receiver = Receiver::join(transport, from, clock.now());
     let mut out = OutputDrain::spawn(output, driver.waker());
+    let mut up_feed = upstream.map(|input| InputFeed::spawn(input, driver.waker()));
     let bar = crate::progress::stream_bar("recv", args.out.quiet || args.out.json);
     let mut buf = vec![0u8; CHUNK_BYTES];
     let mut app_error: Option<anyhow::Error> = None;
     let mut started = None;
     let io = driver.run(&mut receiver, |r, now| {
+        if let Some(f) = up_feed.as_mut() {
+            f.feed(&mut UpstreamSink(r));
+        }
         if r.peer().is_none() {
             return r.is_closed();
         }
@@ -291,6 +368,16 @@ pub fn stream_recv(
     let mut transport = receiver_counters(st);
     transport.insert("start_offset", receiver.start_offset());
     transport.insert("recv_syscalls", io.recv_syscalls);
+    if let Some(f) = up_feed.as_mut() {
+        if let Some(e) = f.take_error() {
+            eprintln!("fanout: warning: upstream input: {e:#}");
+        }
+        let up = receiver.upstream_stats();
+        transport.insert("upstream_bytes_written", up.bytes_written);
+        transport.insert("upstream_bytes_acked", up.bytes_acked);
+        transport.insert("upstream_retransmitted_bytes", up.retransmitted_bytes);
+        transport.insert("upstream_rto_events", up.rto_events);
+    }
     let bytes = out.bytes();
     Ok(TransferReport {
         role: "stream-recv",
@@ -317,9 +404,14 @@ pub fn run(args: StreamArgs) -> Result<()> {
         StreamCommand::Send(a) => stream_send(&a, std::io::stdin())
             .context("stream send")?
             .print(a.out.json),
-        StreamCommand::Recv(a) => stream_recv(&a, std::io::stdout())
-            .context("stream recv")?
-            .eprint(a.out.json),
+        StreamCommand::Recv(a) => {
+            let upstream = a
+                .upstream
+                .then(|| Box::new(std::io::stdin()) as Box<dyn Read + Send>);
+            stream_recv(&a, std::io::stdout(), upstream)
+        }
+        .context("stream recv")?
+        .eprint(a.out.json),
     }
     Ok(())
 }

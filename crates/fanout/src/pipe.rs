@@ -31,6 +31,8 @@ pub struct InputFeed {
     used: usize,
     hasher: blake3::Hasher,
     bytes: u64,
+    /// The last byte written into the stream.
+    last: Option<u8>,
     ended: bool,
     error: Option<anyhow::Error>,
 }
@@ -67,6 +69,7 @@ impl InputFeed {
             used: 0,
             hasher: blake3::Hasher::new(),
             bytes: 0,
+            last: None,
             ended: false,
             error: None,
         }
@@ -96,6 +99,7 @@ impl InputFeed {
                 return;
             }
             self.hasher.update(&self.chunk[self.used..self.used + n]);
+            self.last = Some(self.chunk[self.used + n - 1]);
             self.used += n;
             self.bytes += n as u64;
         }
@@ -104,6 +108,13 @@ impl InputFeed {
     /// Bytes written into the stream so far.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Whether the stream is between lines of the input: nothing written
+    /// yet, or the last byte written was a newline (where the session
+    /// relay may insert a line, [`crate::upstream_relay`]).
+    pub fn at_line_start(&self) -> bool {
+        self.last.is_none_or(|b| b == b'\n')
     }
 
     /// Whether the input ended and the stream was finished.

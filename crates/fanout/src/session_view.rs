@@ -4,6 +4,7 @@
 //! by `fanout send --group` and `fanout stream send`.
 
 use crate::report::MemberReport;
+use crate::upstream_relay::RelayEvent;
 use fanout_core::time::Instant;
 use fanout_transport::session::{MemberId, MemberSnapshot, SessionEvent, SessionSender};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -52,6 +53,9 @@ pub struct SessionView {
     last_sample: Option<Instant>,
     left: Vec<MemberReport>,
     left_dropped: u64,
+    /// Upstream news for the session relay, kept only once asked for
+    /// ([`SessionView::watch_upstream`]); at most one entry per event.
+    relay: Option<Vec<RelayEvent>>,
 }
 
 impl SessionView {
@@ -85,6 +89,7 @@ impl SessionView {
             last_sample: None,
             left: Vec::new(),
             left_dropped: 0,
+            relay: None,
         }
     }
 
@@ -92,7 +97,13 @@ impl SessionView {
     /// last figures) for the table and the report, and announced.
     pub fn poll_events(&mut self, s: &mut SessionSender) {
         while let Some(e) = s.poll_event() {
+            if let (Some(relay), SessionEvent::Upstream { id, addr }) = (self.relay.as_mut(), &e) {
+                relay.push(RelayEvent::Readable(*id, *addr));
+            }
             if let SessionEvent::MemberLeft { id, addr, reason } = e {
+                if let Some(relay) = self.relay.as_mut() {
+                    relay.push(RelayEvent::Left(id));
+                }
                 if !self.quiet {
                     self.println(&format!("receiver {addr} left: {reason}"));
                 }
@@ -108,6 +119,17 @@ impl SessionView {
                 self.left.push(report);
             }
         }
+    }
+
+    /// Keeps upstream events (members' upstream bytes readable, members
+    /// leaving) for [`SessionView::take_upstream`] (session relay).
+    pub fn watch_upstream(&mut self) {
+        self.relay.get_or_insert_with(Vec::new);
+    }
+
+    /// The upstream events since the last call (empty unless watched).
+    pub fn take_upstream(&mut self) -> Vec<RelayEvent> {
+        self.relay.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Prints a line above the display (or plainly on stderr).

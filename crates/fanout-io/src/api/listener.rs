@@ -77,7 +77,7 @@ impl SessionSummary {
 /// # Ok(()) }
 /// ```
 pub struct SessionListener {
-    runner: Runner<RosterEngine>,
+    pub(super) runner: Runner<RosterEngine>,
     group: Option<SocketAddr>,
     /// Receivers must show up by then (see the type's doc).
     first_member_by: Instant,

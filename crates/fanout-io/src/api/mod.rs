@@ -3,7 +3,10 @@
 //! is an ordinary listen/accept with one option naming the group and the
 //! policies ([`SessionListener::bind`] + [`SessionOptions`]); a receiver
 //! subscribes, connects and reads ([`Subscriber::subscribe`],
-//! [`Subscriber::connect`], [`Connection`] as [`std::io::Read`]).
+//! [`Subscriber::connect`], [`Connection`] as [`std::io::Read`]). A
+//! receiver may also send bytes back on its connection
+//! ([`Connection::upstream`]), which the sender's application receives with
+//! [`SessionListener::recv_upstream`] (session relay, TCP-SMO §IV.B).
 //!
 //! # Design
 //!
@@ -73,8 +76,10 @@ mod options;
 mod roster;
 mod runner;
 mod subscriber;
+mod upstream;
 
 pub use listener::{SessionListener, SessionSummary};
 pub use options::{SessionOptions, SubscribeOptions};
 pub use roster::{MemberInfo, MemberOutcome, Outcome};
 pub use subscriber::{Connection, Subscriber};
+pub use upstream::{UpstreamData, UpstreamWriter};

@@ -54,6 +54,9 @@ pub(crate) struct RosterEngine {
     pub forgotten: u64,
     /// Members ever joined.
     pub joined: u64,
+    /// Members whose upstream bytes (or end) wait to be read (session
+    /// relay; at most one entry per member).
+    pub upstream_ready: BTreeMap<MemberId, SocketAddr>,
 }
 
 impl RosterEngine {
@@ -66,6 +69,7 @@ impl RosterEngine {
             limit: max_members.max(1),
             forgotten: 0,
             joined: 0,
+            upstream_ready: BTreeMap::new(),
         }
     }
 
@@ -91,6 +95,7 @@ impl RosterEngine {
                     );
                 }
                 SessionEvent::MemberLeft { id, reason, .. } => {
+                    self.upstream_ready.remove(&id);
                     if let Some(r) = self.records.get_mut(&id) {
                         r.outcome = Outcome::Left(reason);
                         self.left_order.push_back(id);
@@ -101,6 +106,9 @@ impl RosterEngine {
                             self.forgotten += 1;
                         }
                     }
+                }
+                SessionEvent::Upstream { id, addr } => {
+                    self.upstream_ready.insert(id, addr);
                 }
                 SessionEvent::Finished | SessionEvent::Closed(_) => {}
             }

@@ -143,7 +143,7 @@ fn bind_group(group: SocketAddr, local: SocketAddr) -> io::Result<UdpEndpoint> {
 /// sender hears the final acknowledgement; dropping it earlier resets the
 /// membership (the sender evicts this receiver, the others go on).
 pub struct Connection {
-    runner: Runner<Receiver>,
+    pub(super) runner: Runner<Receiver>,
     sender: SocketAddr,
     /// The transport's linger after the end of the stream.
     linger: Duration,

@@ -21,6 +21,9 @@ const T_ACK_FREQUENCY: u8 = 0x08;
 const T_DATA: u8 = 0x10;
 const DATA_FIN: u8 = 0x01;
 const DATA_MSG_END: u8 = 0x02;
+const T_UPSTREAM: u8 = 0x14;
+const UPSTREAM_FIN: u8 = 0x01;
+const T_UPSTREAM_ACK: u8 = 0x16;
 
 /// Opens a session (sent by the initiator) or answers it (`accept`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +68,42 @@ impl DataFrame<'_> {
     }
 }
 
+/// Session relay (`shared/SEEDS-DIGEST.md` §1, TCP-SMO §IV.B): a piece of
+/// a member's upstream byte stream, member → session sender, on the
+/// member's own unicast connection. Offsets count in the upstream stream's
+/// own space, from 0; as with DATA the end (FIN) occupies one offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamFrame<'a> {
+    /// Upstream offset of the first byte.
+    pub offset: u64,
+    /// The member's clock in microseconds (low 32 bits), echoed in
+    /// UPSTREAM_ACK for the member's RTT samples.
+    pub timestamp: u32,
+    /// The upstream stream ends after this payload.
+    pub fin: bool,
+    /// The bytes.
+    pub payload: &'a [u8],
+}
+
+impl UpstreamFrame<'_> {
+    /// Upstream range covered (the FIN's offset excluded).
+    pub fn range(&self) -> Range<u64> {
+        self.offset..self.offset + self.payload.len() as u64
+    }
+}
+
+/// Session sender → one member (unicast): acknowledgement of its upstream
+/// stream and the upstream window the sender offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamAckFrame {
+    /// Every upstream offset below this was received (plus one for the FIN).
+    pub cumulative: u64,
+    /// Upstream bytes beyond `cumulative` the sender accepts.
+    pub window: u64,
+    /// Timestamp of the UPSTREAM frame this acknowledgement answers.
+    pub timestamp_echo: u32,
+}
+
 /// Cumulative + selective acknowledgement (RFC 2018 semantics on byte
 /// offsets), receive window and timestamp echo.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +114,8 @@ pub struct AckFrame {
     pub window: u64,
     /// Timestamp of the data segment this ACK answers (RFC 7323 TS.Recent).
     pub timestamp_echo: u32,
-    /// Time the receiver held the ACK back, in microseconds.
+    /// Microseconds from the arrival of the segment whose timestamp is
+    /// echoed to this ACK's transmission (RFC 9002 §5.3 ACK delay).
     pub ack_delay_us: u64,
     /// Received ranges above `cumulative`, disjoint, at most
     /// [`MAX_SACK_RANGES`]; the first holds the most recent arrival.
@@ -124,6 +164,10 @@ pub enum Frame<'a> {
     /// Sender steers a receiver's ACK schedule (SMO adaptive ACKs, feedback
     /// pacing).
     AckFrequency(AckFrequencyFrame),
+    /// Member's upstream bytes (session relay).
+    Upstream(UpstreamFrame<'a>),
+    /// Sender's acknowledgement of a member's upstream bytes.
+    UpstreamAck(UpstreamAckFrame),
 }
 
 /// Most a sender may space one receiver's ACKs: 1 s (µs).
@@ -223,6 +267,28 @@ impl<'a> Frame<'a> {
                     min_interval_us: interval as u32,
                 })
             }
+            T_UPSTREAM_ACK => Frame::UpstreamAck(UpstreamAckFrame {
+                cumulative: r.varint()?,
+                window: r.varint()?,
+                timestamp_echo: r.u32()?,
+            }),
+            t if t & !UPSTREAM_FIN == T_UPSTREAM => {
+                let offset = r.varint()?;
+                let timestamp = r.u32()?;
+                let len = r.varint_len("upstream.len", r.remaining())?;
+                if offset
+                    .checked_add(len as u64)
+                    .is_none_or(|e| e >= VARINT_MAX)
+                {
+                    return Err(DecodeError::Invalid("upstream.offset"));
+                }
+                Frame::Upstream(UpstreamFrame {
+                    offset,
+                    timestamp,
+                    fin: t & UPSTREAM_FIN != 0,
+                    payload: r.bytes(len)?,
+                })
+            }
             t if t & !(DATA_FIN | DATA_MSG_END) == T_DATA => {
                 let offset = r.varint()?;
                 let timestamp = r.u32()?;
@@ -307,6 +373,23 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_ACK_FREQUENCY);
                 out.put_varint(u64::from(f.every.clamp(1, 64)));
                 out.put_varint(u64::from(f.min_interval_us.min(MAX_ACK_INTERVAL_US)));
+            }
+            Frame::Upstream(u) => {
+                out.put_u8(if u.fin {
+                    T_UPSTREAM | UPSTREAM_FIN
+                } else {
+                    T_UPSTREAM
+                });
+                out.put_varint(u.offset);
+                out.put_u32(u.timestamp);
+                out.put_varint(u.payload.len() as u64);
+                out.put_bytes(u.payload);
+            }
+            Frame::UpstreamAck(a) => {
+                out.put_u8(T_UPSTREAM_ACK);
+                out.put_varint(a.cumulative);
+                out.put_varint(a.window);
+                out.put_u32(a.timestamp_echo);
             }
         }
     }
@@ -445,8 +528,22 @@ mod tests {
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));
             roundtrip(&Frame::Skip(SkipFrame { offset: off, len }));
+            roundtrip(&Frame::UpstreamAck(UpstreamAckFrame { cumulative: off, window: len, timestamp_echo: timestamp }));
             roundtrip(&Frame::Ping);
             roundtrip(&Frame::Padding);
+        }
+
+        #[test]
+        fn upstream_roundtrip(offset in 0u64..1 << 50, timestamp: u32, fin: bool,
+                              payload in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let f = Frame::Upstream(UpstreamFrame { offset, timestamp, fin, payload: &payload });
+            roundtrip(&f);
+            // Every strict prefix is an error, never a shorter frame.
+            let mut out = Vec::new();
+            f.encode(&mut out);
+            for cut in 0..out.len() {
+                prop_assert!(Frame::decode(&mut Reader::new(&out[..cut])).is_err());
+            }
         }
 
         /// Arbitrary bytes never panic the frame decoder, and a decoded ACK
@@ -489,6 +586,27 @@ mod tests {
             Frame::decode(&mut Reader::new(&[0x3f])),
             Err(DecodeError::Invalid("frame type"))
         );
+        // Upstream length beyond the datagram; an offset whose FIN would
+        // not be representable.
+        let mut u = vec![T_UPSTREAM, 0, 0, 0, 0, 0];
+        u.put_varint(3);
+        u.push(1);
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&u)),
+            Err(DecodeError::TooLarge("upstream.len"))
+        );
+        let mut u = vec![T_UPSTREAM | UPSTREAM_FIN];
+        u.put_varint(VARINT_MAX);
+        u.put_u32(0);
+        u.put_varint(0);
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&u)),
+            Err(DecodeError::Invalid("upstream.offset"))
+        );
+        // Unassigned neighbours of the upstream types.
+        for t in [0x17u8, 0x18] {
+            assert!(Frame::decode(&mut Reader::new(&[t, 0, 0, 0, 0, 0, 0])).is_err());
+        }
         // Data length beyond the datagram.
         let mut d = vec![T_DATA, 0];
         d.extend_from_slice(&[0, 0, 0, 0]);

@@ -1,7 +1,8 @@
-//! Golden vectors: the exact bytes of one DATA and one ACK datagram, as
-//! printed in `docs/wire.md` §6. A change here is a wire format change.
+//! Golden vectors: the exact bytes of one DATA and one ACK datagram, and
+//! of one UPSTREAM and one UPSTREAM_ACK datagram, as printed in
+//! `docs/wire.md` §6. A change here is a wire format change.
 
-use super::{AckFrame, DataFrame, Frame, Header, HeaderFlags};
+use super::{AckFrame, DataFrame, Frame, Header, HeaderFlags, UpstreamAckFrame, UpstreamFrame};
 
 const SESSION_ID: u64 = 0x0123_4567_89ab_cdef;
 
@@ -82,4 +83,70 @@ fn ack_datagram() {
     );
     assert_eq!(hex(&out), expected);
     assert_eq!(out.len(), 32);
+}
+
+/// A member's whole upstream stream, "why?\n" with its FIN, sent 2 s after
+/// its epoch in its packet number 4 (session relay, `docs/wire.md` §6).
+#[test]
+fn upstream_datagram() {
+    let mut out = Vec::new();
+    Header {
+        flags: HeaderFlags::default(),
+        session_id: SESSION_ID,
+        packet_number: 4,
+    }
+    .encode(&mut out);
+    Frame::Upstream(UpstreamFrame {
+        offset: 0,
+        timestamp: 2_000_000,
+        fin: true,
+        payload: b"why?\n",
+    })
+    .encode(&mut out);
+    let expected = concat!(
+        "464f",             // magic "FO"
+        "01",               // version 1
+        "00",               // flags: none
+        "0123456789abcdef", // session id
+        "00000004",         // packet number 4 (the member's own space)
+        "15",               // UPSTREAM | FIN
+        "00",               // upstream offset 0
+        "001e8480",         // timestamp 2 000 000 µs
+        "05",               // payload length 5
+        "7768793f0a",       // "why?\n"
+    );
+    assert_eq!(hex(&out), expected);
+    assert_eq!(out.len(), 28);
+}
+
+/// The sender's answer: all 5 bytes and the FIN (cumulative 6), a window of
+/// 65 530 bytes beyond it, the member's timestamp echoed.
+#[test]
+fn upstream_ack_datagram() {
+    let mut out = Vec::new();
+    Header {
+        flags: HeaderFlags::default(),
+        session_id: SESSION_ID,
+        packet_number: 9,
+    }
+    .encode(&mut out);
+    Frame::UpstreamAck(UpstreamAckFrame {
+        cumulative: 6,
+        window: 65_530,
+        timestamp_echo: 2_000_000,
+    })
+    .encode(&mut out);
+    let expected = concat!(
+        "464f",             // magic "FO"
+        "01",               // version 1
+        "00",               // flags: none
+        "0123456789abcdef", // session id
+        "00000009",         // packet number 9 (the sender's space)
+        "16",               // UPSTREAM_ACK
+        "06",               // cumulative 6 (5 bytes + FIN)
+        "8000fffa",         // window 65 530 (4-byte varint)
+        "001e8480",         // timestamp echo 2 000 000 µs
+    );
+    assert_eq!(hex(&out), expected);
+    assert_eq!(out.len(), 26);
 }

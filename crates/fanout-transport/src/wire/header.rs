@@ -59,7 +59,28 @@ pub struct Header {
 
 impl Header {
     /// Decodes the header and returns it with the rest of the datagram.
+    #[inline]
     pub fn decode(datagram: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
+        // Fast path (every datagram but truncated ones): the fields at their
+        // fixed offsets, checked in the same order with the same errors.
+        if let Some((h, rest)) = datagram.split_first_chunk::<HEADER_LEN>() {
+            if h[..2] != MAGIC {
+                return Err(DecodeError::Invalid("magic"));
+            }
+            if h[2] != VERSION {
+                return Err(DecodeError::Invalid("version"));
+            }
+            let flags = HeaderFlags::from_bits(h[3]).ok_or(DecodeError::Invalid("flags"))?;
+            let (mut id, mut pn) = ([0u8; 8], [0u8; 4]);
+            id.copy_from_slice(&h[4..12]);
+            pn.copy_from_slice(&h[12..]);
+            let header = Header {
+                flags,
+                session_id: u64::from_be_bytes(id),
+                packet_number: u32::from_be_bytes(pn),
+            };
+            return Ok((header, rest));
+        }
         let mut r = Reader::new(datagram);
         if r.array::<2>()? != MAGIC {
             return Err(DecodeError::Invalid("magic"));

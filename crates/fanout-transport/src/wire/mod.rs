@@ -13,7 +13,8 @@ mod header;
 
 pub use frame::{
     decode_frames, encode_data_header, AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame,
-    DataFrame, Frame, FrameIter, SkipFrame, MAX_ACK_INTERVAL_US, MAX_REASON_BYTES, MAX_SACK_RANGES,
+    DataFrame, Frame, FrameIter, SkipFrame, UpstreamAckFrame, UpstreamFrame, MAX_ACK_INTERVAL_US,
+    MAX_REASON_BYTES, MAX_SACK_RANGES,
 };
 pub use header::{
     accept_header, is_other_version, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,

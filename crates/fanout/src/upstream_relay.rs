@@ -1,0 +1,299 @@
+//! Session relay in the CLI (`shared/SEEDS-DIGEST.md` §1, TCP-SMO §IV.B;
+//! issue 3 §4): `fanout stream recv --upstream` sends the receiver's stdin
+//! to the sender on its own connection ([`UpstreamSink`]);
+//! `fanout stream send --echo-upstream` re-multicasts each complete line
+//! a receiver sent, prefixed with `[ADDR] `, into the session, and
+//! `--upstream-out FILE` writes the same lines to a file ([`UpstreamRelay`]).
+//!
+//! Echoed lines enter the stream only between lines of the sender's own
+//! input (when the last input byte written was a newline, or none was),
+//! so a text stream stays line-structured. Bounds: a line longer than
+//! [`MAX_LINE_BYTES`] is cut there; at most [`MAX_QUEUED_BYTES`] of lines
+//! wait for the stream or the file — beyond, members' upstream bytes stay
+//! at the sender, whose upstream windows then close (the members slow
+//! down; nothing is lost).
+
+use crate::file_feed::StreamSink;
+use crate::pipe::OutputDrain;
+use anyhow::Result;
+use fanout_transport::session::{MemberId, SessionSender};
+use fanout_transport::Receiver;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+/// Longest upstream line relayed whole, bytes (a longer one is cut into
+/// lines of this length).
+pub const MAX_LINE_BYTES: usize = 4096;
+/// Lines waiting for the stream or the output file at most, bytes.
+pub const MAX_QUEUED_BYTES: usize = 1 << 20;
+
+/// Upstream news from the session's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayEvent {
+    /// A member's upstream bytes (or end) became readable.
+    Readable(MemberId, SocketAddr),
+    /// A member left (its partial line is relayed as it is).
+    Left(MemberId),
+}
+
+/// A member's receiver as the sink of its stdin (`stream recv --upstream`).
+pub struct UpstreamSink<'a>(pub &'a mut Receiver);
+
+impl StreamSink for UpstreamSink<'_> {
+    fn write_message(&mut self, msg: &[u8]) -> bool {
+        msg.len() <= self.0.upstream_writable() && self.0.write_upstream(msg) == msg.len()
+    }
+    fn write(&mut self, data: &[u8]) -> usize {
+        self.0.write_upstream(data)
+    }
+    fn writable(&self) -> usize {
+        self.0.upstream_writable()
+    }
+    fn finish(&mut self) {
+        self.0.finish_upstream();
+    }
+    /// The input failed: end the upstream stream there (the session
+    /// itself goes on).
+    fn abort(&mut self, _reason: &str) {
+        self.0.finish_upstream();
+    }
+}
+
+/// Counters of the sender's relay.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RelayCounters {
+    /// Upstream bytes read from members.
+    pub bytes: u64,
+    /// Complete lines (or cut pieces) relayed.
+    pub lines: u64,
+    /// Lines written into the session's stream.
+    pub echoed: u64,
+    /// Lines that could not be echoed because the stream had ended.
+    pub not_echoed: u64,
+}
+
+/// The sender's side: reads members' upstream bytes, cuts them into
+/// prefixed lines, echoes them into the stream and/or writes them out.
+pub struct UpstreamRelay {
+    echo: bool,
+    out: Option<OutputDrain>,
+    /// Members with unread upstream bytes (or an unread end).
+    ready: BTreeMap<MemberId, SocketAddr>,
+    /// Each member's line so far (`[ADDR] ` included).
+    partial: BTreeMap<MemberId, Vec<u8>>,
+    to_echo: VecDeque<Vec<u8>>,
+    to_file: VecDeque<Vec<u8>>,
+    queued: usize,
+    counters: RelayCounters,
+}
+
+impl UpstreamRelay {
+    /// A relay echoing lines into the stream (`echo`) and/or writing them
+    /// to `out`.
+    pub fn new(echo: bool, out: Option<OutputDrain>) -> Self {
+        UpstreamRelay {
+            echo,
+            out,
+            ready: BTreeMap::new(),
+            partial: BTreeMap::new(),
+            to_echo: VecDeque::new(),
+            to_file: VecDeque::new(),
+            queued: 0,
+            counters: RelayCounters::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> RelayCounters {
+        self.counters
+    }
+
+    /// One turn of the event loop: takes the session's upstream `events`,
+    /// reads what the queues have room for, echoes lines into `s` if the
+    /// input is between lines (`at_line_start`) and the stream is still
+    /// open (`!ended`), and hands lines to the output file.
+    pub fn pump(
+        &mut self,
+        s: &mut SessionSender,
+        events: Vec<RelayEvent>,
+        at_line_start: bool,
+        ended: bool,
+    ) -> Result<()> {
+        for e in events {
+            match e {
+                RelayEvent::Readable(id, addr) => {
+                    self.ready.insert(id, addr);
+                }
+                RelayEvent::Left(id) => {
+                    self.ready.remove(&id);
+                    self.end_line(id);
+                }
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        while self.queued < MAX_QUEUED_BYTES {
+            let Some((&id, &addr)) = self.ready.iter().next() else {
+                break;
+            };
+            let n = s.read_upstream(id, &mut chunk);
+            if n == 0 {
+                self.ready.remove(&id);
+                if s.upstream_finished(id) {
+                    self.end_line(id);
+                }
+                continue;
+            }
+            self.counters.bytes += n as u64;
+            for &b in &chunk[..n] {
+                let line = self
+                    .partial
+                    .entry(id)
+                    .or_insert_with(|| format!("[{addr}] ").into_bytes());
+                line.push(b);
+                if b == b'\n' || line.len() >= MAX_LINE_BYTES {
+                    self.end_line(id);
+                }
+            }
+        }
+        if self.echo && at_line_start {
+            while let Some(line) = self.to_echo.front() {
+                if ended {
+                    self.counters.not_echoed += self.to_echo.len() as u64;
+                    self.queued -= self.to_echo.iter().map(Vec::len).sum::<usize>();
+                    self.to_echo.clear();
+                    break;
+                }
+                if !s.write_message(line) {
+                    break;
+                }
+                self.queued -= line.len();
+                self.counters.echoed += 1;
+                self.to_echo.pop_front();
+            }
+        }
+        if let Some(out) = self.out.as_mut() {
+            while !self.to_file.is_empty() && out.has_room()? {
+                let line = self.to_file.pop_front().expect("not empty");
+                self.queued -= line.len();
+                out.push(line)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes member `id`'s line (adding the newline it lacks) and
+    /// queues it.
+    fn end_line(&mut self, id: MemberId) {
+        let Some(mut line) = self.partial.remove(&id) else {
+            return;
+        };
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        self.counters.lines += 1;
+        if self.echo {
+            self.queued += line.len();
+            self.to_echo.push_back(line.clone());
+        }
+        if self.out.is_some() {
+            self.queued += line.len();
+            self.to_file.push_back(line);
+        }
+    }
+
+    /// At the end of the session: writes every pending line to the file
+    /// (partial ones completed) and closes it.
+    pub fn finish(&mut self) -> Result<()> {
+        let ids: Vec<MemberId> = self.partial.keys().copied().collect();
+        for id in ids {
+            self.end_line(id);
+        }
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        let rest: Vec<u8> = self.to_file.drain(..).flatten().collect();
+        if !rest.is_empty() {
+            // The transfer is over: waiting for the writer is fine now.
+            while !out.has_room()? {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            out.push(rest)?;
+        }
+        out.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fanout_core::{Engine, Instant};
+    use fanout_transport::session::{SessionConfig, SessionEvent};
+    use fanout_transport::wire::{ConnectFrame, Frame, Header, HeaderFlags, UpstreamFrame};
+
+    fn datagram(session_id: u64, frame: Frame<'_>) -> Vec<u8> {
+        let mut d = Vec::new();
+        Header {
+            flags: HeaderFlags::default(),
+            session_id,
+            packet_number: 1,
+        }
+        .encode(&mut d);
+        frame.encode(&mut d);
+        d
+    }
+
+    fn events(s: &mut SessionSender) -> Vec<RelayEvent> {
+        std::iter::from_fn(|| s.poll_event())
+            .filter_map(|e| match e {
+                SessionEvent::Upstream { id, addr } => Some(RelayEvent::Readable(id, addr)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_are_prefixed_cut_completed_and_wait_for_a_line_start() {
+        let now = Instant::ZERO;
+        let mut s = SessionSender::new(SessionConfig::default(), 9, now);
+        let member: SocketAddr = "10.0.0.2:7000".parse().unwrap();
+        let connect = ConnectFrame {
+            sends_data: false,
+            max_payload: 1200,
+            window: 1 << 20,
+            timestamp: 0,
+            member_id: 0,
+            start_offset: 0,
+        };
+        s.handle_datagram(now, member, &datagram(0, Frame::Connect(connect)));
+        // "abc\n", a 5000-byte line, and the end of the upstream stream.
+        let mut up = b"abc\n".to_vec();
+        up.extend(std::iter::repeat_n(b'x', 5000));
+        for (k, piece) in up.chunks(1000).enumerate() {
+            let f = Frame::Upstream(UpstreamFrame {
+                offset: (k * 1000) as u64,
+                timestamp: 0,
+                fin: (k + 1) * 1000 >= up.len(),
+                payload: piece,
+            });
+            s.handle_datagram(now, member, &datagram(9, f));
+        }
+        let mut relay = UpstreamRelay::new(true, None);
+        let free = s.writable();
+        // Mid-line in the sender's own input: nothing is echoed yet.
+        let news = events(&mut s);
+        relay.pump(&mut s, news, false, false).unwrap();
+        assert_eq!(relay.counters().bytes, up.len() as u64);
+        assert_eq!(relay.counters().lines, 3, "abc, a cut piece, the rest");
+        assert_eq!(relay.counters().echoed, 0);
+        assert_eq!(s.writable(), free);
+        relay.pump(&mut s, Vec::new(), true, false).unwrap();
+        assert_eq!(relay.counters().echoed, 3);
+        let prefix = "[10.0.0.2:7000] ".len();
+        // Each line carries the prefix; the cut piece and the last one
+        // gained a newline.
+        let cut = MAX_LINE_BYTES - prefix;
+        let echoed = (prefix + 4) + (MAX_LINE_BYTES + 1) + (prefix + 5000 - cut + 1);
+        assert_eq!(free - s.writable(), echoed);
+        assert!(s.upstream_finished(s.members().next().unwrap().0));
+    }
+}
