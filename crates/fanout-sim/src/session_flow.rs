@@ -27,12 +27,14 @@
 //! catch_up = "at_join"        # optional: or "after_session"
 //! relays = [{ node = "x1", group = "239.2.1.1:7000" }]   # optional (see session_relay)
 //! relay_buffer = "4MiB"       # optional relay forwarding buffer
+//! mergers = ["m1", "m2"]      # optional MCTCP ACK mergers (see session_merge)
 //! ```
 
 use crate::app::{AppProbe, SimApp};
 use crate::ids::AppId;
 use crate::scenario::{FlowFactory, FlowSpec, ScenarioContext};
 use crate::session_late::{catch_up_port, CatchUps, LateMember, LateSpec};
+use crate::session_merge::{self, MergerApp};
 use crate::session_relay::{RelayApp, RelaySpec, DEFAULT_RELAY_BUFFER};
 use crate::sim::Simulator;
 use crate::transfer::{apply_transport_options, feed_bulk, SinkReceiver};
@@ -184,6 +186,21 @@ struct SessionSpec {
     relays: Vec<RelaySpec>,
     #[serde(default)]
     relay_buffer: Option<Bytes>,
+    #[serde(default)]
+    mergers: Vec<String>,
+}
+
+/// An MCTCP merger built into a simulation ([`crate::session_merge`]).
+#[derive(Debug, Clone)]
+pub struct MergerFlow {
+    /// Node name.
+    pub node: String,
+    /// Its [`MergerApp`].
+    pub app: AppId,
+    /// Where it reports (a merger or the sender).
+    pub parent: SocketAddr,
+    /// Children reporting to it (members and mergers).
+    pub children: usize,
 }
 
 /// A relay built into a simulation.
@@ -221,6 +238,8 @@ pub struct SessionFlow {
     pub late: Vec<LateFlow>,
     /// Relays (each the sender of a downstream session).
     pub relays: Vec<RelayFlow>,
+    /// ACK mergers.
+    pub mergers: Vec<MergerFlow>,
     /// Stream length, if bounded.
     pub bytes: Option<u64>,
 }
@@ -349,9 +368,33 @@ impl FlowFactory for SessionFlows {
         if addrs.is_empty() && relays.is_empty() {
             return Err(format!("group: no [[group]] {} with members", group.ip()));
         }
+        let mut merger_nodes = Vec::with_capacity(t.mergers.len());
+        for (i, name) in t.mergers.iter().enumerate() {
+            let node = sim
+                .node_by_name(name)
+                .ok_or_else(|| format!("mergers[{i}]: no node named `{name}`"))?;
+            if merger_nodes.contains(&node) {
+                return Err(format!("mergers[{i}]: `{name}` listed twice"));
+            }
+            merger_nodes.push(node);
+        }
+        if !merger_nodes.is_empty() && (!relays.is_empty() || !late.is_empty()) {
+            return Err("mergers: not combined with relays or late joiners yet".into());
+        }
+        let merge = if merger_nodes.is_empty() {
+            None
+        } else {
+            Some(
+                session_merge::plan(sim, from, group.port(), &merger_nodes, &addrs)
+                    .map_err(|e| format!("mergers: {e}"))?,
+            )
+        };
+        let direct = merge
+            .as_ref()
+            .map_or(addrs.len() + relays.len(), |p| p.sender_children);
         let mut config = SessionConfig {
             group: (!t.unicast_fanout.unwrap_or(false)).then_some(group),
-            wait_for_members: t.wait_for.unwrap_or(addrs.len() + relays.len()),
+            wait_for_members: t.wait_for.unwrap_or(direct),
             ..SessionConfig::default()
         };
         if let Some(th) = t.repair_threshold {
@@ -406,8 +449,10 @@ impl FlowFactory for SessionFlows {
             t.ack_every,
         )?;
         let mut members = Vec::with_capacity(addrs.len());
-        for addr in addrs {
-            let r = Receiver::join(config.transport.clone(), from, Instant::ZERO);
+        for (i, addr) in addrs.into_iter().enumerate() {
+            let mut transport = config.transport.clone();
+            transport.feedback_via = merge.as_ref().and_then(|p| p.member_parent[i]);
+            let r = Receiver::join(transport, from, Instant::ZERO);
             members.push(
                 sim.add_app(addr, Box::new(SinkReceiver::with(r)))
                     .map_err(|e| format!("member {addr}: {e}"))?,
@@ -486,6 +531,19 @@ impl FlowFactory for SessionFlows {
                 members: down_members,
             });
         }
+        let mut merger_flows = Vec::new();
+        for (k, &(addr, parent, children)) in merge.iter().flat_map(|p| &p.mergers).enumerate() {
+            let app = MergerApp::new(session_merge::merger_config(parent, children));
+            let app = sim
+                .add_app(addr, Box::new(app))
+                .map_err(|e| format!("mergers[{k}]: {e}"))?;
+            merger_flows.push(MergerFlow {
+                node: t.mergers[k].clone(),
+                app,
+                parent,
+                children,
+            });
+        }
         let sender = sim
             .add_app(
                 from,
@@ -502,6 +560,7 @@ impl FlowFactory for SessionFlows {
             members,
             late: late_flows,
             relays: relay_flows,
+            mergers: merger_flows,
             bytes: t.bytes.map(|b| b.0),
         });
         Ok(true)

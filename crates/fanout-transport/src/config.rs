@@ -4,6 +4,7 @@ use crate::wire::HEADER_LEN;
 use fanout_core::ack_policy::AckPolicy;
 use fanout_core::cc::CcAlgorithm;
 use fanout_core::rtt::RtoConfig;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Largest datagram by default: 1500-byte MTU − 40 (IPv6) − 8 (UDP).
@@ -37,6 +38,13 @@ pub struct TransportConfig {
     /// retransmissions this long unless the sender's CLOSE comes first
     /// (TCP's TIME-WAIT, shortened).
     pub linger: Duration,
+    /// A joining receiver ([`crate::Receiver::join`]) sends its CONNECT and
+    /// its feedback here, to an MCTCP merger (its parent in an ACK
+    /// aggregation tree, [`crate::merge`]), while still taking DATA and
+    /// control from the session sender's address it joined (multicast) and
+    /// from the merger (relayed control and repairs). `None`: everything
+    /// goes to the sender. Ignored by senders and listeners.
+    pub feedback_via: Option<SocketAddr>,
 }
 
 impl Default for TransportConfig {
@@ -52,6 +60,7 @@ impl Default for TransportConfig {
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             linger: Duration::from_secs(2),
+            feedback_via: None,
         }
     }
 }

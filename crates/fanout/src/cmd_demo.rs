@@ -76,6 +76,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         from: None,
         interface: None,
         source: None,
+        merger: None,
         output: out.clone(),
         wait: 10,
         out: OutputOpts {

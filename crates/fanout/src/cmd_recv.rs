@@ -44,6 +44,11 @@ pub struct RecvArgs {
     /// (source-specific multicast, IGMPv3), usually the sender's address.
     #[arg(long, value_name = "ADDR", requires = "group")]
     pub source: Option<std::net::Ipv4Addr>,
+    /// Send the join and all feedback to this ACK merger (`fanout merge
+    /// --listen`) instead of the sender; data still comes from the sender
+    /// named by --from (MCTCP, issue 4).
+    #[arg(long, value_name = "HOST:PORT", requires = "from")]
+    pub merger: Option<String>,
     /// Where to write: a file path, or an existing directory (the sender's
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
@@ -192,8 +197,13 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     }
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut transport = args.net.transport();
+    transport.feedback_via = match &args.merger {
+        Some(m) => Some(crate::cmd_send::resolve(m)?),
+        None => None,
+    };
     let mut receiver = match join {
-        Some(sender) => Receiver::join(args.net.transport(), sender, clock.now()),
+        Some(sender) => Receiver::join(transport, sender, clock.now()),
         None => Receiver::listen(args.net.transport(), clock.now()),
     };
     let mut inc = Incoming {

@@ -1,0 +1,75 @@
+//! Issue 4's MCTCP simulator scenarios (`scenarios/mctcp/`), short: the
+//! seed's topology (18 receivers, mergers on three levels, 100 Mbit/s
+//! links, every merging node limited to 40 000 packets/s) with merging at
+//! the sender only and at levels 0–2. The full runs and their figures are
+//! in docs/experiments/mctcp.md.
+
+use fanout_core::Instant;
+use fanout_sim::analysis::{figures, RunFigures};
+use fanout_sim::scenario::BuiltinFlows;
+use fanout_sim::session_flow::SessionFlows;
+use fanout_sim::transfer::TransferFlows;
+use fanout_sim::units::HumanDuration;
+use fanout_sim::Scenario;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn load(name: &str) -> Scenario {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/mctcp")
+        .join(name);
+    Scenario::load(&path).expect("scenario loads")
+}
+
+/// Runs `sc` for `secs` and measures from `warmup` seconds to the end.
+fn run(mut sc: Scenario, secs: u64, warmup: u64) -> RunFigures {
+    sc.duration = HumanDuration(Duration::from_secs(secs));
+    let (mut t, mut s) = (TransferFlows::default(), SessionFlows::default());
+    let (sim, report) = sc
+        .run(None, &mut [&mut BuiltinFlows, &mut t, &mut s])
+        .expect("runs");
+    figures(
+        &sim,
+        &t,
+        &s,
+        report.trace_hash,
+        Instant::ZERO + Duration::from_secs(warmup),
+        Instant::ZERO + Duration::from_secs(secs),
+    )
+}
+
+/// Seed §VI: with the sender merging every receiver's ACKs its processing
+/// capacity caps the session; merging in the tree spreads the load and
+/// the throughput roughly doubles.
+#[test]
+fn merging_in_the_tree_lifts_the_sender_cpu_bottleneck() {
+    let flat = run(load("seed-l0.toml"), 6, 2);
+    let tree = run(load("seed-l012.toml"), 6, 2);
+    let (f, t) = (&flat.sessions[0], &tree.sessions[0]);
+    assert_eq!(f.members, 18);
+    assert_eq!(t.members, 2, "the sender hears its two level-1 mergers");
+    assert_eq!(t.mergers.len(), 8);
+    for m in &t.mergers {
+        assert_eq!(m.children, 3, "{m:?}");
+        assert!(m.acks_out < m.acks_in, "{m:?}");
+    }
+    assert!(
+        f.feedback_cpu_drops > 0,
+        "the sender is the bottleneck: {f:?}"
+    );
+    assert!(
+        t.min_goodput_bps > 1.5 * f.min_goodput_bps,
+        "tree {} vs sender-only {}",
+        t.min_goodput_bps,
+        f.min_goodput_bps
+    );
+    assert!(t.min_goodput_bps > 85e6, "{t:?}");
+    assert!(
+        2.0 * t.feedback_pps < f.feedback_pps,
+        "sender's feedback: tree {} vs sender-only {}",
+        t.feedback_pps,
+        f.feedback_pps
+    );
+    let busiest = t.mergers.iter().map(|m| m.cpu_load).fold(0.0, f64::max);
+    assert!(busiest < f.sender_cpu_load, "{busiest} vs {f:?}");
+}

@@ -1,0 +1,260 @@
+//! A merger's children held as soft state (concast keeps its upstream
+//! neighbour list "using soft-state techniques similar to RSVP", MCTCP seed
+//! §II): each child is refreshed by every datagram it sends and forgotten
+//! after a timeout without one.
+//!
+//! Ordered indexes over the children's cumulative points and window right
+//! edges make the merge decision ([`super::mctcp`]) O(log N) per ACK; the
+//! full meet (SACK intersection) is computed only when a merged ACK is
+//! built, O(N · R) for N children of at most R SACK ranges each.
+
+use super::ack_meet::AckSummary;
+use super::join::ConnectSummary;
+use fanout_core::time::Instant;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Most children one merger keeps (its fan-out). Children are
+/// peer-controlled: a CONNECT beyond this is refused.
+pub const MAX_CHILDREN: usize = 256;
+
+/// One child: a receiver or a lower merger.
+#[derive(Debug, Clone)]
+pub struct Child {
+    /// Id the merger gave it (in the ACCEPT it relayed); never reused.
+    pub id: u64,
+    /// Options of its CONNECT.
+    pub connect: ConnectSummary,
+    /// Timestamp of its latest CONNECT (echoed in the ACCEPT relayed to it).
+    pub connect_timestamp: u32,
+    /// Offset at which its delivery starts, once admitted upstream.
+    pub start: Option<u64>,
+    /// Its acknowledgement state, once admitted upstream (ACCEPT relayed):
+    /// until then it has no start offset and takes no part in merged ACKs.
+    pub ack: Option<AckSummary>,
+    /// Last time any datagram came from it.
+    pub last_heard: Instant,
+    /// Last time its cumulative point advanced (or it was admitted).
+    pub advanced: Instant,
+}
+
+/// The children, by address.
+#[derive(Debug)]
+pub struct ChildTable {
+    children: BTreeMap<SocketAddr, Child>,
+    expiry: BTreeSet<(Instant, SocketAddr)>,
+    /// (cumulative, address) of admitted children.
+    cums: BTreeSet<(u64, SocketAddr)>,
+    /// (window right edge, address) of admitted children.
+    wends: BTreeSet<(u64, SocketAddr)>,
+    /// Admitted children reporting SACK ranges (a hole below them).
+    sacked: usize,
+    next_id: u64,
+    timeout: Duration,
+    capacity: usize,
+}
+
+impl ChildTable {
+    /// An empty table forgetting children silent for `timeout`, holding at
+    /// most `capacity` (at most [`MAX_CHILDREN`]).
+    pub fn new(timeout: Duration, capacity: usize) -> Self {
+        ChildTable {
+            children: BTreeMap::new(),
+            expiry: BTreeSet::new(),
+            cums: BTreeSet::new(),
+            wends: BTreeSet::new(),
+            sacked: 0,
+            next_id: 1,
+            timeout,
+            capacity: capacity.clamp(1, MAX_CHILDREN),
+        }
+    }
+
+    /// Number of children.
+    pub fn len(&self) -> usize {
+        self.children.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// True when no further child fits.
+    pub fn is_full(&self) -> bool {
+        self.children.len() >= self.capacity
+    }
+
+    /// The child at `addr`.
+    pub fn get(&self, addr: &SocketAddr) -> Option<&Child> {
+        self.children.get(addr)
+    }
+
+    /// Children in address order.
+    pub fn iter(&self) -> impl Iterator<Item = (&SocketAddr, &Child)> {
+        self.children.iter()
+    }
+
+    /// Adds a child heard at `now`; `None` if the table is full or it is
+    /// already known.
+    pub fn insert(
+        &mut self,
+        addr: SocketAddr,
+        connect: ConnectSummary,
+        connect_timestamp: u32,
+        now: Instant,
+    ) -> Option<&Child> {
+        if self.is_full() || self.children.contains_key(&addr) {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.children.insert(
+            addr,
+            Child {
+                id,
+                connect,
+                connect_timestamp,
+                start: None,
+                ack: None,
+                last_heard: now,
+                advanced: now,
+            },
+        );
+        self.expiry.insert((now + self.timeout, addr));
+        self.children.get(&addr)
+    }
+
+    /// Refreshes the soft state of `addr` (it was heard at `now`).
+    pub fn touch(&mut self, addr: &SocketAddr, now: Instant) {
+        if let Some(c) = self.children.get_mut(addr) {
+            self.expiry.remove(&(c.last_heard + self.timeout, *addr));
+            c.last_heard = now;
+            self.expiry.insert((now + self.timeout, *addr));
+        }
+    }
+
+    /// Sets the acknowledgement state of `addr` (admits it to merged ACKs
+    /// if it had none).
+    pub fn set_ack(&mut self, addr: &SocketAddr, ack: AckSummary, now: Instant) {
+        let Some(c) = self.children.get_mut(addr) else {
+            return;
+        };
+        if c.ack.as_ref().is_none_or(|o| ack.cumulative > o.cumulative) {
+            c.advanced = now;
+        }
+        if let Some(old) = &c.ack {
+            self.cums.remove(&(old.cumulative, *addr));
+            self.wends.remove(&(old.window_end, *addr));
+            self.sacked -= usize::from(!old.sack.is_empty());
+        }
+        self.cums.insert((ack.cumulative, *addr));
+        self.wends.insert((ack.window_end, *addr));
+        self.sacked += usize::from(!ack.sack.is_empty());
+        c.ack = Some(ack);
+    }
+
+    /// Admits `addr` to merged ACKs with its delivery starting at `start`
+    /// (it holds `[0, start)` and offers its CONNECT window from there).
+    pub fn admit(&mut self, addr: &SocketAddr, start: u64, now: Instant) {
+        let Some(c) = self.children.get_mut(addr) else {
+            return;
+        };
+        c.start = Some(start);
+        let ack = AckSummary::at_start(start, c.connect.window);
+        self.set_ack(addr, ack, now);
+    }
+
+    /// Admitted children behind some sibling whose cumulative point has not
+    /// advanced for `stall` (a stalled or bogus child holding its subtree's
+    /// merged point; TCP-SMO evicts such receivers, `SEEDS-DIGEST.md` §1).
+    /// O(N): called on a slow periodic timer.
+    pub fn stalled(&self, now: Instant, stall: Duration) -> Vec<SocketAddr> {
+        let Some(&(top, _)) = self.cums.last() else {
+            return Vec::new();
+        };
+        self.children
+            .iter()
+            .filter(|(_, c)| {
+                c.ack.as_ref().is_some_and(|a| a.cumulative < top) && now >= c.advanced + stall
+            })
+            .map(|(a, _)| *a)
+            .collect()
+    }
+
+    /// Records the timestamp of a repeated CONNECT from `addr`.
+    pub fn set_connect_timestamp(&mut self, addr: &SocketAddr, ts: u32) {
+        if let Some(c) = self.children.get_mut(addr) {
+            c.connect_timestamp = ts;
+        }
+    }
+
+    /// Forgets `addr`.
+    pub fn remove(&mut self, addr: &SocketAddr) -> Option<Child> {
+        let c = self.children.remove(addr)?;
+        self.expiry.remove(&(c.last_heard + self.timeout, *addr));
+        if let Some(a) = &c.ack {
+            self.cums.remove(&(a.cumulative, *addr));
+            self.wends.remove(&(a.window_end, *addr));
+            self.sacked -= usize::from(!a.sack.is_empty());
+        }
+        Some(c)
+    }
+
+    /// When the next child expires.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.expiry.first().map(|(t, _)| *t)
+    }
+
+    /// Removes and returns the children silent since `now - timeout`.
+    pub fn expire(&mut self, now: Instant) -> Vec<(SocketAddr, Child)> {
+        let mut out = Vec::new();
+        while let Some(&(t, addr)) = self.expiry.first() {
+            if t > now {
+                break;
+            }
+            if let Some(c) = self.remove(&addr) {
+                out.push((addr, c));
+            }
+        }
+        out
+    }
+
+    /// True if some admitted child reports SACK ranges.
+    pub fn any_sack(&self) -> bool {
+        self.sacked > 0
+    }
+
+    /// Lowest cumulative point of the admitted children.
+    pub fn min_cumulative(&self) -> Option<u64> {
+        self.cums.first().map(|(c, _)| *c)
+    }
+
+    /// Lowest window right edge of the admitted children.
+    pub fn min_window_end(&self) -> Option<u64> {
+        self.wends.first().map(|(w, _)| *w)
+    }
+
+    /// Highest offset any admitted child acknowledged (cumulatively or by
+    /// SACK).
+    pub fn highest(&self) -> Option<u64> {
+        self.children
+            .values()
+            .filter_map(|c| c.ack.as_ref().map(AckSummary::highest))
+            .max()
+    }
+
+    /// The meet of the admitted children's states ([`AckSummary::meet`]).
+    pub fn meet(&self) -> Option<AckSummary> {
+        self.children.values().filter_map(|c| c.ack.as_ref()).fold(
+            None,
+            |acc: Option<AckSummary>, a| {
+                Some(match acc {
+                    None => a.clone(),
+                    Some(m) => m.meet(a),
+                })
+            },
+        )
+    }
+}

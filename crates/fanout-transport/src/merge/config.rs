@@ -1,0 +1,92 @@
+//! Merger configuration and counters.
+
+use super::children::MAX_CHILDREN;
+use super::join::JoinMerge;
+use fanout_core::stats::DropCounters;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How a [`super::Merger`] runs.
+#[derive(Debug, Clone)]
+pub struct MergerConfig {
+    /// Where merged CONNECTs and ACKs go: the session sender or a higher
+    /// merger.
+    pub parent: SocketAddr,
+    /// When the merged CONNECT goes upstream.
+    pub join: JoinMerge,
+    /// A child silent this long is forgotten (soft state). Children are
+    /// silent while no data flows, until the sender's keep-alive PING
+    /// (relayed) makes them answer, every `idle_timeout / 3` (10 s by
+    /// default): keep this above that.
+    pub child_timeout: Duration,
+    /// A child behind a sibling whose cumulative point has not advanced
+    /// for this long is evicted (RESET "stalled"), so one stalled or bogus
+    /// child cannot hold its whole subtree. Keep it below the parent's own
+    /// stall timeout (the session sender's default is 10 s), or the parent
+    /// evicts the whole merger first.
+    pub child_stall: Duration,
+    /// Most children (clamped to [`MAX_CHILDREN`]).
+    pub max_children: usize,
+    /// First CONNECT retry interval; doubles per attempt up to 2^6 times
+    /// (as a joining receiver's, `docs/wire.md` §5.1).
+    pub connect_rto: Duration,
+    /// Give up joining upstream after this long.
+    pub handshake_timeout: Duration,
+    /// Close (resetting the children) after hearing nothing from the
+    /// parent for this long.
+    pub parent_timeout: Duration,
+}
+
+impl MergerConfig {
+    /// Defaults for a merger reporting to `parent`: the merged CONNECT goes
+    /// 200 ms after the first child asked (or once [`MAX_CHILDREN`] asked),
+    /// children are forgotten after 30 s of silence.
+    pub fn new(parent: SocketAddr) -> Self {
+        MergerConfig {
+            parent,
+            join: JoinMerge::CountOrTimer(MAX_CHILDREN, Duration::from_millis(200)),
+            child_timeout: Duration::from_secs(30),
+            child_stall: Duration::from_secs(5),
+            max_children: MAX_CHILDREN,
+            connect_rto: Duration::from_secs(1),
+            handshake_timeout: Duration::from_secs(10),
+            parent_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A merger's counters.
+#[derive(Debug, Clone, Default)]
+pub struct MergerStats {
+    /// Children admitted.
+    pub children_joined: u64,
+    /// Children that left (CLOSE or RESET).
+    pub children_left: u64,
+    /// Children forgotten after their soft-state timeout.
+    pub children_expired: u64,
+    /// Children evicted for stalling behind their siblings.
+    pub children_evicted: u64,
+    /// CONNECTs refused (merger full or closed).
+    pub children_refused: u64,
+    /// Datagrams from addresses that are neither the parent nor a child
+    /// (and not a CONNECT): forged or stale, dropped.
+    pub unknown_children: u64,
+    /// ACK frames received from children.
+    pub acks_in: u64,
+    /// Merged ACKs sent upstream.
+    pub acks_out: u64,
+    /// Merged ACKs built at once because a child repeated its ACK.
+    pub duplicate_forwards: u64,
+    /// Merged CONNECTs sent upstream (with retries).
+    pub connects_out: u64,
+    /// Datagrams relayed from the parent to children.
+    pub relayed: u64,
+    /// Relays dropped because the queue was full.
+    pub relay_overflow: u64,
+    /// Datagrams received.
+    pub datagrams_received: u64,
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Input refused, by reason.
+    pub drops: DropCounters,
+}

@@ -1,0 +1,570 @@
+//! The merger as a sans-IO engine: children's CONNECT / ACK / CLOSE in,
+//! merged CONNECT and ACKs out to the parent; the parent's ACCEPT and
+//! control frames (and any DATA it sends the merger) relayed down.
+
+use super::ack_meet::AckSummary;
+use super::children::{ChildTable, MAX_CHILDREN};
+use super::config::{MergerConfig, MergerStats};
+use super::join::ConnectSummary;
+use super::mctcp::{ChildMsg, Mctcp, MctcpState, MctcpTag, Upstream};
+use super::relay;
+use super::spec::MergeTable;
+use crate::event::CloseReason;
+use crate::wire::{
+    accept_header, decode_frames, AckFrame, CloseFrame, ConnectFrame, Frame, Header, HeaderFlags,
+};
+use fanout_core::codec::truncate_pn;
+use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
+use fanout_core::{Engine, Transmit};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Most datagrams queued toward children; a relay beyond it is dropped and
+/// counted (the parent's retransmission covers it).
+pub const MAX_QUEUED: usize = 4 * MAX_CHILDREN;
+
+/// The merger's membership upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Up {
+    /// Gathering children's CONNECTs ([`super::JoinMerge`]).
+    Gathering,
+    /// Merged CONNECT sent, waiting for ACCEPT.
+    Connecting {
+        attempts: u32,
+        next_try: Instant,
+        deadline: Instant,
+    },
+    /// A member of the parent's session.
+    Established,
+    Closed(CloseReason),
+}
+
+/// A concast ACK merger (MCTCP) for one session.
+#[derive(Debug)]
+pub struct Merger {
+    config: MergerConfig,
+    table: MergeTable<Mctcp>,
+    up: Up,
+    /// The merged CONNECT (repeated until ACCEPT).
+    connect: Option<ConnectSummary>,
+    /// The parent's session id (0 until ACCEPT).
+    session_id: u64,
+    /// The parent's ACCEPT.
+    accept: Option<ConnectFrame>,
+    /// Latest merged ACK not yet sent (a newer one supersedes it).
+    pending_ack: Option<AckFrame>,
+    /// RESET to send upstream: (session id, reason).
+    pending_reset: Option<(u64, String)>,
+    /// Datagrams toward children: (address, session id, frames).
+    down: VecDeque<(SocketAddr, u64, Arc<[u8]>)>,
+    parent_heard: Instant,
+    /// Next scan for stalled children (while established).
+    stall_check: Instant,
+    next_pn: u64,
+    stats: MergerStats,
+}
+
+impl Merger {
+    /// A merger with no children yet, reporting to `config.parent`.
+    pub fn new(config: MergerConfig, now: Instant) -> Self {
+        Merger {
+            table: Self::fresh_table(&config),
+            up: Up::Gathering,
+            connect: None,
+            session_id: 0,
+            accept: None,
+            pending_ack: None,
+            pending_reset: None,
+            down: VecDeque::new(),
+            parent_heard: now,
+            stall_check: Instant::MAX,
+            next_pn: 0,
+            stats: MergerStats::default(),
+            config,
+        }
+    }
+
+    fn fresh_table(config: &MergerConfig) -> MergeTable<Mctcp> {
+        let children = ChildTable::new(config.child_timeout, config.max_children);
+        MergeTable::new(Mctcp::new(children, config.join))
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> MergerStats {
+        let mut s = self.stats.clone();
+        if let Some(MctcpState::Ack(a)) = self.table.state(MctcpTag::Ack) {
+            s.duplicate_forwards = a.duplicates_forwarded;
+        }
+        s
+    }
+
+    /// Children currently held.
+    pub fn children(&self) -> usize {
+        self.table.spec.children.len()
+    }
+
+    /// The parent's session id, once a member upstream.
+    pub fn session_id(&self) -> Option<u64> {
+        (self.up == Up::Established).then_some(self.session_id)
+    }
+
+    /// True while a member of the parent's session.
+    pub fn is_established(&self) -> bool {
+        self.up == Up::Established
+    }
+
+    /// Why the merger stopped, once it has.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        match &self.up {
+            Up::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The last merged ACK built (what the parent knows of the subtree).
+    pub fn merged(&self) -> Option<&AckSummary> {
+        match self.table.state(MctcpTag::Ack) {
+            Some(MctcpState::Ack(a)) => a.last.as_ref(),
+            _ => None,
+        }
+    }
+
+    fn queue(&mut self, to: SocketAddr, session_id: u64, body: Arc<[u8]>) {
+        if self.down.len() >= MAX_QUEUED {
+            self.stats.relay_overflow += 1;
+            self.stats.drops.count(DropReason::LimitExceeded);
+            return;
+        }
+        self.down.push_back((to, session_id, body));
+    }
+
+    fn reset_body(reason: &str) -> Arc<[u8]> {
+        let mut b = Vec::new();
+        Frame::Reset(CloseFrame { code: 1, reason }).encode(&mut b);
+        b.into()
+    }
+
+    fn queue_accept(&mut self, to: SocketAddr) {
+        let (Some(a), Some(c)) = (self.accept, self.table.spec.children.get(&to)) else {
+            return;
+        };
+        let Some(start) = c.start else {
+            return;
+        };
+        let mut b = Vec::new();
+        Frame::Accept(ConnectFrame {
+            sends_data: true,
+            max_payload: a.max_payload,
+            window: 0,
+            timestamp: c.connect_timestamp,
+            // The subtree is one member of the parent's session: every child
+            // gets the merger's own member id, which phases a member's ACK
+            // schedule (ACK_FREQUENCY, `ack_policy::slot_phase`), so the
+            // children acknowledge in step and their ACKs merge into one per
+            // round. With distinct ids they were spread over the slot, the
+            // merged point advanced at nearly every child's ACK, and a merger
+            // forwarded about half of what it received
+            // (`docs/experiments/mctcp.md`).
+            member_id: a.member_id,
+            start_offset: start,
+        })
+        .encode(&mut b);
+        self.queue(to, self.session_id, b.into());
+    }
+
+    /// Runs one message through the merge specification and acts on what
+    /// it forwards.
+    fn process(&mut self, msg: ChildMsg, now: Instant) {
+        match self.table.process(msg, now) {
+            Ok(Some(out)) => self.forward(out, now),
+            Ok(None) => {}
+            Err(_) => self.stats.drops.count(DropReason::LimitExceeded),
+        }
+    }
+
+    fn forward(&mut self, out: Upstream, now: Instant) {
+        match out {
+            Upstream::Ack(m) => self.pending_ack = Some(m.to_frame(0)),
+            Upstream::Connect(c) => {
+                self.connect = Some(c);
+                if self.up == Up::Gathering {
+                    self.up = Up::Connecting {
+                        attempts: 0,
+                        next_try: now,
+                        deadline: now + self.config.handshake_timeout,
+                    };
+                }
+            }
+        }
+    }
+
+    /// Where a child admitted after the merger joined upstream starts: the
+    /// highest offset any child already acknowledged (at least the parent's
+    /// start). Its `[0, start)` then covers every SACK range of the others,
+    /// so admitting it never shrinks the merged ACK (no SACK reneging
+    /// toward the sender), and everything above is still held by the
+    /// sender for this subtree (the merged point is below it).
+    fn late_start(&self) -> u64 {
+        let base = self.accept.map_or(0, |a| a.start_offset);
+        self.table.spec.children.highest().unwrap_or(base).max(base)
+    }
+
+    fn admit(&mut self, now: Instant, from: SocketAddr, header_session: u64, c: &ConnectFrame) {
+        let closed = matches!(self.up, Up::Closed(_));
+        if closed || self.table.spec.children.is_full() {
+            self.stats.children_refused += 1;
+            self.stats.drops.count(DropReason::LimitExceeded);
+            let reason = if closed {
+                "merger closed"
+            } else {
+                "merger full"
+            };
+            self.queue(from, header_session, Self::reset_body(reason));
+            return;
+        }
+        let summary = ConnectSummary::of(c);
+        self.table
+            .spec
+            .children
+            .insert(from, summary, c.timestamp, now);
+        self.stats.children_joined += 1;
+        if self.up == Up::Established {
+            let start = self.late_start();
+            self.table.spec.children.admit(&from, start, now);
+            self.queue_accept(from);
+        } else {
+            self.process(ChildMsg::Join(summary), now);
+        }
+    }
+
+    /// After children left or expired: re-evaluate the merged ACK; with no
+    /// child left, leave the parent's session (RESET "subtree empty") and
+    /// gather anew.
+    fn after_leave(&mut self, now: Instant) {
+        if !self.table.spec.children.is_empty() {
+            self.process(ChildMsg::Leave, now);
+            return;
+        }
+        if matches!(self.up, Up::Connecting { .. } | Up::Established) {
+            self.pending_reset = Some((self.session_id, "subtree empty".into()));
+        }
+        if !matches!(self.up, Up::Closed(_)) {
+            self.up = Up::Gathering;
+        }
+        self.table = Self::fresh_table(&self.config);
+        self.connect = None;
+        self.accept = None;
+        self.session_id = 0;
+        self.pending_ack = None;
+    }
+
+    fn close(&mut self, reason: CloseReason, tell_children: Option<&str>) {
+        if let Some(why) = tell_children {
+            let body = Self::reset_body(why);
+            let to: Vec<SocketAddr> = self.table.spec.children.iter().map(|(a, _)| *a).collect();
+            for a in to {
+                self.queue(a, self.session_id, body.clone());
+            }
+        }
+        self.up = Up::Closed(reason);
+        self.pending_ack = None;
+    }
+
+    fn on_child(&mut self, now: Instant, from: SocketAddr, header: Header, body: &[u8]) {
+        let first = decode_frames(body).next();
+        let is_connect = matches!(first, Some(Ok(Frame::Connect(c))) if !c.sends_data);
+        let Some(child) = self.table.spec.children.get(&from) else {
+            match first {
+                Some(Ok(Frame::Connect(c)))
+                    if !c.sends_data
+                        && (header.session_id == 0
+                            || (self.session_id != 0 && header.session_id == self.session_id)) =>
+                {
+                    self.admit(now, from, header.session_id, &c);
+                }
+                _ => {
+                    self.stats.unknown_children += 1;
+                    self.stats.drops.count(DropReason::UnknownPeer);
+                }
+            }
+            return;
+        };
+        let admitted = child.ack.is_some();
+        let retried_connect = header.session_id == 0 && is_connect;
+        if !retried_connect && (self.session_id == 0 || header.session_id != self.session_id) {
+            self.stats.drops.count(DropReason::UnknownSession);
+            return;
+        }
+        self.table.spec.children.touch(&from, now);
+        for frame in decode_frames(body) {
+            let Ok(frame) = frame else {
+                self.stats.drops.count(DropReason::MalformedFrame);
+                return;
+            };
+            match frame {
+                // Its ACCEPT was lost: repeat it.
+                Frame::Connect(c) if !c.sends_data => {
+                    self.table
+                        .spec
+                        .children
+                        .set_connect_timestamp(&from, c.timestamp);
+                    if admitted {
+                        self.queue_accept(from);
+                    }
+                }
+                Frame::Ack(ack) if admitted => {
+                    self.stats.acks_in += 1;
+                    self.process(ChildMsg::Ack { child: from, ack }, now);
+                }
+                Frame::Close(_) | Frame::Reset(_) => {
+                    self.table.spec.children.remove(&from);
+                    self.stats.children_left += 1;
+                    self.after_leave(now);
+                    return;
+                }
+                Frame::Ping | Frame::Padding => {}
+                _ => self.stats.drops.count(DropReason::UnexpectedFrame),
+            }
+        }
+    }
+
+    fn establish(&mut self, now: Instant, session_id: u64, accept: ConnectFrame) {
+        self.session_id = session_id;
+        self.accept = Some(accept);
+        self.up = Up::Established;
+        self.parent_heard = now;
+        self.stall_check = now + self.stall_period();
+        self.table.spec.established = true;
+        let waiting: Vec<SocketAddr> = self
+            .table
+            .spec
+            .children
+            .iter()
+            .filter(|(_, c)| c.start.is_none())
+            .map(|(a, _)| *a)
+            .collect();
+        for a in waiting {
+            self.table.spec.children.admit(&a, accept.start_offset, now);
+            self.queue_accept(a);
+        }
+        if self.table.spec.children.is_empty() {
+            self.after_leave(now);
+        }
+    }
+
+    fn on_parent(&mut self, now: Instant, header: Header, body: &[u8]) {
+        match self.up {
+            Up::Closed(_) => unreachable!("checked by the caller"),
+            Up::Gathering => self.stats.drops.count(DropReason::UnexpectedFrame),
+            Up::Connecting { .. } => match decode_frames(body).next() {
+                Some(Ok(Frame::Accept(a))) if a.sends_data => {
+                    self.establish(now, header.session_id, a)
+                }
+                Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
+                    let reason = reason.to_string();
+                    self.close(
+                        CloseReason::PeerReset { code, reason },
+                        Some("parent refused"),
+                    );
+                }
+                _ => self.stats.drops.count(DropReason::UnexpectedFrame),
+            },
+            Up::Established if header.session_id != self.session_id => {
+                self.stats.drops.count(DropReason::UnknownSession);
+            }
+            Up::Established => {
+                self.parent_heard = now;
+                self.relay(body);
+            }
+        }
+    }
+
+    /// Relays the parent's frames to the children ([`relay::plan`]).
+    fn relay(&mut self, body: &[u8]) {
+        let plan = relay::plan(&self.table.spec.children, body);
+        if plan.malformed {
+            self.stats.drops.count(DropReason::MalformedFrame);
+        }
+        for _ in 0..plan.unexpected {
+            self.stats.drops.count(DropReason::UnexpectedFrame);
+        }
+        for (addr, body) in plan.out {
+            self.stats.relayed += 1;
+            self.queue(addr, self.session_id, body);
+        }
+        if let Some(reason) = plan.end {
+            self.close(reason, None);
+        }
+    }
+
+    /// How often stalled children are looked for: twice per stall time.
+    fn stall_period(&self) -> std::time::Duration {
+        (self.config.child_stall / 2).max(std::time::Duration::from_millis(1))
+    }
+
+    /// Evicts the children stalled behind their siblings
+    /// ([`ChildTable::stalled`]).
+    fn evict_stalled(&mut self, now: Instant) {
+        self.stall_check = now + self.stall_period();
+        let stalled = self
+            .table
+            .spec
+            .children
+            .stalled(now, self.config.child_stall);
+        if stalled.is_empty() {
+            return;
+        }
+        let body = Self::reset_body("stalled");
+        for addr in stalled {
+            self.table.spec.children.remove(&addr);
+            self.stats.children_evicted += 1;
+            self.queue(addr, self.session_id, body.clone());
+        }
+        self.after_leave(now);
+    }
+
+    fn header(&mut self, session_id: u64, out: &mut Vec<u8>) {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        Header {
+            flags: HeaderFlags::default(),
+            session_id,
+            packet_number: truncate_pn(pn),
+        }
+        .encode(out);
+    }
+}
+
+impl Engine for Merger {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams_received += 1;
+        let (header, body) = match accept_header(datagram) {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.stats.drops.count(reason);
+                return;
+            }
+        };
+        if matches!(self.up, Up::Closed(_)) {
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
+        if from == self.config.parent {
+            self.on_parent(now, header, body);
+        } else {
+            self.on_child(now, from, header, body);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let parent = self.config.parent;
+        if let Some((session_id, reason)) = self.pending_reset.take() {
+            self.header(session_id, buf);
+            Frame::Reset(CloseFrame {
+                code: 1,
+                reason: &reason,
+            })
+            .encode(buf);
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit {
+                destination: parent,
+            });
+        }
+        if let (
+            Up::Connecting {
+                attempts,
+                next_try,
+                deadline,
+            },
+            Some(c),
+        ) = (&self.up, self.connect)
+        {
+            if *next_try <= now {
+                let (attempts, deadline) = (*attempts, *deadline);
+                // Session id 0: the parent names the session in its ACCEPT.
+                self.header(0, buf);
+                Frame::Connect(c.to_connect((now.as_nanos() / 1_000) as u32)).encode(buf);
+                let wait = self.config.connect_rto.saturating_mul(1 << attempts.min(6));
+                self.up = Up::Connecting {
+                    attempts: attempts + 1,
+                    next_try: now + wait,
+                    deadline,
+                };
+                self.stats.connects_out += 1;
+                self.stats.datagrams_sent += 1;
+                return Some(Transmit {
+                    destination: parent,
+                });
+            }
+        }
+        if let Some(ack) = self.pending_ack.take() {
+            self.header(self.session_id, buf);
+            Frame::Ack(ack).encode(buf);
+            self.stats.acks_out += 1;
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit {
+                destination: parent,
+            });
+        }
+        let (to, session_id, body) = self.down.pop_front()?;
+        self.header(session_id, buf);
+        buf.extend_from_slice(&body);
+        self.stats.datagrams_sent += 1;
+        Some(Transmit { destination: to })
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let up = match &self.up {
+            Up::Closed(_) => return None,
+            Up::Gathering => None,
+            Up::Connecting {
+                next_try, deadline, ..
+            } => Some((*next_try).min(*deadline)),
+            Up::Established => {
+                Some((self.parent_heard + self.config.parent_timeout).min(self.stall_check))
+            }
+        };
+        [
+            up,
+            self.table.deadline(),
+            self.table.spec.children.next_expiry(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self.up {
+            Up::Closed(_) => return,
+            Up::Connecting { deadline, .. } if now >= deadline => {
+                self.close(CloseReason::HandshakeTimeout, Some("parent unreachable"));
+                return;
+            }
+            Up::Established if now >= self.parent_heard + self.config.parent_timeout => {
+                self.close(CloseReason::IdleTimeout, Some("parent silent"));
+                return;
+            }
+            _ => {}
+        }
+        for tag in self.table.due(now) {
+            if let Some(out) = self.table.poll(tag, now) {
+                self.forward(out, now);
+            }
+        }
+        if self.up == Up::Established && now >= self.stall_check {
+            self.evict_stalled(now);
+        }
+        let expired = self.table.spec.children.expire(now);
+        if !expired.is_empty() {
+            let body = Self::reset_body("expired");
+            for (addr, _) in &expired {
+                self.stats.children_expired += 1;
+                self.queue(*addr, self.session_id, body.clone());
+            }
+            self.after_leave(now);
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! MCTCP ACK aggregation (`shared/SEEDS-DIGEST.md` §2, issue 4): mergers
+//! that combine their children's feedback hop by hop, so a session sender's
+//! feedback load depends on its fan-out, not on the number of receivers.
+//! Design notes and the merge rules with their seed citations:
+//! `docs/mctcp.md`.
+//!
+//! * [`spec`] — the concast merge-specification abstraction ([`MergeSpec`]:
+//!   tag / merge / done / build) and its per-message framework
+//!   ([`MergeTable`], seed Fig. 1).
+//! * [`ack_meet`] — the ACK lattice: [`AckSummary::meet`] (min cumulative,
+//!   common SACK ranges, min window right edge, oldest timestamp echo).
+//! * [`join`] — CONNECT merging by count, timer or both ([`JoinMerge`]).
+//! * [`mctcp`] — the MCTCP specification over fanout's wire ([`Mctcp`]).
+//! * [`children`] — children as soft state ([`ChildTable`], bounded by
+//!   [`MAX_CHILDREN`]).
+//! * [`relay`] — what goes down: the parent's control frames to all
+//!   children, its DATA only to those lacking it.
+//! * [`Merger`] — the sans-IO engine ([`fanout_core::Engine`]).
+//!
+//! # The merger on the wire (this increment)
+//!
+//! A merger speaks v1 frames only. To its **children** (receivers created
+//! with [`crate::Receiver::join`] pointed at the merger, or lower mergers)
+//! it looks like a session sender: they CONNECT to it, it answers ACCEPT
+//! (with the member id the parent gave the merger, so the subtree's ACK
+//! schedules run in phase, and the start offset), and it relays
+//! the parent's control frames (PING, ACK_FREQUENCY, SKIP, CLOSE, RESET)
+//! and any DATA the parent sends it by unicast, DATA only to the children
+//! that have not acknowledged it. To its **parent** (a
+//! [`crate::session::SessionSender`] or a higher merger) it looks like one
+//! member: one merged CONNECT for its subtree, then merged ACKs. Datagrams
+//! from addresses that are neither the parent nor a child (except a
+//! CONNECT) are dropped and counted (`unknown_children`); a child's ACK can
+//! only lower the merged ACK (it is a meet), so a forged or inconsistent
+//! child cannot make the sender release data a genuine child lacks.
+//!
+//! # Plan: the sender with mergers (not built yet)
+//!
+//! Today a [`crate::session::SessionSender`] already works with mergers
+//! unchanged in unicast fan-out mode (no group): the merger is one member,
+//! receives that member's copy of each segment and relays it to its
+//! children (`tests/merge_tree.rs`). With IP multicast, and to meet the
+//! rest of issue 4, the following is next:
+//!
+//! 1. **Data source ≠ feedback target at the receiver** (built): a
+//!    receiver joined with [`crate::TransportConfig::feedback_via`] sends
+//!    its CONNECT and ACKs to its merger and takes DATA and control from
+//!    the session sender (its group) as well as from the merger; the
+//!    sender's datagrams that beat the relayed ACCEPT are held (bounded)
+//!    and replayed (`tests/merge_tree.rs`, multicast through two levels).
+//! 2. **A member standing for a subtree.** The sender keeps treating a
+//!    merger as one child block (its cwnd, RTT, RTO and loss recovery are
+//!    the subtree's, exactly MCTCP's "unmodified TCP on the merged
+//!    stream"), so the release, window and repair policies compose; merged
+//!    and unmerged children coexist in the same member table (partial
+//!    deployment: the sender's own merge is the meet over its members).
+//!    What changes is **weight**: the repair threshold ("more than 5% of
+//!    receivers miss it") and the ACK-frequency budget (`feedback`:
+//!    `min_interval = N / budget`) must count receivers, not members. That
+//!    needs a wire addition: a subtree **member count** in the merged
+//!    CONNECT and in a periodic frame, e.g. `ROSTER {count:varint,
+//!    entries: (member_id, address, cumulative)…}` sent by a merger every
+//!    few seconds (bounded entries per frame, paged), which also gives the
+//!    sender per-receiver accounting (who is in the session and how far
+//!    each got, issue 4 item 5) without per-receiver ACKs. New frame types
+//!    need a wire-version bump or a negotiated extension (`docs/wire.md`
+//!    §3.1), so this waits for v2.
+//! 3. **Repairs through the tree.** A unicast repair to a merger member is
+//!    relayed only to the children lacking it (done here); a merger could
+//!    also answer a child's loss from a small cache before the sender sees
+//!    it (not in the seed; later).
+//! 4. **Crashed mergers.** Children detect a silent parent (no relayed
+//!    PING within the idle timeout) and re-join the next ancestor (a list
+//!    of parents by flag); the sender evicts the dead merger member after
+//!    its stall timeout, and the re-joined receivers catch up from their
+//!    cumulative point (file sessions: the catch-up transfer).
+
+pub mod ack_meet;
+pub mod children;
+mod config;
+mod engine;
+pub mod join;
+pub mod mctcp;
+pub mod relay;
+pub mod spec;
+
+pub use ack_meet::AckSummary;
+pub use children::{ChildTable, MAX_CHILDREN};
+pub use config::{MergerConfig, MergerStats};
+pub use engine::{Merger, MAX_QUEUED};
+pub use join::{ConnectSummary, JoinMerge};
+pub use mctcp::{ChildMsg, Mctcp, MctcpTag, Upstream};
+pub use spec::{MergeSpec, MergeTable, MAX_TAGS};

@@ -1,0 +1,175 @@
+//! `fanout merge` over real IP multicast (issue 4, MCTCP), in a bridged LAN
+//! of network namespaces this test creates (10.77.0.0/24, TTL 1; nothing
+//! reaches the root namespace): a sender multicasts a 4 MiB file to a
+//! group of four receivers; each receiver joins through one of two ACK
+//! mergers (`fanout recv --merger`), which report to the sender. All four
+//! files are identical and verified end to end, the sender sees two members
+//! (the mergers), and it receives fewer ACKs than the receivers sent. Every
+//! wait is bounded; the LAN guard kills what runs in it and removes it.
+//! Skipped without namespaces unless `FANOUT_NETNS_REQUIRED=1`.
+
+use fanout_netns::{require_netns, LanTopology, NsChild};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+const GROUP: &str = "239.77.0.9:7040";
+const SENDER: &str = "10.77.0.1:6040";
+const FILE_BYTES: usize = 4 << 20;
+/// Hosts: 0 sender, 1 and 2 mergers, 3..=6 receivers (3, 4 under host 1;
+/// 5, 6 under host 2).
+const RECEIVERS: [(usize, usize); 4] = [(3, 1), (4, 1), (5, 2), (6, 2)];
+
+fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
+    let h = lan.host(host);
+    let mut cmd = h.netns().exec(BIN);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    h.netns().spawn(cmd).expect("spawn")
+}
+
+fn merger_addr(lan: &LanTopology, host: usize) -> String {
+    format!("{}:6041", lan.host(host).ipv4())
+}
+
+/// Waits for `child` (bounded) and returns its JSON report, or panics with
+/// its stderr.
+fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::Value {
+    let status = child.wait_timeout(limit).expect("wait").unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("{what} did not finish within {limit:?}")
+    });
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(so) = child.child_mut().stdout.as_mut() {
+        let _ = so.read_to_string(&mut out);
+    }
+    if let Some(se) = child.child_mut().stderr.as_mut() {
+        let _ = se.read_to_string(&mut err);
+    }
+    assert!(status.success(), "{what} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
+}
+
+fn receiver(lan: &LanTopology, host: usize, merger: &str, out: &Path) -> NsChild {
+    let ip = lan.host(host).ipv4().to_string();
+    spawn(
+        lan,
+        host,
+        &[
+            "recv",
+            "--group",
+            GROUP,
+            "--from",
+            SENDER,
+            "--merger",
+            merger,
+            "--interface",
+            &ip,
+            "--json",
+            "--quiet",
+            "--idle-timeout",
+            "20",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    )
+}
+
+#[test]
+fn receivers_report_through_two_mergers_and_all_get_the_file() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fanout-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("payload.bin");
+    let mut data = vec![0u8; FILE_BYTES];
+    fanout_core::Rng::new(41).fill(&mut data);
+    std::fs::File::create(&src)
+        .unwrap()
+        .write_all(&data)
+        .unwrap();
+    let lan = LanTopology::new(7).expect("LAN");
+    let out = |h: usize| dir.join(format!("got{h}.bin"));
+    let mut mergers: Vec<(usize, NsChild)> = [1, 2]
+        .iter()
+        .map(|&h| {
+            let listen = merger_addr(&lan, h);
+            let c = spawn(
+                &lan,
+                h,
+                &[
+                    "merge",
+                    "--listen",
+                    &listen,
+                    "--parent",
+                    SENDER,
+                    "--children",
+                    "2",
+                    "--json",
+                    "--quiet",
+                ],
+            );
+            (h, c)
+        })
+        .collect();
+    let mut receivers: Vec<(usize, NsChild)> = RECEIVERS
+        .iter()
+        .map(|&(h, m)| (h, receiver(&lan, h, &merger_addr(&lan, m), &out(h))))
+        .collect();
+    let g = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 9));
+    let joined = lan
+        .wait_for_members(g, 4, Duration::from_secs(5))
+        .expect("bridge");
+    assert_eq!(joined.len(), 4, "{joined:?}");
+    let mut sender = spawn(
+        &lan,
+        0,
+        &[
+            "send",
+            src.to_str().unwrap(),
+            "--group",
+            GROUP,
+            "--bind",
+            SENDER,
+            "--wait-for",
+            "2",
+            "--json",
+            "--quiet",
+        ],
+    );
+    let sent = finish(&mut sender, "sender", Duration::from_secs(60));
+    let mut receiver_acks = 0;
+    for (h, c) in receivers.iter_mut() {
+        let r = finish(c, &format!("receiver on host {h}"), Duration::from_secs(30));
+        assert_eq!(r["verified"], true, "host {h}");
+        assert!(
+            std::fs::read(out(*h)).unwrap() == data,
+            "host {h}: file differs"
+        );
+        receiver_acks += r["transport"]["acks_sent"].as_u64().unwrap();
+    }
+    let mut merged = 0;
+    for (h, c) in mergers.iter_mut() {
+        let m = finish(c, &format!("merger on host {h}"), Duration::from_secs(40));
+        assert_eq!(m["transport"]["children_joined"], 2, "host {h}: {m}");
+        merged += m["transport"]["acks_out"].as_u64().unwrap();
+    }
+    assert_eq!(sent["transport"]["members_joined"], 2, "{sent}");
+    let at_sender = sent["transport"]["acks_received"].as_u64().unwrap();
+    eprintln!(
+        "4 MiB through 2 mergers to 4 receivers: {:.2} s ({:.0} Mbit/s); receivers sent \
+         {receiver_acks} ACKs, mergers {merged}, the sender received {at_sender}",
+        sent["seconds"].as_f64().unwrap(),
+        sent["goodput_bps"].as_f64().unwrap() / 1e6,
+    );
+    assert!(
+        at_sender <= merged && 3 * at_sender <= 2 * receiver_acks,
+        "sender {at_sender}, mergers {merged}, receivers {receiver_acks}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
