@@ -40,11 +40,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Bytes not yet read.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
     /// True when everything was read.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
@@ -55,11 +57,13 @@ impl<'a> Reader<'a> {
     }
 
     /// The unread rest, without consuming it.
+    #[inline]
     pub fn peek_rest(&self) -> &'a [u8] {
         &self.buf[self.pos..]
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.remaining() < n {
             return Err(DecodeError::Truncated {
@@ -72,6 +76,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `N` bytes as an array.
+    #[inline]
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.bytes(N)?);
@@ -79,6 +84,7 @@ impl<'a> Reader<'a> {
     }
 
     /// One byte.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
     }
@@ -89,16 +95,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Big-endian u32.
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_be_bytes(self.array()?))
     }
 
     /// Big-endian u64.
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_be_bytes(self.array()?))
     }
 
     /// QUIC variable-length integer (RFC 9000 §16).
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, DecodeError> {
         let first = self.u8()?;
         let len = 1usize << (first >> 6);
@@ -110,6 +119,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint that must fit `usize` and be at most `limit`.
+    #[inline]
     pub fn varint_len(&mut self, field: &'static str, limit: usize) -> Result<usize, DecodeError> {
         let v = self.varint()?;
         match usize::try_from(v) {

@@ -111,7 +111,7 @@ impl RangeSet {
 
     /// Removes `r`; returns how many values were removed.
     pub fn remove(&mut self, r: Range<u64>) -> u64 {
-        if r.is_empty() {
+        if r.is_empty() || self.map.is_empty() {
             return 0;
         }
         let removed = self.overlap_len(r.clone());
@@ -139,7 +139,7 @@ impl RangeSet {
 
     /// Values of `r` that are stored.
     pub fn overlap_len(&self, r: Range<u64>) -> u64 {
-        if r.is_empty() {
+        if r.is_empty() || self.map.is_empty() {
             return 0;
         }
         let mut n = 0;

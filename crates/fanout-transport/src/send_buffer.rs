@@ -125,6 +125,11 @@ impl SendBuffer {
         let n = offset
             .saturating_sub(self.base)
             .min(self.bytes.len() as u64);
+        if n == 0 {
+            // Nothing new (the session calls this on every ACK that
+            // progresses): `split_off` would rebuild the message ends.
+            return;
+        }
         self.bytes.drain(..n as usize);
         self.base += n;
         self.message_ends = self.message_ends.split_off(&(self.base + 1));

@@ -93,6 +93,7 @@ impl OrderedIndex {
     }
 
     /// Sets the entry of `slot` to `(key, id)`, adding it if absent.
+    #[inline]
     pub fn update(&mut self, slot: u32, id: MemberId, key: u64) {
         let s = slot as usize;
         if s >= self.ids.len() {

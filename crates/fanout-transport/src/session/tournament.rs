@@ -40,6 +40,7 @@ impl Default for Tournament {
 
 impl Tournament {
     /// The key of `slot`'s leaf ([`EMPTY`] if none).
+    #[inline]
     pub fn leaf(&self, slot: usize) -> u128 {
         if slot < self.cap {
             self.best[self.cap + slot]
@@ -50,6 +51,7 @@ impl Tournament {
 
     /// Sets `slot`'s key ([`EMPTY`] removes it); its ancestors are
     /// recomputed at the next [`Tournament::flush`].
+    #[inline]
     pub fn set(&mut self, slot: usize, key: u128) {
         if slot >= self.cap {
             self.grow(slot + 1);
