@@ -52,8 +52,13 @@ impl RttEstimator {
     }
 
     /// Smoothed RTT, or the initial RTO's third before any sample.
+    #[inline]
     pub fn srtt(&self) -> Duration {
-        self.srtt.unwrap_or(self.config.initial / 3)
+        // Not `unwrap_or`: the division would run on every call.
+        match self.srtt {
+            Some(s) => s,
+            None => self.config.initial / 3,
+        }
     }
 
     /// True once a sample was taken.
@@ -72,6 +77,7 @@ impl RttEstimator {
     }
 
     /// Smallest sample seen (`Duration::MAX` before any).
+    #[inline]
     pub fn min_rtt(&self) -> Duration {
         self.min_rtt
     }
@@ -96,6 +102,23 @@ impl RttEstimator {
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }
         }
+    }
+
+    /// Feeds a measurement that includes `ack_delay`, the time the peer
+    /// says it held its ACK back (RFC 9002 §5.3): the delay is taken off
+    /// unless that would put the sample below the smallest RTT seen, so a
+    /// peer overstating it cannot shrink the estimate below `min_rtt`; the
+    /// raw sample still updates `min_rtt`. Feedback thinned by time holds
+    /// ACKs for a large part of the path's RTT, and pacing and the RTO would
+    /// otherwise count that hold as path delay.
+    pub fn on_sample_with_ack_delay(&mut self, rtt: Duration, ack_delay: Duration) {
+        let min_rtt = self.min_rtt.min(rtt);
+        let adjusted = match rtt.checked_sub(ack_delay) {
+            Some(a) if a >= min_rtt => a,
+            _ => rtt,
+        };
+        self.on_sample(adjusted);
+        self.min_rtt = min_rtt;
     }
 
     /// RFC 6298 §5.5: back off the timer (RTO *= 2), up to `max`.
@@ -148,5 +171,21 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_secs(60));
         e.on_sample(Duration::from_millis(10));
         assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn ack_delay_is_taken_off_but_never_below_min_rtt() {
+        let ms = Duration::from_millis;
+        let mut e = RttEstimator::new(RtoConfig::default());
+        e.on_sample_with_ack_delay(ms(12), ms(0));
+        // 40 ms of it was the receiver holding its ACK.
+        e.on_sample_with_ack_delay(ms(52), ms(40));
+        assert_eq!(e.latest(), ms(12));
+        // An overstated delay would go below min_rtt: the raw sample counts.
+        e.on_sample_with_ack_delay(ms(20), ms(15));
+        assert_eq!(e.latest(), ms(20));
+        // The raw sample still lowers min_rtt.
+        e.on_sample_with_ack_delay(ms(10), ms(5));
+        assert_eq!(e.min_rtt(), ms(10));
     }
 }

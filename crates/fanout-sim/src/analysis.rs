@@ -54,6 +54,11 @@ pub struct SessionFigures {
     pub multicast_repairs: u64,
     /// Repairs sent by unicast.
     pub unicast_repairs: u64,
+    /// Multicast repairs of a segment already multicast again before.
+    pub repeat_multicast_repairs: u64,
+    /// Members served per multicast repair, on average (those that had
+    /// reported the segment lost when it was sent).
+    pub members_per_multicast_repair: f64,
     /// Member retransmission timeouts.
     pub rto_events: u64,
     /// Member loss-recovery episodes.
@@ -64,6 +69,14 @@ pub struct SessionFigures {
     pub feedback_bps: f64,
     /// Datagrams the sender's node dropped for lack of processing capacity.
     pub feedback_cpu_drops: u64,
+    /// Share of the run the sender node's CPU model was busy (0 without
+    /// one).
+    pub sender_cpu_load: f64,
+    /// Datagrams per second the median member sent (its feedback load),
+    /// over the whole run.
+    pub member_feedback_pps: f64,
+    /// MCTCP ACK mergers (empty without).
+    pub mergers: Vec<MergerFigures>,
     /// Bytes sent on the sender's first link per byte delivered to one member.
     pub sender_link_bytes_per_delivered_byte: f64,
     /// Each member present from the start, in member order (evicted
@@ -100,6 +113,36 @@ impl Spread {
             max_bps: xs.last().copied().unwrap_or(0.0),
         }
     }
+}
+
+/// One MCTCP merger's figures (issue 4), over the whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergerFigures {
+    /// Merger node.
+    pub node: String,
+    /// Children reporting to it.
+    pub children: usize,
+    /// ACKs received from children.
+    pub acks_in: u64,
+    /// Merged ACKs sent to its parent.
+    pub acks_out: u64,
+    /// Of those, sent at once because a child repeated its ACK (the loss
+    /// signal, seed Fig. 5 `retransmit`).
+    pub duplicate_forwards: u64,
+    /// Datagrams arriving at its node per second.
+    pub in_pps: f64,
+    /// Share of the run its node's CPU model was busy (0 without one).
+    pub cpu_load: f64,
+    /// Datagrams its node dropped for lack of processing capacity.
+    pub cpu_drops: u64,
+}
+
+/// Share of the run `node`'s CPU model was busy.
+fn cpu_load(sim: &Simulator, node: crate::NodeId, secs: f64) -> f64 {
+    let n = sim.node(node);
+    n.cpu().map_or(0.0, |c| {
+        (n.stats().delivered_packets as f64 * c.per_packet.as_secs_f64() / secs).min(1.0)
+    })
 }
 
 /// One relay's figures.
@@ -326,6 +369,34 @@ fn session_figures(
             }
         })
         .collect();
+    let mergers = s
+        .mergers
+        .iter()
+        .map(|m| {
+            let st = sim
+                .app::<crate::session_merge::MergerApp>(m.app)
+                .map(|a| a.merger().stats())
+                .unwrap_or_default();
+            let n = sim.app_node(m.app);
+            MergerFigures {
+                node: m.node.clone(),
+                children: m.children,
+                acks_in: st.acks_in,
+                acks_out: st.acks_out,
+                duplicate_forwards: st.duplicate_forwards,
+                in_pps: sim.node(n).stats().delivered_packets as f64 / secs,
+                cpu_load: cpu_load(sim, n, secs),
+                cpu_drops: sim.node(n).stats().drops[crate::stats::NetDrop::CpuOverflow],
+            }
+        })
+        .collect();
+    let mut member_pps: Vec<f64> = s
+        .members
+        .iter()
+        .filter_map(|&m| sim.app::<crate::transfer::SinkReceiver>(m))
+        .map(|r| r.receiver().stats().datagrams_sent as f64 / secs)
+        .collect();
+    member_pps.sort_by(f64::total_cmp);
     let relayed = (!s.relays.is_empty()).then(|| {
         Spread::of(
             s.relays
@@ -348,11 +419,17 @@ fn session_figures(
         data_segments: stats.data_segments,
         multicast_repairs: stats.multicast_repairs,
         unicast_repairs: stats.unicast_repairs,
+        repeat_multicast_repairs: stats.repeat_multicast_repairs,
+        members_per_multicast_repair: stats.multicast_repair_members as f64
+            / stats.multicast_repairs.max(1) as f64,
         rto_events: stats.rto_events,
         recovery_episodes: stats.recovery_episodes,
         feedback_pps: node_stats.delivered_packets as f64 / secs,
         feedback_bps: node_stats.delivered_bytes as f64 * 8.0 / secs,
         feedback_cpu_drops: node_stats.drops[crate::stats::NetDrop::CpuOverflow],
+        sender_cpu_load: cpu_load(sim, node, secs),
+        member_feedback_pps: member_pps.get(member_pps.len() / 2).copied().unwrap_or(0.0),
+        mergers,
         sender_link_bytes_per_delivered_byte: sent_bytes as f64 / delivered.max(1) as f64,
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod event;
+pub mod merge;
 pub mod receiver;
 pub mod recv_buffer;
 pub mod scoreboard;
@@ -15,6 +16,7 @@ pub mod send_buffer;
 pub mod sender;
 pub mod session;
 pub mod stats;
+pub mod upstream;
 pub mod wire;
 
 pub use config::TransportConfig;
@@ -22,3 +24,4 @@ pub use event::{CloseReason, Event};
 pub use receiver::Receiver;
 pub use sender::Sender;
 pub use stats::{ReceiverStats, SenderStats};
+pub use upstream::{UpstreamSendStats, UpstreamStatus};

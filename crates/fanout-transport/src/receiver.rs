@@ -7,6 +7,7 @@ use crate::config::TransportConfig;
 use crate::event::{CloseReason, Event};
 use crate::recv_buffer::{RecvBuffer, Refused};
 use crate::stats::ReceiverStats;
+use crate::upstream::{UpstreamOut, UpstreamSendStats, UpstreamStatus};
 use crate::wire::{
     decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
     MAX_SACK_RANGES,
@@ -23,6 +24,13 @@ use std::ops::Range;
 /// Most replies to strangers (busy resets) queued at once; the rest are
 /// dropped, so a connect flood cannot grow memory.
 const MAX_PENDING_REFUSALS: usize = 16;
+
+/// Most bytes of the sender's datagrams held while the merger's ACCEPT is
+/// on its way ([`TransportConfig::feedback_via`]): the sender starts on the
+/// merged CONNECT's ACCEPT, which reaches receivers one hop per tree level
+/// after its first multicast flight. Replayed once the ACCEPT names the
+/// session; beyond this bound they are dropped (and repaired).
+const MAX_EARLY_BYTES: usize = 128 << 10;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -57,7 +65,10 @@ pub struct Receiver {
     last_ack_sent: u64,
     advertised_window_end: u64,
     most_recent: Option<Range<u64>>,
-    unacked_since: Option<Instant>,
+    /// Arrival of the segment whose timestamp is `ts_recent`: ACK delay is
+    /// counted from it, so the sender's `sample − ack_delay` is that
+    /// segment's path RTT (RFC 9002 §5.3).
+    ts_recent_at: Option<Instant>,
     accept_pending: Option<u32>,
     /// Id the session sender gave this member (1 for a unicast listener).
     member_id: u64,
@@ -72,6 +83,17 @@ pub struct Receiver {
     last_heard: Instant,
     events: VecDeque<Event>,
     stats: ReceiverStats,
+    /// Joined a session sender ([`Receiver::join`]): may send upstream.
+    member: bool,
+    /// The upstream stream (session relay), created on first use.
+    upstream: Option<Box<UpstreamOut>>,
+    /// The session sender, when feedback goes to a merger instead
+    /// ([`TransportConfig::feedback_via`]): DATA and control are accepted
+    /// from it as well as from the peer (the merger).
+    source: Option<SocketAddr>,
+    /// The sender's datagrams that arrived before the merger's ACCEPT
+    /// (at most [`MAX_EARLY_BYTES`] in all).
+    early: Vec<Box<[u8]>>,
 }
 
 impl Receiver {
@@ -87,7 +109,7 @@ impl Receiver {
             last_ack_sent: 0,
             advertised_window_end: 0,
             most_recent: None,
-            unacked_since: None,
+            ts_recent_at: None,
             accept_pending: None,
             member_id: 1,
             start: 0,
@@ -98,6 +120,10 @@ impl Receiver {
             last_heard: now,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
+            member: false,
+            upstream: None,
+            source: None,
+            early: Vec::new(),
             config,
         }
     }
@@ -106,11 +132,19 @@ impl Receiver {
     /// §II): sends CONNECT until ACCEPT arrives or the handshake times out.
     /// The sender's data may then arrive from its address on any destination
     /// (a multicast group this host joined, or unicast).
+    ///
+    /// With [`TransportConfig::feedback_via`] set, the CONNECT and all
+    /// feedback go to that merger instead (MCTCP, [`crate::merge`]); the
+    /// merger's ACCEPT names the session, and datagrams of that session are
+    /// then taken from the merger or from `sender`.
     pub fn join(config: TransportConfig, sender: SocketAddr, now: Instant) -> Self {
         let deadline = now + config.handshake_timeout;
+        let via = config.feedback_via;
         let mut r = Receiver::listen(config, now);
+        r.member = true;
+        r.source = via.map(|_| sender);
         r.state = State::Joining {
-            target: sender,
+            target: via.unwrap_or(sender),
             attempts: 0,
             next_try: now,
             deadline,
@@ -216,6 +250,68 @@ impl Receiver {
         &self.stats
     }
 
+    /// Queues bytes for the session sender on this member's own connection
+    /// (session relay, TCP-SMO §IV.B; [`crate::upstream`]); returns how
+    /// many the bounded upstream buffer took (never blocks). Always 0 for
+    /// a receiver of a plain unicast [`crate::Sender`] (created with
+    /// [`Receiver::listen`]), which has no upstream, and once the session
+    /// or the upstream stream ended.
+    pub fn write_upstream(&mut self, data: &[u8]) -> usize {
+        if data.is_empty() {
+            return 0;
+        }
+        match self.upstream_mut() {
+            Some(u) => u.write(data),
+            None => 0,
+        }
+    }
+
+    /// Bytes [`Receiver::write_upstream`] would take now.
+    pub fn upstream_writable(&self) -> usize {
+        match &self.upstream {
+            Some(u) => u.writable(),
+            None if self.member && !self.is_closed() => crate::upstream::UPSTREAM_SEND_BUFFER,
+            None => 0,
+        }
+    }
+
+    /// Ends the upstream stream after what was written (the sender sees its
+    /// end once every byte arrived).
+    pub fn finish_upstream(&mut self) {
+        if let Some(u) = self.upstream_mut() {
+            u.finish();
+        }
+    }
+
+    /// Where the upstream stream stands.
+    pub fn upstream_status(&self) -> UpstreamStatus {
+        match &self.upstream {
+            Some(u) => u.status(),
+            None if self.member && !self.is_closed() => UpstreamStatus::Idle,
+            None => UpstreamStatus::Failed,
+        }
+    }
+
+    /// Upstream counters (zero before any upstream use).
+    pub fn upstream_stats(&self) -> UpstreamSendStats {
+        self.upstream
+            .as_ref()
+            .map_or_else(Default::default, |u| u.stats())
+    }
+
+    /// The upstream stream, created on first use (members of an open
+    /// session only).
+    fn upstream_mut(&mut self) -> Option<&mut UpstreamOut> {
+        if !self.member || self.is_closed() {
+            return None;
+        }
+        let (mss, rto) = (self.config.max_payload(), self.config.rto);
+        Some(
+            self.upstream
+                .get_or_insert_with(|| Box::new(UpstreamOut::new(mss, rto))),
+        )
+    }
+
     /// Aborts the session, telling the sender why.
     pub fn reset(&mut self, code: u64, reason: &str) {
         if self.is_closed() {
@@ -231,6 +327,11 @@ impl Receiver {
     }
 
     fn close(&mut self, reason: CloseReason) {
+        if let Some(u) = self.upstream.as_mut() {
+            if u.status() != UpstreamStatus::Finished {
+                u.fail();
+            }
+        }
         if !self.is_closed() {
             self.state = State::Closed(reason.clone());
             self.events.push_back(Event::Closed(reason));
@@ -284,11 +385,11 @@ impl Receiver {
         // (SEG.TSval >= TS.Recent, compared modulo 2^32).
         if d.offset <= self.last_ack_sent && d.timestamp.wrapping_sub(self.ts_recent) as i32 >= 0 {
             self.ts_recent = d.timestamp;
+            self.ts_recent_at = Some(now);
         }
         let out_of_order = d.offset > nxt_before;
         let filled_gap = !out_of_order && self.buffer.rcv_nxt() > range.end;
         self.most_recent = Some(range);
-        self.unacked_since.get_or_insert(now);
         self.acks
             .on_segment(now, out_of_order || filled_gap || duplicate || d.fin);
     }
@@ -332,12 +433,50 @@ impl Receiver {
                         slot_phase(self.member_id),
                     );
                 }
+                Frame::UpstreamAck(a) => match self.upstream.as_mut() {
+                    Some(u) => {
+                        if !u.on_ack(now, &a) {
+                            self.stats.drops.count(DropReason::AckOfUnsent);
+                        }
+                    }
+                    None => self.stats.drops.count(DropReason::UnexpectedFrame),
+                },
                 Frame::Padding => {}
-                Frame::Connect(_) | Frame::Accept(_) | Frame::Ack(_) | Frame::Skip(_) => {
+                Frame::Connect(_)
+                | Frame::Accept(_)
+                | Frame::Ack(_)
+                | Frame::Skip(_)
+                | Frame::Upstream(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
                 }
             }
         }
+    }
+
+    /// The next UPSTREAM datagram, if the upstream stream has one due.
+    fn poll_upstream(
+        &mut self,
+        now: Instant,
+        session_id: u64,
+        peer: SocketAddr,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let u = self.upstream.as_mut()?;
+        let pn = self.next_pn;
+        let sent = u.poll_transmit(now, buf, |out| {
+            Header {
+                flags: HeaderFlags::default(),
+                session_id,
+                packet_number: truncate_pn(pn),
+            }
+            .encode(out)
+        });
+        if !sent {
+            return None;
+        }
+        self.next_pn += 1;
+        self.stats.datagrams_sent += 1;
+        Some(Transmit { destination: peer })
     }
 
     fn header(&mut self, session_id: u64, out: &mut Vec<u8>) {
@@ -379,7 +518,7 @@ impl Receiver {
                 .saturating_sub(self.buffer.rcv_nxt()),
             timestamp_echo: self.ts_recent,
             ack_delay_us: self
-                .unacked_since
+                .ts_recent_at
                 .map_or(0, |t| (now - t).as_micros() as u64),
             sack,
         }
@@ -411,6 +550,13 @@ impl Engine for Receiver {
                     self.last_ack_sent = a.start_offset;
                     self.state = State::Established;
                     self.events.push_back(Event::Connected);
+                    // Those of this session are taken; the rest dropped.
+                    if let Some(source) = self.source {
+                        for d in std::mem::take(&mut self.early) {
+                            self.stats.datagrams_received -= 1; // counted on arrival
+                            self.handle_datagram(now, source, &d);
+                        }
+                    }
                 }
                 // The sender refused the join (session full, file start
                 // already released): give up now, with its reason, rather
@@ -420,6 +566,13 @@ impl Engine for Receiver {
                         code,
                         reason: reason.into(),
                     });
+                    return;
+                }
+                _ if self.source == Some(from)
+                    && self.early.iter().map(|d| d.len()).sum::<usize>() + datagram.len()
+                        <= MAX_EARLY_BYTES =>
+                {
+                    self.early.push(datagram.into());
                     return;
                 }
                 _ => {
@@ -444,6 +597,8 @@ impl Engine for Receiver {
                 self.stats.drops.count(DropReason::UnknownSession);
                 return;
             }
+            // DATA straight from the sender while feedback goes to a merger.
+            Some((_, id)) if self.source == Some(from) && id == header.session_id => {}
             Some((addr, id)) if (addr, id) != (from, header.session_id) => {
                 if is_connect {
                     if self.refusals.len() < MAX_PENDING_REFUSALS {
@@ -544,7 +699,7 @@ impl Engine for Receiver {
             return Some(Transmit { destination: peer });
         }
         if !self.acks.should_ack(now) {
-            return None;
+            return self.poll_upstream(now, session_id, peer, buf);
         }
         let ack = self.build_ack(now);
         self.header(session_id, buf);
@@ -552,14 +707,14 @@ impl Engine for Receiver {
         self.advertised_window_end = self.buffer.window_end();
         Frame::Ack(ack).encode(buf);
         self.acks.on_ack_sent(now);
-        self.unacked_since = None;
         self.stats.acks_sent += 1;
         self.stats.datagrams_sent += 1;
         Some(Transmit { destination: peer })
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match self.state {
+        let upstream = self.upstream.as_ref().and_then(|u| u.deadline());
+        let engine = match self.state {
             State::Listening | State::Closed(_) => None,
             State::Joining {
                 next_try, deadline, ..
@@ -572,10 +727,19 @@ impl Engine for Receiver {
             .flatten()
             .min(),
             State::Lingering { until } => [self.acks.deadline(), until].into_iter().flatten().min(),
+        };
+        match self.state {
+            State::Established | State::Lingering { .. } => {
+                engine.into_iter().chain(upstream).min()
+            }
+            _ => engine,
         }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if let Some(u) = self.upstream.as_mut() {
+            u.on_timeout(now);
+        }
         match self.state {
             State::Joining { deadline, .. } if now >= deadline => {
                 self.close(CloseReason::HandshakeTimeout);

@@ -296,8 +296,10 @@ impl Sender {
         if outcome.cumulative_advanced {
             // RFC 7323 §4: RTT from the echoed timestamp of an ACK that
             // acknowledges new data; unambiguous across retransmissions.
-            self.rtt
-                .on_sample(since_wire_timestamp(now, ack.timestamp_echo));
+            self.rtt.on_sample_with_ack_delay(
+                since_wire_timestamp(now, ack.timestamp_echo),
+                Duration::from_micros(ack.ack_delay_us),
+            );
             self.buffer
                 .release(self.board.cumulative().min(self.buffer.end()));
         }
@@ -419,7 +421,14 @@ impl Sender {
                     });
                 }
                 Frame::Close(_) | Frame::Padding | Frame::Ping => {}
-                Frame::Connect(_) | Frame::Data(_) | Frame::Skip(_) | Frame::AckFrequency(_) => {
+                // A unicast sender has no upstream (session relay is a
+                // session feature): refused and counted.
+                Frame::Connect(_)
+                | Frame::Data(_)
+                | Frame::Skip(_)
+                | Frame::AckFrequency(_)
+                | Frame::Upstream(_)
+                | Frame::UpstreamAck(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
                 }
             }

@@ -37,6 +37,16 @@ struct Net {
     data: Vec<u8>,
     written: usize,
     events: Vec<SessionEvent>,
+    /// Session relay: per member, upstream bytes still to write and
+    /// whether to finish the upstream stream once they are written.
+    up: Vec<(Vec<u8>, bool)>,
+    /// Upstream bytes the sender's application read, by member id.
+    up_in: BTreeMap<u64, Vec<u8>>,
+    /// The sender's application reads upstream bytes as they come.
+    reads_upstream: bool,
+    /// Hold the end of the session's stream back (it is written, not
+    /// finished) while this is set.
+    hold_fin: bool,
 }
 
 impl Net {
@@ -57,6 +67,10 @@ impl Net {
             data,
             written: 0,
             events: Vec::new(),
+            up: vec![(Vec::new(), false); n],
+            up_in: BTreeMap::new(),
+            reads_upstream: true,
+            hold_fin: false,
         }
     }
 
@@ -79,9 +93,9 @@ impl Net {
         let mut buf = Vec::new();
         if self.written < self.data.len() {
             self.written += self.sender.write(&self.data[self.written..]);
-            if self.written == self.data.len() {
-                self.sender.finish();
-            }
+        }
+        if self.written == self.data.len() && !self.hold_fin {
+            self.sender.finish();
         }
         let mut out = Vec::new();
         let mut next = drain(&mut self.sender, self.now, &mut buf, 256, |t, b| {
@@ -98,6 +112,12 @@ impl Net {
             }
         }
         for i in 0..self.members.len() {
+            let (pending, finish) = &mut self.up[i];
+            let n = self.members[i].write_upstream(pending);
+            pending.drain(..n);
+            if pending.is_empty() && *finish {
+                self.members[i].finish_upstream();
+            }
             let mut chunk = [0u8; 8192];
             loop {
                 let n = self.members[i].read(&mut chunk);
@@ -117,8 +137,25 @@ impl Net {
             }
             next = [next, t].into_iter().flatten().min();
         }
+        let mut readable = Vec::new();
         while let Some(e) = self.sender.poll_event() {
+            if let SessionEvent::Upstream { id, .. } = e {
+                readable.push(id);
+            }
             self.events.push(e);
+        }
+        if self.reads_upstream {
+            // As an application would: on the event, read until empty.
+            let mut chunk = [0u8; 1000];
+            for id in readable {
+                loop {
+                    let n = self.sender.read_upstream(id, &mut chunk);
+                    if n == 0 {
+                        break;
+                    }
+                    self.up_in.entry(id.0).or_default().extend(&chunk[..n]);
+                }
+            }
         }
         next
     }
@@ -132,6 +169,7 @@ impl Net {
         ));
         self.dead.push(false);
         self.got.push(Vec::new());
+        self.up.push((Vec::new(), false));
     }
 
     fn run(&mut self, limit: Duration) {
@@ -142,9 +180,9 @@ impl Net {
                 return;
             }
             let wire = self.wire.keys().next().map(|k| k.0);
-            self.now = self
-                .now
-                .max([timer, wire].into_iter().flatten().min().unwrap_or(end));
+            // Never past `end`: a later call resumes from there.
+            let next = [timer, wire].into_iter().flatten().min().unwrap_or(end);
+            self.now = self.now.max(next.min(end));
             while let Some(e) = self.wire.first_entry() {
                 if e.key().0 > self.now {
                     break;
@@ -699,4 +737,202 @@ fn unicast_fan_out_sends_each_member_its_copies_in_runs() {
         mean <= fanout_transport::session::FANOUT_RUN_SEGMENTS as f64,
         "{mean}"
     );
+}
+
+/// An UPSTREAM datagram from a member (its own packet numbers are not
+/// checked by the sender).
+fn upstream_datagram(offset: u64, fin: bool, payload: &[u8]) -> Vec<u8> {
+    let mut d = Vec::new();
+    fanout_transport::wire::Header {
+        flags: Default::default(),
+        session_id: 42,
+        packet_number: 1,
+    }
+    .encode(&mut d);
+    fanout_transport::wire::Frame::Upstream(fanout_transport::wire::UpstreamFrame {
+        offset,
+        timestamp: 0,
+        fin,
+        payload,
+    })
+    .encode(&mut d);
+    d
+}
+
+fn is_upstream(bytes: &[u8]) -> bool {
+    let Ok((_, body)) = fanout_transport::wire::Header::decode(bytes) else {
+        return false;
+    };
+    matches!(
+        fanout_transport::wire::decode_frames(body).next(),
+        Some(Ok(fanout_transport::wire::Frame::Upstream(_)
+            | fanout_transport::wire::Frame::UpstreamAck(_)))
+    )
+}
+
+#[test]
+fn upstream_arrives_once_in_order_under_loss_and_the_session_goes_on() {
+    use fanout_transport::UpstreamStatus;
+    let data = random_data(400_000, 11);
+    let mut rng = Rng::new(12);
+    // 15% of upstream frames and upstream acks lost, 1% of everything else.
+    let loss: Loss = Box::new(move |_, b, _| {
+        let p = if is_upstream(b) { 0.15 } else { 0.01 };
+        rng.bernoulli(p)
+    });
+    let cfg = SessionConfig {
+        wait_for_members: 4,
+        ..config()
+    };
+    let mut net = Net::new(cfg, 4, data.clone(), loss);
+    net.hold_fin = true;
+    // Three members ask (more than one upstream window each: flow control
+    // and the sender's reads are exercised); the fourth stays silent.
+    let asked: Vec<Vec<u8>> = (0..3)
+        .map(|i| random_data(150_000 + i * 7, 20 + i as u64))
+        .collect();
+    for (i, q) in asked.iter().enumerate() {
+        net.up[i] = (q.clone(), true);
+    }
+    let mut t = 1;
+    while t < 120 && !(0..3).all(|i| net.members[i].upstream_status() == UpstreamStatus::Finished) {
+        net.run(Duration::from_secs(t));
+        t += 1;
+    }
+    net.hold_fin = false;
+    net.run(Duration::from_secs(t + 60));
+    for (i, q) in asked.iter().enumerate() {
+        let id = net.members[i].member_id();
+        let got = net.up_in.get(&id).map_or(0, Vec::len);
+        assert!(
+            net.up_in.get(&id) == Some(q),
+            "member {i}: {got} of {} upstream bytes, status {:?}, stats {:?}",
+            q.len(),
+            net.members[i].upstream_status(),
+            net.members[i].upstream_stats()
+        );
+        assert_eq!(net.members[i].upstream_status(), UpstreamStatus::Finished);
+        assert!(
+            net.members[i].upstream_stats().rto_events > 0,
+            "loss was recovered by timeouts"
+        );
+    }
+    assert!(!net.up_in.contains_key(&net.members[3].member_id()));
+    let up = net.sender.upstream_stats();
+    eprintln!(
+        "upstream done by {t} s (simulated); sender {up:?}; member 0 {:?}",
+        net.members[0].upstream_stats()
+    );
+    assert_eq!(up.streams_finished, 3, "{up:?}");
+    assert_eq!(
+        up.bytes_delivered,
+        asked.iter().map(|q| q.len() as u64).sum::<u64>()
+    );
+    // Every byte was stored once: retransmissions were counted as duplicates.
+    assert_eq!(up.bytes_received, up.bytes_delivered, "{up:?}");
+    assert!(up.dropped_duplicate > 0, "{up:?}");
+    // One event per readable burst, not one per frame.
+    let events = net
+        .events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::Upstream { .. }))
+        .count() as u64;
+    assert!(
+        events > 0 && events < up.frames_received,
+        "{events} events, {up:?}"
+    );
+    // The session's own stream was delivered to all meanwhile.
+    for (i, g) in net.got.iter().enumerate() {
+        assert!(*g == data, "member {i}: {} of {}", g.len(), data.len());
+    }
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+#[test]
+fn a_flooding_member_cannot_grow_upstream_memory_and_strangers_are_dropped() {
+    use fanout_transport::session::upstream::{MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW};
+    let n = MAX_UPSTREAM_BUFFERS + 6;
+    let data = random_data(300_000, 13);
+    let cfg = SessionConfig {
+        wait_for_members: n,
+        ..config()
+    };
+    let mut net = Net::new(cfg, n, data.clone(), Box::new(|_, _, _| false));
+    // The application never reads upstream: windows stay closed.
+    net.reads_upstream = false;
+    net.hold_fin = true;
+    net.run(Duration::from_millis(200));
+    assert_eq!(net.sender.member_count(), n);
+    let now = net.now;
+    let mut rng = Rng::new(14);
+    for round in 0..20u64 {
+        for i in 0..n {
+            let from = member_addr(i);
+            // In-window pieces, a hole pattern (out of order), far beyond
+            // the window, and a huge offset.
+            let off = rng.below(2 * MAX_UPSTREAM_WINDOW as u64);
+            let d = upstream_datagram(off, false, &[round as u8; 700]);
+            net.sender.handle_datagram(now, from, &d);
+            let d = upstream_datagram(round * 3000 + 1, false, b"x");
+            net.sender.handle_datagram(now, from, &d);
+            let d = upstream_datagram(1 << 40, false, b"far");
+            net.sender.handle_datagram(now, from, &d);
+        }
+    }
+    // A stranger's upstream is dropped and counted, and creates nothing.
+    let before = net.sender.upstream_memory_bytes();
+    for k in 0..100u64 {
+        let d = upstream_datagram(k, false, b"spam");
+        net.sender
+            .handle_datagram(now, "10.200.0.7:9".parse().unwrap(), &d);
+    }
+    assert_eq!(net.sender.upstream_memory_bytes(), before);
+    let up = net.sender.upstream_stats();
+    assert_eq!(up.dropped_non_member, 100, "{up:?}");
+    assert!(up.dropped_beyond_window >= 20 * n as u64, "{up:?}");
+    assert!(
+        up.dropped_limit > 0,
+        "buffers and pieces are bounded: {up:?}"
+    );
+    // Never more than the bound: the buffers' rings plus small entries.
+    let bound = MAX_UPSTREAM_BUFFERS * MAX_UPSTREAM_WINDOW + n * 256 + 4096;
+    assert!(
+        net.sender.upstream_memory_bytes() <= bound,
+        "{} > {bound}",
+        net.sender.upstream_memory_bytes()
+    );
+    assert!(up.bytes_received <= (MAX_UPSTREAM_BUFFERS * MAX_UPSTREAM_WINDOW) as u64);
+    // The session's data flow goes on for everyone.
+    net.hold_fin = false;
+    net.run(Duration::from_secs(60));
+    for (i, g) in net.got.iter().enumerate() {
+        assert!(*g == data, "member {i}: {} of {}", g.len(), data.len());
+    }
+    let left: Vec<_> = net
+        .events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::MemberLeft { .. }))
+        .collect();
+    assert_eq!(
+        net.sender.close_reason(),
+        Some(&CloseReason::Completed),
+        "{left:?}"
+    );
+}
+
+#[test]
+fn a_unicast_receiver_has_no_upstream_and_a_unicast_sender_refuses_it() {
+    use fanout_core::stats::DropReason;
+    use fanout_transport::{Sender, TransportConfig, UpstreamStatus};
+    let cfg = TransportConfig::default();
+    let mut r = Receiver::listen(cfg.clone(), Instant::ZERO);
+    assert_eq!(r.write_upstream(b"question"), 0);
+    assert_eq!(r.upstream_writable(), 0);
+    assert_eq!(r.upstream_status(), UpstreamStatus::Failed);
+    // A unicast sender handed an UPSTREAM frame counts it and goes on.
+    let peer: SocketAddr = "10.0.1.1:7000".parse().unwrap();
+    let mut s = Sender::connect(cfg, peer, 42, Instant::ZERO);
+    s.handle_datagram(Instant::ZERO, peer, &upstream_datagram(0, true, b"hi"));
+    assert_eq!(s.stats().drops.get(DropReason::UnexpectedFrame), 1);
+    assert!(!s.is_closed());
 }

@@ -120,6 +120,12 @@ pub fn print_human(f: &RunFigures) {
             "    {} segments multicast, repairs {} multicast / {} unicast, {} recoveries, {} RTOs; sender link {:.3} B per delivered B",
             s.data_segments, s.multicast_repairs, s.unicast_repairs, s.recovery_episodes, s.rto_events, s.sender_link_bytes_per_delivered_byte
         );
+        if s.multicast_repairs > 0 {
+            println!(
+                "    multicast repairs: {:.2} members served per copy, {} of a segment multicast again before",
+                s.members_per_multicast_repair, s.repeat_multicast_repairs
+            );
+        }
         println!(
             "    feedback at the sender: {:.0} pkt/s, {:.3} Mbit/s, {} dropped by its CPU model",
             s.feedback_pps,

@@ -2,6 +2,8 @@
 
 mod catch_up;
 mod cmd_demo;
+mod cmd_lab;
+mod cmd_merge;
 mod cmd_recv;
 mod cmd_relay;
 mod cmd_send;
@@ -19,6 +21,7 @@ mod session_net;
 mod session_view;
 #[cfg(test)]
 mod test_sink;
+mod upstream_relay;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -47,6 +50,9 @@ enum Command {
     /// its stream, as it arrives, to receivers of a second (--bind,
     /// --out-group).
     Relay(cmd_relay::RelayArgs),
+    /// Merge the feedback of a session's receivers (MCTCP ACK aggregation):
+    /// children report to --listen, one merged flow goes to --parent.
+    Merge(cmd_merge::MergeArgs),
     /// Run a simulated network scenario from a TOML file.
     Sim(cmd_sim::SimArgs),
     /// Stream stdin to many receivers (`stream send`), or a live stream to
@@ -55,6 +61,9 @@ enum Command {
     /// A self-contained demonstration: a loopback transfer and a short
     /// simulation, no setup needed.
     Demo(cmd_demo::DemoArgs),
+    /// Emulated networks of real processes: network namespaces joined by
+    /// user-space links that reuse the simulator's models (needs root).
+    Lab(cmd_lab::LabArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,9 +78,11 @@ fn main() -> ExitCode {
         Command::Send(a) => cmd_send::run(a),
         Command::Recv(a) => cmd_recv::run(a),
         Command::Relay(a) => cmd_relay::run(a),
+        Command::Merge(a) => cmd_merge::run(a),
         Command::Sim(a) => cmd_sim::run(a),
         Command::Stream(a) => cmd_stream::run(a),
         Command::Demo(a) => cmd_demo::run(a),
+        Command::Lab(a) => cmd_lab::run_lab(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

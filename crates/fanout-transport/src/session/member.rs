@@ -255,7 +255,7 @@ impl Member {
         if cum > self.cumulative {
             out.progressed = true;
             let newly = self.cumulative..cum;
-            delivered_latest = delivered_latest.max(log.latest_sent_within(newly.clone()));
+            delivered_latest = delivered_latest.max(log.latest_first_sent_within(newly.clone()));
             let already = self.sacked.overlap_len(newly.clone());
             let was_lost = self.lost.remove(newly.clone());
             self.lost_bytes -= was_lost;
@@ -266,8 +266,10 @@ impl Member {
             self.last_progress = now;
             self.rto_backoffs = 0;
             // RFC 7323 §4: RTT from the timestamp echo of new data.
-            self.rtt
-                .on_sample(since_wire_timestamp(now, ack.timestamp_echo));
+            self.rtt.on_sample_with_ack_delay(
+                since_wire_timestamp(now, ack.timestamp_echo),
+                Duration::from_micros(ack.ack_delay_us),
+            );
         }
         for r in &ack.sack {
             let Some(r) = clip_to_segments(log, r.start.max(self.cumulative)..r.end.min(snd_nxt))
@@ -281,7 +283,7 @@ impl Member {
                 continue;
             }
             for gap in self.sacked.gaps_in(r.clone()) {
-                delivered_latest = delivered_latest.max(log.latest_sent_within(gap.clone()));
+                delivered_latest = delivered_latest.max(log.latest_first_sent_within(gap.clone()));
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
                 newly_acked += gap.end - gap.start;
@@ -292,13 +294,16 @@ impl Member {
         // only if delivered no sooner than min_rtt after being sent).
         let min_rtt = self.rtt.min_rtt().min(self.rtt.srtt());
         let (cum, sacked) = (self.cumulative, &self.sacked);
-        self.repairs.retain(|(r, t)| {
-            let done = r.end <= cum || sacked.contains_range(r.clone());
-            if done && now - *t >= min_rtt {
-                delivered_latest = delivered_latest.max(Some(*t));
-            }
-            !done
-        });
+        // (Guarded: `retain` costs even on an empty deque, every ACK.)
+        if !self.repairs.is_empty() {
+            self.repairs.retain(|(r, t)| {
+                let done = r.end <= cum || sacked.contains_range(r.clone());
+                if done && now - *t >= min_rtt {
+                    delivered_latest = delivered_latest.max(Some(*t));
+                }
+                !done
+            });
+        }
         if let Some(t) = delivered_latest {
             if self.rack_sent_at.is_none_or(|r| t >= r) {
                 self.rack_sent_at = Some(t);
@@ -368,6 +373,11 @@ impl Member {
                     continue;
                 }
                 if seg.sent_at >= rack_sent_at {
+                    if seg.first_sent_at < rack_sent_at {
+                        // Multicast again since: that copy may still be
+                        // on its way; later holes may be overdue.
+                        continue;
+                    }
                     break 'holes;
                 }
                 let due = seg.sent_at + self.rack_rtt + reo_wnd;
@@ -466,4 +476,65 @@ fn clip_to_segments(log: &SegmentLog, range: Range<u64>) -> Option<Range<u64>> {
         _ => range.end,
     };
     (start < end).then_some(start..end)
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // one SACK block
+mod tests {
+    use super::*;
+    use crate::config::TransportConfig;
+    use crate::sender::wire_timestamp;
+
+    const SEG: u64 = 1000;
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    fn ack(cumulative: u64, echo_ms: u64, sack: Vec<Range<u64>>) -> AckFrame {
+        AckFrame {
+            cumulative,
+            window: 1 << 20,
+            timestamp_echo: wire_timestamp(at(echo_ms)),
+            ack_delay_us: 0,
+            sack,
+        }
+    }
+
+    /// RACK dates a delivery by the *first* transmission of a segment
+    /// multicast again for other members: this member may have received
+    /// the original, and dating it by the later copy declared the member's
+    /// own repairs still in flight lost (a repeat repair each time).
+    #[test]
+    fn a_segment_multicast_again_for_others_does_not_date_this_members_delivery() {
+        let t = TransportConfig::default();
+        let mut log = SegmentLog::default();
+        for k in 0..20 {
+            log.push(k * SEG..(k + 1) * SEG, at(k));
+        }
+        let snd_nxt = 20 * SEG;
+        let mut m = Member::new(
+            MemberId(1),
+            "10.0.0.2:7000".parse().unwrap(),
+            0,
+            1 << 20,
+            RttEstimator::new(t.rto),
+            t.cc.build(SEG),
+            at(0),
+        );
+        // Segments 2 and 5 lost; 0-1, 3-4, 6-7 arrived.
+        let a = ack(2 * SEG, 1, vec![6 * SEG..8 * SEG, 3 * SEG..5 * SEG]);
+        let out = m.on_ack(at(12), &a, &log, snd_nxt, SEG, true);
+        assert_eq!(out.newly_lost, vec![2 * SEG..3 * SEG, 5 * SEG..6 * SEG]);
+        m.on_repair_sent(2 * SEG..3 * SEG, at(13));
+        m.on_repair_sent(5 * SEG..6 * SEG, at(14));
+        // Segment 9 goes out again at 15 ms, for another member.
+        log.on_multicast_repair(9 * SEG, at(15));
+        // The repair of 2 and the originals of 8-12 arrived; the repair of
+        // 5 (sent at 14 ms) is still on its way.
+        let a = ack(5 * SEG, 13, vec![6 * SEG..13 * SEG]);
+        let out = m.on_ack(at(17), &a, &log, snd_nxt, SEG, true);
+        assert!(out.newly_lost.is_empty(), "{:?}", out.newly_lost);
+        assert!(!m.is_lost(5 * SEG..6 * SEG));
+    }
 }

@@ -30,6 +30,7 @@ mod sender;
 mod slots;
 mod snapshot;
 mod tournament;
+pub mod upstream;
 
 pub use config::{JoinPolicy, ReleasePolicy, SessionConfig, DEFAULT_MAX_MEMBERS};
 pub use eviction::OutlierEviction;
@@ -37,6 +38,7 @@ pub use fanout_run::FANOUT_RUN_SEGMENTS;
 pub use member::{MAX_MEMBER_SACK_RANGES, MAX_REPAIRS_IN_FLIGHT};
 pub use sender::{SessionEvent, SessionSender, SessionStats};
 pub use snapshot::MemberSnapshot;
+pub use upstream::{UpstreamStats, MAX_UPSTREAM_WINDOW};
 
 /// A member's id within one session (assigned at admission, never reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -4,7 +4,7 @@
 //! and a multicast send costs O(1), not O(members).
 
 use fanout_core::time::Instant;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Range;
 
 /// One segment as first sent (boundaries never change).
@@ -16,19 +16,18 @@ pub struct LoggedSegment {
     pub end: u64,
     /// Time of the latest multicast transmission.
     pub sent_at: Instant,
+    /// Time of the first transmission (non-decreasing in offset order).
+    pub first_sent_at: Instant,
 }
 
 /// Segments from the oldest unreleased to `SND.NXT`, contiguous, in offset order.
 ///
-/// Invariant: segments are pushed at non-decreasing times, so `sent_at`
-/// is non-decreasing in offset order except for segments multicast again
-/// (listed in `repaired`); the latest send within a range is then found in
-/// O(log n + repaired segments in the range), not by a scan.
+/// Invariant: segments are pushed at non-decreasing times, so
+/// `first_sent_at` is non-decreasing in offset order (`sent_at` too, except
+/// for segments multicast again).
 #[derive(Debug, Default)]
 pub struct SegmentLog {
     segs: VecDeque<LoggedSegment>,
-    /// Starts of held segments whose `sent_at` a multicast repair moved.
-    repaired: BTreeSet<u64>,
 }
 
 impl SegmentLog {
@@ -40,6 +39,7 @@ impl SegmentLog {
             start: range.start,
             end: range.end,
             sent_at: now,
+            first_sent_at: now,
         });
     }
 
@@ -83,12 +83,15 @@ impl SegmentLog {
         self.index_of(offset).map(|i| self.segs[i])
     }
 
-    /// Marks the segment starting at `start` as multicast again at `now`.
-    pub fn on_multicast_repair(&mut self, start: u64, now: Instant) {
-        if let Some(i) = self.index_of(start) {
-            self.segs[i].sent_at = now;
-            self.repaired.insert(self.segs[i].start);
-        }
+    /// Marks the segment starting at `start` as multicast again at `now`;
+    /// true if it had been multicast again before.
+    pub fn on_multicast_repair(&mut self, start: u64, now: Instant) -> bool {
+        self.index_of(start).is_some_and(|i| {
+            let seg = &mut self.segs[i];
+            let again = seg.sent_at != seg.first_sent_at;
+            seg.sent_at = now;
+            again
+        })
     }
 
     /// Segments overlapping `range`, in offset order.
@@ -100,36 +103,23 @@ impl SegmentLog {
             .copied()
     }
 
-    /// Latest transmission time among segments lying wholly inside `range`.
-    pub fn latest_sent_within(&self, range: Range<u64>) -> Option<Instant> {
-        // First segment starting at or after range.start, one past the last
-        // ending at or before range.end.
-        let first = match self.index_of(range.start) {
-            Some(i) if self.segs[i].start < range.start => i + 1,
-            Some(i) => i,
-            None => self.below(range.start),
-        };
+    /// Latest *first* transmission among segments lying wholly inside
+    /// `range`, in O(1) (O(log n) for odd segment sizes): the delivery
+    /// evidence an ACK of `range` gives RACK (RFC 8985 §6.1). A member
+    /// SACKing a segment multicast again may have received either copy;
+    /// taking the later one would date the delivery after copies of other
+    /// segments still in flight to it and declare them lost (its own
+    /// repairs are dated separately, `Member::on_ack`).
+    pub fn latest_first_sent_within(&self, range: Range<u64>) -> Option<Instant> {
         let end = self.below(range.end);
-        if first >= end {
-            return None;
-        }
-        // Unrepaired segments were sent in offset order: the last one in
-        // the range was sent no sooner than any before it.
-        let last = self.segs[end - 1];
-        let repaired = self
-            .repaired
-            .range(self.segs[first].start..last.start)
-            .filter_map(|&st| self.containing(st).map(|s| s.sent_at));
-        repaired.chain([last.sent_at]).max()
+        let last = self.segs.get(end.checked_sub(1)?)?;
+        (last.start >= range.start).then_some(last.first_sent_at)
     }
 
     /// Forgets segments wholly below `offset` (released by every member).
     pub fn release_below(&mut self, offset: u64) {
         while self.segs.front().is_some_and(|s| s.end <= offset) {
             self.segs.pop_front();
-        }
-        if self.repaired.first().is_some_and(|&st| st < offset) {
-            self.repaired = self.repaired.split_off(&offset);
         }
     }
 
@@ -161,14 +151,16 @@ mod tests {
         }
         assert_eq!(log.containing(25).map(|s| s.start), Some(20));
         assert_eq!(log.containing(50), None);
-        assert_eq!(log.latest_sent_within(0..35), Some(at(2)));
+        assert_eq!(log.latest_first_sent_within(0..35), Some(at(2)));
         assert_eq!(log.overlapping(15..31).count(), 3);
-        log.on_multicast_repair(10, at(9));
-        assert_eq!(log.latest_sent_within(0..20), Some(at(9)));
-        assert_eq!(log.latest_sent_within(0..50), Some(at(9)));
-        assert_eq!(log.latest_sent_within(20..50), Some(at(4)));
-        assert_eq!(log.latest_sent_within(11..20), None);
-        assert_eq!(log.latest_sent_within(5..35), Some(at(9)));
+        assert!(!log.on_multicast_repair(10, at(9)));
+        assert_eq!(log.containing(15).map(|s| s.sent_at), Some(at(9)));
+        // Delivery evidence stays the first transmission.
+        assert_eq!(log.latest_first_sent_within(0..20), Some(at(1)));
+        assert_eq!(log.latest_first_sent_within(0..50), Some(at(4)));
+        assert_eq!(log.latest_first_sent_within(11..20), None);
+        assert_eq!(log.latest_first_sent_within(5..35), Some(at(2)));
+        assert!(log.on_multicast_repair(10, at(10)));
         // Lookups agree with a scan, for every offset (segments of two sizes).
         let mut mixed = SegmentLog::default();
         for (i, len) in [10u64, 10, 7, 10, 3, 10, 10].iter().enumerate() {

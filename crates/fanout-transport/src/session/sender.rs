@@ -11,13 +11,14 @@ use super::ordered::{Extreme, OrderedIndex};
 use super::policy::{self, RttPolicy, WindowPolicy};
 use super::segment_log::SegmentLog;
 use super::slots::SlotTable;
+use super::upstream::{self, UpstreamStats, UpstreamTable};
 use super::MemberId;
 use crate::event::CloseReason;
 use crate::send_buffer::SendBuffer;
 use crate::sender::wire_timestamp;
 use crate::wire::{
     accept_header, decode_frames, encode_data_header, AckFrame, AckFrequencyFrame, CloseFrame,
-    ConnectFrame, Frame, Header, HeaderFlags,
+    ConnectFrame, Frame, Header, HeaderFlags, UpstreamFrame,
 };
 use fanout_core::codec::{expand_pn, truncate_pn};
 use fanout_core::pacing::Pacer;
@@ -55,6 +56,15 @@ pub enum SessionEvent {
         /// Why.
         reason: String,
     },
+    /// Upstream bytes of a member (session relay), or their end, became
+    /// readable: call [`SessionSender::read_upstream`] until it returns 0.
+    /// Told again only after a read emptied the member's stream.
+    Upstream {
+        /// The member.
+        id: MemberId,
+        /// Its address.
+        addr: SocketAddr,
+    },
     /// Every remaining member acknowledged the whole stream.
     Finished,
     /// The session ended.
@@ -76,6 +86,11 @@ pub struct SessionStats {
     pub multicast_repairs: u64,
     /// Repairs sent by unicast.
     pub unicast_repairs: u64,
+    /// Multicast repairs of a segment already multicast again before.
+    pub repeat_multicast_repairs: u64,
+    /// Members that had reported the segment lost, summed over multicast
+    /// repairs (divided by `multicast_repairs`: members served per copy).
+    pub multicast_repair_members: u64,
     /// Datagrams sent in all.
     pub datagrams_sent: u64,
     /// Datagrams received.
@@ -171,6 +186,12 @@ pub struct SessionSender {
     stats: SessionStats,
     /// Outlier-eviction state ([`super::eviction`]).
     outliers: OutlierTracker,
+    /// `(member count, feedback budget)` → [`feedback::ack_interval_us`]
+    /// of them, last computed (saves its divisions on every ACK).
+    ack_interval: ((usize, u32), u32),
+    /// Members' upstream streams ([`super::upstream`]), off the ACK path:
+    /// created on the first UPSTREAM frame.
+    upstream: Option<Box<UpstreamTable>>,
 }
 
 impl SessionSender {
@@ -226,6 +247,8 @@ impl SessionSender {
             events: VecDeque::new(),
             stats: SessionStats::default(),
             outliers: OutlierTracker::default(),
+            ack_interval: ((0, 0), 0),
+            upstream: None,
             config,
         }
     }
@@ -325,6 +348,44 @@ impl SessionSender {
                 s.member.rtt.srtt(),
             )
         })
+    }
+
+    /// Copies member `id`'s next in-order upstream bytes (session relay,
+    /// [`super::upstream`]) into `out`; returns the count (0 when nothing
+    /// is readable now). Reading opens the member's upstream window.
+    pub fn read_upstream(&mut self, id: MemberId, out: &mut [u8]) -> usize {
+        self.upstream.as_mut().map_or(0, |u| u.read(id, out))
+    }
+
+    /// True once member `id` ended its upstream stream and all of it was
+    /// read.
+    pub fn upstream_finished(&self, id: MemberId) -> bool {
+        self.upstream.as_ref().is_some_and(|u| u.finished(id))
+    }
+
+    /// Upstream counters (session relay).
+    pub fn upstream_stats(&self) -> UpstreamStats {
+        self.upstream
+            .as_ref()
+            .map_or_else(Default::default, |u| u.stats)
+    }
+
+    /// Memory the members' upstream streams hold now, bytes (at most
+    /// [`super::upstream::MAX_UPSTREAM_BUFFERS`] ×
+    /// [`super::MAX_UPSTREAM_WINDOW`] plus a small entry per member that
+    /// used upstream).
+    pub fn upstream_memory_bytes(&self) -> usize {
+        self.upstream.as_ref().map_or(0, |u| u.memory_bytes())
+    }
+
+    fn on_upstream(&mut self, id: MemberId, f: &UpstreamFrame<'_>) {
+        let Some(addr) = self.slots.get(&id).map(|s| s.member.addr) else {
+            return;
+        };
+        let table = self.upstream.get_or_insert_with(Default::default);
+        if table.on_frame(id, addr, f) == (upstream::Outcome::Accepted { readable: true }) {
+            self.events.push_back(SessionEvent::Upstream { id, addr });
+        }
     }
 
     /// Stops multicasting: from now on every new segment and repair goes to
@@ -571,6 +632,9 @@ impl SessionSender {
         self.avgs.remove(s);
         self.timers.set(s, id, None);
         self.by_addr.remove(&slot.member.addr);
+        if let Some(u) = self.upstream.as_mut() {
+            u.remove(id);
+        }
         self.stats.members_left += 1;
         if notify {
             self.control(
@@ -683,13 +747,22 @@ impl SessionSender {
         // recovery, thinned in loss-free congestion avoidance), plus time
         // thinning to the session's feedback budget.
         if let Some(steady) = self.config.steady_ack_every {
-            let want = feedback::schedule(
-                steady,
-                m.cc.in_slow_start() || m.recovery_point.is_some(),
-                m.cc.cwnd() / mss,
-                members,
-                self.config.feedback_budget_pps,
-            );
+            // As `feedback::schedule`, without its divisions on every ACK:
+            // the window in segments only matters outside slow start and
+            // recovery, the interval only changes with the member count.
+            let fast = m.cc.in_slow_start() || m.recovery_point.is_some();
+            let segments = if fast { 0 } else { m.cc.cwnd() / mss };
+            let budget = self.config.feedback_budget_pps;
+            if self.ack_interval.0 != (members, budget) {
+                self.ack_interval = (
+                    (members, budget),
+                    feedback::ack_interval_us(members, budget),
+                );
+            }
+            let want = AckFrequencyFrame {
+                every: feedback::segments_per_ack(steady, fast, segments),
+                min_interval_us: self.ack_interval.1,
+            };
             if want != m.ack_schedule {
                 m.ack_schedule = want;
                 let addr = m.addr;
@@ -744,6 +817,7 @@ impl SessionSender {
             };
             match frame {
                 Frame::Ack(ack) => self.on_ack(now, id, pn, &ack),
+                Frame::Upstream(u) => self.on_upstream(id, &u),
                 Frame::Connect(c) if !c.sends_data => {
                     // ACCEPT lost: answer again.
                     if let Some(slot) = self.slots.get(&id) {
@@ -860,6 +934,7 @@ impl SessionSender {
                 .filter(|_| self.config.repair.multicast(ids.len(), self.slots.len()));
             if let Some(group) = multicast {
                 let ids = entry.remove().ids;
+                self.stats.multicast_repair_members += ids.len() as u64;
                 for id in &ids {
                     if let Some(s) = self.slots.get_mut(id) {
                         s.member.on_repair_sent(range.clone(), now);
@@ -868,8 +943,11 @@ impl SessionSender {
                 for id in ids {
                     self.reindex(id);
                 }
-                self.log.on_multicast_repair(start, now);
+                if self.log.on_multicast_repair(start, now) {
+                    self.stats.repeat_multicast_repairs += 1;
+                }
                 self.stats.multicast_repairs += 1;
+
                 return Some(self.write_data(now, range, group, out));
             }
             let id = ids.pop().expect("non-empty");
@@ -961,6 +1039,10 @@ impl SessionSender {
         }
         self.log.push(range.clone(), now);
         self.snd_nxt = range.end;
+        // RFC 7661: windows grow only while they limit the sending. More
+        // data waiting after this segment means the window (directly, or
+        // through the pacing rate it sets) limits, not the application.
+        self.cwnd_limited = self.snd_nxt < data_end;
         self.stats.data_segments += 1;
         // Members that had nothing outstanding now do: arm their timers.
         let idle = self.take_idle();
@@ -1061,6 +1143,11 @@ impl Engine for SessionSender {
                 {
                     self.admit(now, from, &c);
                 }
+                Some(Ok(Frame::Upstream(_))) => {
+                    self.stats.drops.count(DropReason::UnknownPeer);
+                    let table = self.upstream.get_or_insert_with(Default::default);
+                    table.stats.dropped_non_member += 1;
+                }
                 _ => self.stats.drops.count(DropReason::UnknownPeer),
             },
         }
@@ -1100,6 +1187,12 @@ impl Engine for SessionSender {
         }
         if self.closed.is_some() {
             return None;
+        }
+        if let Some((to, ack)) = self.upstream.as_mut().and_then(|u| u.next_ack()) {
+            self.header(buf, false);
+            Frame::UpstreamAck(ack).encode(buf);
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: to });
         }
         if let Some(t) = self.next_fanout_copy(now, buf) {
             return Some(t);
