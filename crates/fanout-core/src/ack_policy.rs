@@ -29,11 +29,17 @@ pub struct AckPolicy {
     pub max_delay: Duration,
 }
 
+/// The default delayed-ACK timer; senders also take it as the most a
+/// receiver may hold an ACK beyond its ACK_FREQUENCY interval when they
+/// take the reported ACK delay off RTT samples (RFC 9002 §5.3 caps the
+/// delay at max_ack_delay).
+pub const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(25);
+
 impl Default for AckPolicy {
     fn default() -> Self {
         AckPolicy {
             every_segments: 2,
-            max_delay: Duration::from_millis(25),
+            max_delay: DEFAULT_MAX_ACK_DELAY,
         }
     }
 }

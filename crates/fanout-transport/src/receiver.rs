@@ -31,6 +31,9 @@ const MAX_PENDING_REFUSALS: usize = 16;
 /// after its first multicast flight. Replayed once the ACCEPT names the
 /// session; beyond this bound they are dropped (and repaired).
 const MAX_EARLY_BYTES: usize = 128 << 10;
+/// Least a held early datagram counts against [`MAX_EARLY_BYTES`], so tiny
+/// datagrams cannot make the hold many small allocations (at most 1024).
+const EARLY_MIN_CHARGE: usize = 128;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -94,6 +97,9 @@ pub struct Receiver {
     /// The sender's datagrams that arrived before the merger's ACCEPT
     /// (at most [`MAX_EARLY_BYTES`] in all).
     early: Vec<Box<[u8]>>,
+    /// Bytes held in `early`, each datagram counted as at least
+    /// [`EARLY_MIN_CHARGE`] (bookkeeping included).
+    early_bytes: usize,
 }
 
 impl Receiver {
@@ -124,6 +130,7 @@ impl Receiver {
             upstream: None,
             source: None,
             early: Vec::new(),
+            early_bytes: 0,
             config,
         }
     }
@@ -270,9 +277,16 @@ impl Receiver {
     pub fn upstream_writable(&self) -> usize {
         match &self.upstream {
             Some(u) => u.writable(),
-            None if self.member && !self.is_closed() => crate::upstream::UPSTREAM_SEND_BUFFER,
+            None if self.may_send_upstream() => crate::upstream::UPSTREAM_SEND_BUFFER,
             None => 0,
         }
+    }
+
+    /// True for a member of an open session reporting straight to its
+    /// sender: a member whose feedback goes through a merger
+    /// (`feedback_via`) has no upstream (mergers do not relay it).
+    fn may_send_upstream(&self) -> bool {
+        self.member && !self.is_closed() && self.source.is_none()
     }
 
     /// Ends the upstream stream after what was written (the sender sees its
@@ -287,7 +301,7 @@ impl Receiver {
     pub fn upstream_status(&self) -> UpstreamStatus {
         match &self.upstream {
             Some(u) => u.status(),
-            None if self.member && !self.is_closed() => UpstreamStatus::Idle,
+            None if self.may_send_upstream() => UpstreamStatus::Idle,
             None => UpstreamStatus::Failed,
         }
     }
@@ -302,7 +316,7 @@ impl Receiver {
     /// The upstream stream, created on first use (members of an open
     /// session only).
     fn upstream_mut(&mut self) -> Option<&mut UpstreamOut> {
-        if !self.member || self.is_closed() {
+        if !self.may_send_upstream() {
             return None;
         }
         let (mss, rto) = (self.config.max_payload(), self.config.rto);
@@ -552,6 +566,7 @@ impl Engine for Receiver {
                     self.events.push_back(Event::Connected);
                     // Those of this session are taken; the rest dropped.
                     if let Some(source) = self.source {
+                        self.early_bytes = 0;
                         for d in std::mem::take(&mut self.early) {
                             self.stats.datagrams_received -= 1; // counted on arrival
                             self.handle_datagram(now, source, &d);
@@ -569,9 +584,10 @@ impl Engine for Receiver {
                     return;
                 }
                 _ if self.source == Some(from)
-                    && self.early.iter().map(|d| d.len()).sum::<usize>() + datagram.len()
+                    && self.early_bytes + datagram.len().max(EARLY_MIN_CHARGE)
                         <= MAX_EARLY_BYTES =>
                 {
+                    self.early_bytes += datagram.len().max(EARLY_MIN_CHARGE);
                     self.early.push(datagram.into());
                     return;
                 }

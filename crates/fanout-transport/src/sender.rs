@@ -296,9 +296,12 @@ impl Sender {
         if outcome.cumulative_advanced {
             // RFC 7323 §4: RTT from the echoed timestamp of an ACK that
             // acknowledges new data; unambiguous across retransmissions.
+            // RFC 9002 §5.3: the reported delay, at most the delayed-ACK
+            // timer (a unicast receiver is not thinned by time).
             self.rtt.on_sample_with_ack_delay(
                 since_wire_timestamp(now, ack.timestamp_echo),
-                Duration::from_micros(ack.ack_delay_us),
+                Duration::from_micros(ack.ack_delay_us)
+                    .min(fanout_core::ack_policy::DEFAULT_MAX_ACK_DELAY),
             );
             self.buffer
                 .release(self.board.cumulative().min(self.buffer.end()));

@@ -88,11 +88,16 @@ fn drive_sender(pieces: &[Piece]) -> Result<(), TestCaseError> {
             fin: want_fin,
             payload: &payload,
         });
-        let invalid = s.upstream_stats().dropped_invalid;
+        let dropped = |s: &SessionSender| {
+            let st = s.upstream_stats();
+            st.dropped_invalid + st.dropped_beyond_window
+        };
+        let before = dropped(&s);
         s.handle_datagram(now, member_addr(), &datagram(k as u32 + 1, f));
-        if want_fin && s.upstream_stats().dropped_invalid == invalid {
-            // A consistent FIN fixes the length (even when its bytes were
-            // beyond the window), and a later one must agree.
+        if want_fin && dropped(&s) == before {
+            // A consistent FIN inside the window fixes the length (one
+            // beyond it is dropped and fixes nothing), and a later one
+            // must agree.
             prop_assert!(fin.is_none_or(|f| f == offset + len as u64));
             fin = Some(offset + len as u64);
         }
@@ -287,4 +292,67 @@ fn a_member_completes_its_upstream_through_a_small_window() {
     assert!(got == data, "{} of {}", got.len(), data.len());
     assert_eq!(r.upstream_status(), UpstreamStatus::Finished);
     assert_eq!(r.upstream_stats().bytes_acked, data.len() as u64);
+}
+
+#[test]
+fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
+    // More members than the session has upstream buffers each send one
+    // in-order byte and one beyond a gap they never fill, and the
+    // application reads what it can; a later member's in-order bytes must
+    // still be taken (a gap once kept its buffer, and 64 such members
+    // refused everyone else's upstream for the rest of the session).
+    let now = Instant::ZERO;
+    let mut s = SessionSender::new(SessionConfig::default(), SESSION, now);
+    let addr = |i: u16| SocketAddr::from(([10, 0, 1, (i % 250) as u8 + 1], 2000 + i));
+    let connect = Frame::Connect(ConnectFrame {
+        sends_data: false,
+        max_payload: 1200,
+        window: 1 << 20,
+        timestamp: 0,
+        member_id: 0,
+        start_offset: 0,
+    });
+    let members = fanout_transport::session::MAX_UPSTREAM_BUFFERS as u16 + 2;
+    for i in 0..=members {
+        s.handle_datagram(now, addr(i), &datagram(0, connect.clone()));
+    }
+    assert_eq!(s.member_count(), usize::from(members) + 1);
+    let piece = |offset: u64| {
+        let payload: Vec<u8> = (offset..offset + 10).map(truth).collect();
+        payload
+    };
+    let mut buf = [0u8; 64];
+    for i in 0..members {
+        for (pn, offset) in [(1, 0u64), (2, 5000)] {
+            let p = piece(offset);
+            let f = Frame::Upstream(UpstreamFrame {
+                offset,
+                timestamp: 0,
+                fin: false,
+                payload: &p,
+            });
+            s.handle_datagram(now, addr(i), &datagram(pn, f));
+        }
+        let ids: Vec<_> = s.members().map(|m| m.0).collect();
+        for id in ids {
+            while s.read_upstream(id, &mut buf) > 0 {}
+        }
+    }
+    let before = s.upstream_stats().dropped_limit;
+    let p = piece(0);
+    let f = Frame::Upstream(UpstreamFrame {
+        offset: 0,
+        timestamp: 0,
+        fin: false,
+        payload: &p,
+    });
+    s.handle_datagram(now, addr(members), &datagram(1, f));
+    assert_eq!(
+        s.upstream_stats().dropped_limit,
+        before,
+        "{:?}",
+        s.upstream_stats()
+    );
+    let last = s.members().map(|m| m.0).max().unwrap();
+    assert_eq!(s.read_upstream(last, &mut buf), 10);
 }

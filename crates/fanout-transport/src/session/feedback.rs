@@ -3,7 +3,7 @@
 //! feedback load stays bounded as the session grows (issue 3; the seed saw
 //! ACK loss stall connections at 1500 receivers).
 
-use crate::wire::{AckFrequencyFrame, MAX_ACK_INTERVAL_US};
+use crate::wire::MAX_ACK_INTERVAL_US;
 
 /// Share of the sender's link capacity its members' ACKs may take, in
 /// the direction toward the sender (RFC 3550 §6.2 gives RTCP 5% of the
@@ -59,20 +59,6 @@ pub fn ack_interval_us(members: usize, budget_pps: u32) -> u32 {
     let step = (1u64 << exact.ilog2()) / 8;
     let rounded = exact.div_ceil(step) * step;
     rounded.min(u64::from(MAX_ACK_INTERVAL_US)) as u32
-}
-
-/// The schedule to send a member: count and time thinning together.
-pub fn schedule(
-    steady: u32,
-    in_slow_start_or_recovery: bool,
-    cwnd_segments: u64,
-    members: usize,
-    budget_pps: u32,
-) -> AckFrequencyFrame {
-    AckFrequencyFrame {
-        every: segments_per_ack(steady, in_slow_start_or_recovery, cwnd_segments),
-        min_interval_us: ack_interval_us(members, budget_pps),
-    }
 }
 
 #[cfg(test)]

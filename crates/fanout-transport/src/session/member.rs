@@ -266,9 +266,13 @@ impl Member {
             self.last_progress = now;
             self.rto_backoffs = 0;
             // RFC 7323 §4: RTT from the timestamp echo of new data.
+            // RFC 9002 §5.3: the reported delay, at most what this member
+            // was allowed to hold an ACK (its interval plus the timer).
+            let max_delay = Duration::from_micros(u64::from(self.ack_schedule.min_interval_us))
+                + fanout_core::ack_policy::DEFAULT_MAX_ACK_DELAY;
             self.rtt.on_sample_with_ack_delay(
                 since_wire_timestamp(now, ack.timestamp_echo),
-                Duration::from_micros(ack.ack_delay_us),
+                Duration::from_micros(ack.ack_delay_us).min(max_delay),
             );
         }
         for r in &ack.sack {

@@ -38,7 +38,7 @@ pub use fanout_run::FANOUT_RUN_SEGMENTS;
 pub use member::{MAX_MEMBER_SACK_RANGES, MAX_REPAIRS_IN_FLIGHT};
 pub use sender::{SessionEvent, SessionSender, SessionStats};
 pub use snapshot::MemberSnapshot;
-pub use upstream::{UpstreamStats, MAX_UPSTREAM_WINDOW};
+pub use upstream::{UpstreamStats, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW};
 
 /// A member's id within one session (assigned at admission, never reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

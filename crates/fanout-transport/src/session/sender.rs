@@ -747,9 +747,11 @@ impl SessionSender {
         // recovery, thinned in loss-free congestion avoidance), plus time
         // thinning to the session's feedback budget.
         if let Some(steady) = self.config.steady_ack_every {
-            // As `feedback::schedule`, without its divisions on every ACK:
-            // the window in segments only matters outside slow start and
-            // recovery, the interval only changes with the member count.
+            // Count ([`feedback::segments_per_ack`]) and time
+            // ([`feedback::ack_interval_us`]) thinning, without divisions on
+            // every ACK: the window in segments only matters outside slow
+            // start and recovery, the interval only changes with the member
+            // count.
             let fast = m.cc.in_slow_start() || m.recovery_point.is_some();
             let segments = if fast { 0 } else { m.cc.cwnd() / mss };
             let budget = self.config.feedback_budget_pps;

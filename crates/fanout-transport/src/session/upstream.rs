@@ -154,6 +154,11 @@ impl UpstreamTable {
             self.acks.push_back(id);
         }
         let range = f.range();
+        if s.fin.is_some_and(|e| range.end > e) || range.end > s.window_end() {
+            self.stats.dropped_beyond_window += 1;
+            return Outcome::Dropped;
+        }
+        // The end is recorded only from a frame inside the window.
         if f.fin {
             let held_end = s
                 .buf
@@ -169,17 +174,17 @@ impl UpstreamTable {
             }
             s.fin = Some(range.end);
         }
-        if s.fin.is_some_and(|e| range.end > e) || range.end > s.window_end() {
-            self.stats.dropped_beyond_window += 1;
-            return Outcome::Dropped;
-        }
         if !f.payload.is_empty() {
             if range.end <= s.rcv_nxt() {
                 self.stats.dropped_duplicate += 1;
                 return Outcome::Dropped;
             }
             if s.buf.is_none() {
-                if self.buffers >= MAX_UPSTREAM_BUFFERS {
+                // A buffer only for data the application can read away at
+                // once: out-of-order bytes without one are dropped (the
+                // member resends them), so no member can pin a buffer of the
+                // shared pool with a gap it never fills.
+                if f.offset > s.rcv_nxt() || self.buffers >= MAX_UPSTREAM_BUFFERS {
                     self.stats.dropped_limit += 1;
                     return Outcome::Dropped;
                 }
@@ -226,11 +231,10 @@ impl UpstreamTable {
         }
         if s.readable() == 0 {
             s.announced = false;
-            // Nothing held: give the buffer back to the session's pool.
-            if s.buf
-                .as_ref()
-                .is_some_and(|b| b.out_of_order().next().is_none())
-            {
+            // Drained: give the buffer back to the session's pool, with any
+            // out-of-order bytes (not acknowledged: the member resends
+            // them), so a gap never filled cannot pin a buffer.
+            if s.buf.is_some() {
                 s.read_pos = s.read_pos();
                 s.buf = None;
                 self.buffers -= 1;
