@@ -8,14 +8,14 @@
 //! wait is bounded; the LAN guard kills what runs in it and removes it.
 //! Skipped without namespaces unless `FANOUT_NETNS_REQUIRED=1`.
 
+mod common;
+use common::{finish, spawn};
 use fanout_netns::{require_netns, LanTopology, NsChild};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 const GROUP: &str = "239.77.0.9:7040";
 const SENDER: &str = "10.77.0.1:6040";
 const FILE_BYTES: usize = 4 << 20;
@@ -23,33 +23,8 @@ const FILE_BYTES: usize = 4 << 20;
 /// 5, 6 under host 2).
 const RECEIVERS: [(usize, usize); 4] = [(3, 1), (4, 1), (5, 2), (6, 2)];
 
-fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
-    let h = lan.host(host);
-    let mut cmd = h.netns().exec(BIN);
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    h.netns().spawn(cmd).expect("spawn")
-}
-
 fn merger_addr(lan: &LanTopology, host: usize) -> String {
     format!("{}:6041", lan.host(host).ipv4())
-}
-
-/// Waits for `child` (bounded) and returns its JSON report, or panics with
-/// its stderr.
-fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::Value {
-    let status = child.wait_timeout(limit).expect("wait").unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!("{what} did not finish within {limit:?}")
-    });
-    let (mut out, mut err) = (String::new(), String::new());
-    if let Some(so) = child.child_mut().stdout.as_mut() {
-        let _ = so.read_to_string(&mut out);
-    }
-    if let Some(se) = child.child_mut().stderr.as_mut() {
-        let _ = se.read_to_string(&mut err);
-    }
-    assert!(status.success(), "{what} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
 }
 
 fn receiver(lan: &LanTopology, host: usize, merger: &str, out: &Path) -> NsChild {
@@ -110,6 +85,11 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
                     SENDER,
                     "--children",
                     "2",
+                    // Join upstream by count: a child arriving after the
+                    // join gets live-stream semantics (no catch-up through
+                    // mergers yet), which a slow spawn must not cause.
+                    "--join-ms",
+                    "10000",
                     "--json",
                     "--quiet",
                 ],

@@ -14,14 +14,14 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+mod common;
+use common::{finish, spawn};
 use fanout_netns::{require_netns, LanConfig, LanTopology, NsChild, RateLimit};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 const G1: &str = "239.77.0.5:7030";
 const G2: &str = "239.77.0.6:7031";
 const SENDER: &str = "10.77.0.1:6030";
@@ -31,13 +31,6 @@ const FILE_BYTES: usize = 24 << 20;
 /// Hosts: 0 sender, 1 relay, 2..=4 behind the relay, 5..=6 direct.
 const BEHIND: [usize; 3] = [2, 3, 4];
 const DIRECT: [usize; 2] = [5, 6];
-
-fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
-    let h = lan.host(host);
-    let mut cmd = h.netns().exec(BIN);
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    h.netns().spawn(cmd).expect("spawn")
-}
 
 fn receiver(lan: &LanTopology, host: usize, group: &str, from: &str, out: &Path) -> NsChild {
     let ip = lan.host(host).ipv4().to_string();
@@ -61,24 +54,6 @@ fn receiver(lan: &LanTopology, host: usize, group: &str, from: &str, out: &Path)
             out,
         ],
     )
-}
-
-/// Waits for `child` (bounded) and returns its JSON report, or panics with
-/// its stderr.
-fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::Value {
-    let status = child.wait_timeout(limit).expect("wait").unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!("{what} did not finish within {limit:?}")
-    });
-    let (mut out, mut err) = (String::new(), String::new());
-    if let Some(so) = child.child_mut().stdout.as_mut() {
-        let _ = so.read_to_string(&mut out);
-    }
-    if let Some(se) = child.child_mut().stderr.as_mut() {
-        let _ = se.read_to_string(&mut err);
-    }
-    assert!(status.success(), "{what} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
 }
 
 /// A fresh directory holding a random `payload.bin`; returns both.

@@ -1,0 +1,39 @@
+//! Helpers shared by the CLI's network-namespace tests: run the `fanout`
+//! binary on a host of a [`LanTopology`] and collect its `--json` report.
+
+use fanout_netns::{LanTopology, NsChild};
+use std::io::Read;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The CLI under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+
+/// Starts `fanout ARGS` in host `host`'s namespace, stdout and stderr piped.
+pub fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
+    let h = lan.host(host);
+    let mut cmd = h.netns().exec(BIN);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    h.netns().spawn(cmd).expect("spawn")
+}
+
+/// Waits for `child` (at most `limit`; killed after) and returns its JSON
+/// report, or panics with its stderr.
+pub fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::Value {
+    let status = child.wait_timeout(limit).expect("wait");
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(so) = child.child_mut().stdout.as_mut() {
+        let _ = so.read_to_string(&mut out);
+    }
+    if let Some(se) = child.child_mut().stderr.as_mut() {
+        let _ = se.read_to_string(&mut err);
+    }
+    let Some(status) = status else {
+        panic!("{what} did not finish within {limit:?}; stderr: {err}; stdout: {out}")
+    };
+    assert!(status.success(), "{what} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
+}
