@@ -4,39 +4,15 @@
 //! the sender only and at levels 0–2. The full runs and their figures are
 //! in docs/experiments/mctcp.md.
 
-use fanout_core::Instant;
-use fanout_sim::analysis::{figures, RunFigures};
-use fanout_sim::scenario::BuiltinFlows;
-use fanout_sim::session_flow::SessionFlows;
-use fanout_sim::transfer::TransferFlows;
-use fanout_sim::units::HumanDuration;
 use fanout_sim::Scenario;
-use std::path::PathBuf;
-use std::time::Duration;
+
+mod common;
 
 fn load(name: &str) -> Scenario {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/mctcp")
-        .join(name);
-    Scenario::load(&path).expect("scenario loads")
+    common::load("mctcp", name)
 }
 
-/// Runs `sc` for `secs` and measures from `warmup` seconds to the end.
-fn run(mut sc: Scenario, secs: u64, warmup: u64) -> RunFigures {
-    sc.duration = HumanDuration(Duration::from_secs(secs));
-    let (mut t, mut s) = (TransferFlows::default(), SessionFlows::default());
-    let (sim, report) = sc
-        .run(None, &mut [&mut BuiltinFlows, &mut t, &mut s])
-        .expect("runs");
-    figures(
-        &sim,
-        &t,
-        &s,
-        report.trace_hash,
-        Instant::ZERO + Duration::from_secs(warmup),
-        Instant::ZERO + Duration::from_secs(secs),
-    )
-}
+use common::run;
 
 /// Seed §VI: with the sender merging every receiver's ACKs its processing
 /// capacity caps the session; merging in the tree spreads the load and

@@ -2,39 +2,15 @@
 //! behaviour each one shows, asserted with margins. The full-size runs and
 //! their figures are in docs/experiments/smo-scenarios.md (CLI only).
 
-use fanout_core::Instant;
-use fanout_sim::analysis::{figures, RunFigures};
-use fanout_sim::scenario::BuiltinFlows;
-use fanout_sim::session_flow::SessionFlows;
-use fanout_sim::transfer::TransferFlows;
-use fanout_sim::units::HumanDuration;
 use fanout_sim::Scenario;
-use std::path::PathBuf;
-use std::time::Duration;
+
+mod common;
 
 fn load(name: &str) -> Scenario {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/smo")
-        .join(name);
-    Scenario::load(&path).expect("scenario loads")
+    common::load("smo", name)
 }
 
-/// Runs `sc` for `secs` and measures from `warmup` seconds to the end.
-fn run(mut sc: Scenario, secs: u64, warmup: u64) -> RunFigures {
-    sc.duration = HumanDuration(Duration::from_secs(secs));
-    let (mut t, mut s) = (TransferFlows::default(), SessionFlows::default());
-    let (sim, report) = sc
-        .run(None, &mut [&mut BuiltinFlows, &mut t, &mut s])
-        .expect("runs");
-    figures(
-        &sim,
-        &t,
-        &s,
-        report.trace_hash,
-        Instant::ZERO + Duration::from_secs(warmup),
-        Instant::ZERO + Duration::from_secs(secs),
-    )
-}
+use common::run;
 
 /// Sets a key of the `index`-th `[[flow]]`.
 fn set_flow_key(sc: &mut Scenario, index: usize, key: &str, value: toml::Value) {
@@ -78,7 +54,7 @@ fn late_slow(baseline: bool) -> Scenario {
     } else {
         "late-slow.toml"
     };
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios/smo")
         .join(file);
     let text = std::fs::read_to_string(&path)

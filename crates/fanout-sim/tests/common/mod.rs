@@ -3,9 +3,15 @@
 #![allow(dead_code)]
 
 use fanout_core::{Engine, Instant, Transmit};
+use fanout_sim::analysis::{figures, RunFigures};
 use fanout_sim::apps::{CbrSource, CountingSink};
-use fanout_sim::{AppId, LinkConfig, NodeId, SimApp, SimConfig, Simulator};
+use fanout_sim::scenario::BuiltinFlows;
+use fanout_sim::session_flow::SessionFlows;
+use fanout_sim::transfer::TransferFlows;
+use fanout_sim::units::HumanDuration;
+use fanout_sim::{AppId, LinkConfig, NodeId, Scenario, SimApp, SimConfig, Simulator};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `10.0.0.i`.
@@ -88,3 +94,29 @@ impl Engine for Burst {
 }
 
 impl SimApp for Burst {}
+
+/// Loads `scenarios/DIR/NAME` of the repository.
+pub fn load(dir: &str, name: &str) -> Scenario {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(dir)
+        .join(name);
+    Scenario::load(&path).expect("scenario loads")
+}
+
+/// Runs `sc` for `secs` and measures from `warmup` seconds to the end.
+pub fn run(mut sc: Scenario, secs: u64, warmup: u64) -> RunFigures {
+    sc.duration = HumanDuration(Duration::from_secs(secs));
+    let (mut t, mut s) = (TransferFlows::default(), SessionFlows::default());
+    let (sim, report) = sc
+        .run(None, &mut [&mut BuiltinFlows, &mut t, &mut s])
+        .expect("runs");
+    figures(
+        &sim,
+        &t,
+        &s,
+        report.trace_hash,
+        Instant::ZERO + Duration::from_secs(warmup),
+        Instant::ZERO + Duration::from_secs(secs),
+    )
+}
