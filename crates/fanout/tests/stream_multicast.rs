@@ -3,37 +3,21 @@
 //! creates (10.77.0.0/24, TTL 1; nothing reaches the root namespace). Every
 //! wait is bounded; the LAN guard kills what runs in it and removes it.
 
+mod common;
+use common::{read_all, wait_ok, BIN};
 use fanout_netns::{require_netns, LanConfig, LanTopology, NsChild};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, UdpSocket};
 use std::process::Stdio;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn random(len: usize, seed: u64) -> Vec<u8> {
     let mut v = vec![0u8; len];
     fanout_core::Rng::new(seed).fill(&mut v);
     v
-}
-
-fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = pipe.read_to_end(&mut v);
-        v
-    })
-}
-
-/// Waits (bounded); returns success.
-fn finish(child: &mut NsChild) -> bool {
-    let status = child.wait_timeout(LIMIT).expect("wait").unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!("process {} did not finish within {LIMIT:?}", child.pid())
-    });
-    status.success()
 }
 
 /// Deletes host 0's route for IPv4 multicast.
@@ -131,14 +115,14 @@ fn stream(
         }
     }
     drop(stdin);
-    let ok = finish(&mut tx);
+    let ok = wait_ok(&mut tx, LIMIT);
     let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
     assert!(ok, "sender failed: {stderr}");
     let sent: serde_json::Value =
         serde_json::from_slice(&report.join().unwrap()).expect("sender JSON");
     let mut reports = Vec::new();
     for (i, (mut child, out, err)) in receivers.into_iter().enumerate() {
-        assert!(finish(&mut child), "receiver {} failed", i + 1);
+        assert!(wait_ok(&mut child, LIMIT), "receiver {} failed", i + 1);
         let got = out.join().unwrap();
         let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
         let report = err

@@ -14,33 +14,17 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+mod common;
+use common::{read_all, wait_ok, BIN};
 use fanout_netns::{require_netns, LanTopology, NsChild};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::Stdio;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 const LIMIT: Duration = Duration::from_secs(60);
 const GROUP: &str = "239.77.1.9:7109";
 const SENDER: &str = "10.77.0.1:6109";
-
-fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = pipe.read_to_end(&mut v);
-        v
-    })
-}
-
-/// Waits (bounded); returns success.
-fn finish(child: &mut NsChild) -> bool {
-    let status = child.wait_timeout(LIMIT).expect("wait").unwrap_or_else(|| {
-        let _ = child.kill();
-        panic!("process {} did not finish within {LIMIT:?}", child.pid())
-    });
-    status.success()
-}
 
 #[test]
 fn a_receivers_line_is_echoed_by_the_sender_to_every_receiver() {
@@ -124,7 +108,7 @@ fn a_receivers_line_is_echoed_by_the_sender_to_every_receiver() {
     );
     stdin.write_all(b"lecture line 2\n").unwrap();
     drop(stdin);
-    let ok = finish(&mut tx);
+    let ok = wait_ok(&mut tx, LIMIT);
     let stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
     assert!(ok, "sender failed: {stderr}");
     drop(asker);
@@ -137,7 +121,7 @@ fn a_receivers_line_is_echoed_by_the_sender_to_every_receiver() {
 
     let want = format!("lecture line 1\n{line}\nlecture line 2\n");
     for (i, (mut child, out, err)) in receivers.into_iter().enumerate() {
-        let ok = finish(&mut child);
+        let ok = wait_ok(&mut child, LIMIT);
         let got = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
         let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
         assert!(ok, "receiver {} failed: {err}", i + 1);

@@ -1,9 +1,12 @@
 //! Helpers shared by the CLI's network-namespace tests: run the `fanout`
 //! binary on a host of a [`LanTopology`] and collect its `--json` report.
 
+#![allow(dead_code)] // each test crate uses its own subset
+
 use fanout_netns::{LanTopology, NsChild};
 use std::io::Read;
 use std::process::Stdio;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The CLI under test.
@@ -36,4 +39,24 @@ pub fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::V
     };
     assert!(status.success(), "{what} failed: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
+}
+
+/// Reads a child's pipe to its end on a thread (so a full pipe never
+/// blocks the child); join for the bytes.
+pub fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = pipe.read_to_end(&mut v);
+        v
+    })
+}
+
+/// Waits for `child` (at most `limit`; killed and panics after); returns
+/// whether it exited successfully.
+pub fn wait_ok(child: &mut NsChild, limit: Duration) -> bool {
+    let status = child.wait_timeout(limit).expect("wait").unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("process {} did not finish within {limit:?}", child.pid())
+    });
+    status.success()
 }
