@@ -31,6 +31,13 @@ const NO_BUFFER_RETRY: Duration = Duration::from_micros(200);
 /// budget, up to 1024 datagrams leave between two reads.
 const MAX_SEND_ROUNDS: usize = 16;
 
+/// Default [`DriverConfig::timer_slack`]: at 100 Mbit/s about five
+/// 1452-byte datagrams fall due per wake-up. The default pacer's bucket
+/// holds max(10 segments, 1 ms of sending), so a wake-up up to 0.9 ms late
+/// loses no sending credit at any rate; half of that leaves room for the
+/// scheduler's own lateness on a busy host.
+pub const DEFAULT_TIMER_SLACK: Duration = Duration::from_micros(500);
+
 /// How the driver behaves. `Default` is what the CLI wants.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriverConfig {
@@ -47,6 +54,22 @@ pub struct DriverConfig {
     pub linger: Duration,
     /// Pack equal-size datagrams to one destination into one GSO send (Linux).
     pub gso: bool,
+    /// How late the driver may wake for an engine deadline, so that one
+    /// wake-up serves several paced datagrams (kernel timer slack, as
+    /// `prctl(PR_SET_TIMERSLACK)`). A token-bucket pacer lets the datagrams
+    /// that fell due meanwhile leave together — in one GSO send — while
+    /// keeping its average rate, as long as the slack is shorter than the
+    /// time its bucket takes to fill (`fanout_core::pacing`: at least 1 ms).
+    /// Input still wakes the driver at once; zero: wake exactly on time.
+    pub timer_slack: Duration,
+    /// Input coalescing (as a NIC's interrupt moderation): after a step
+    /// that handled input, sleep this long (or until the next deadline)
+    /// without waking for more input, then read all of it at once. Each
+    /// datagram is dated by its kernel receive timestamp (`SO_TIMESTAMPNS`),
+    /// so round-trip samples do not grow; only the reaction to input is
+    /// late, by at most this much. Off (zero) by default, and never used
+    /// where the kernel does not stamp datagrams.
+    pub rx_coalesce: Duration,
     /// Impairment of received datagrams (before the engine sees them).
     pub rx_impairment: ImpairConfig,
     /// Impairment of sent datagrams (after the engine emitted them).
@@ -61,6 +84,8 @@ impl Default for DriverConfig {
             max_wait: Duration::from_millis(50),
             linger: Duration::from_millis(200),
             gso: true,
+            timer_slack: DEFAULT_TIMER_SLACK,
+            rx_coalesce: Duration::ZERO,
             rx_impairment: ImpairConfig::default(),
             tx_impairment: ImpairConfig::default(),
         }
@@ -84,6 +109,13 @@ pub struct Driver {
     stats: RunStats,
     /// Input may still be waiting (the step stopped reading at its cap).
     rx_pending: bool,
+    /// The current step handed input to the engine.
+    rx_handled: bool,
+    /// The kernel stamps received datagrams (seen at least once).
+    rx_stamped: bool,
+    /// The latest time handed to the engine: datagrams dated by their
+    /// kernel stamps are never dated before it.
+    engine_time: Instant,
     /// The last send hit `WouldBlock`: wait for writability before more.
     tx_blocked: bool,
     /// The last send hit `ENOBUFS`: retry at this time.
@@ -121,6 +153,9 @@ impl Driver {
             impair_tx: Impairment::new(config.tx_impairment.clone())?,
             stats: RunStats::default(),
             rx_pending: false,
+            rx_handled: false,
+            rx_stamped: false,
+            engine_time: Instant::ZERO,
             tx_blocked: false,
             tx_retry_at: None,
             send_error: None,
@@ -210,6 +245,8 @@ impl Driver {
         self.release_rx(engine, now);
         let (deadline, more_output) = self.pump(engine);
         if self.rx_pending || more_output {
+            // No wait, so no readiness news: look at the socket next time.
+            self.poller.assume_readable();
             return Ok(());
         }
         self.sleep(deadline, max_wait)
@@ -250,11 +287,20 @@ impl Driver {
             impair_rx,
             stats,
             rx_pending,
+            rx_handled,
+            rx_stamped,
+            engine_time,
+            poller,
             ..
         } = self;
         let rx_transparent = impair_rx.is_transparent();
         let mut got = 0;
         *rx_pending = false;
+        *rx_handled = false;
+        if !poller.maybe_readable() {
+            // Found empty and no readiness event since: skip the syscall.
+            return;
+        }
         loop {
             if got >= config.max_recv_per_step {
                 *rx_pending = true;
@@ -265,7 +311,11 @@ impl Driver {
                 std::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
             let n = match state.recv(UdpSockRef::from(endpoint.socket()), &mut bufs, meta) {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    stats.recv_empty += 1;
+                    poller.mark_drained();
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // E.g. a queued ICMP error; count it and look again next step.
@@ -276,9 +326,14 @@ impl Driver {
                 }
             };
             stats.recv_syscalls += 1;
-            let now = clock.now();
+            *rx_handled = true;
+            let base = clock.stamp_base();
             for (m, buf) in meta.iter().zip(bufs.iter()).take(n) {
                 let from = canonical(m.addr);
+                // When the datagram arrived (not when it was read).
+                let now = clock.stamp(&base, m.timestamp, *engine_time);
+                *engine_time = now;
+                *rx_stamped |= m.timestamp.is_some();
                 let bytes = &buf[..m.len];
                 let stride = if m.stride == 0 { m.len } else { m.stride };
                 let mut deliver = |d: &[u8]| {
@@ -302,6 +357,7 @@ impl Driver {
 
     /// Delivers received datagrams whose impairment delay has passed.
     fn release_rx<E: Engine + ?Sized>(&mut self, engine: &mut E, now: Instant) {
+        self.engine_time = self.engine_time.max(now);
         let delivered = self
             .impair_rx
             .release(now, |from, d| engine.handle_datagram(now, from, d));
@@ -335,6 +391,7 @@ impl Driver {
                 ..
             } = self;
             let tx_transparent = impair_tx.is_transparent();
+            self.engine_time = self.engine_time.max(now);
             deadline = drain(engine, now, send_buf, room, |t, d| {
                 emitted += 1;
                 stats.datagrams_emitted += 1;
@@ -388,11 +445,23 @@ impl Driver {
                     return;
                 }
                 Err(e) if batch.segments > 1 => {
-                    // GSO refused (quinn-udp then lowers max_gso_segments):
-                    // resend the datagrams one by one rather than lose them.
-                    tracing::debug!("GSO send of {} datagrams failed: {e}", batch.segments);
+                    // GSO refused (quinn-udp then lowers max_gso_segments to
+                    // 1 on EIO/EINVAL, e.g. a device without checksum
+                    // offload): resend the datagrams one by one rather than
+                    // lose them, and say so once.
+                    self.stats.gso_refused += 1;
+                    let before = self.outbox.max_segments();
                     self.outbox.split_front();
                     self.outbox.set_max_segments(self.max_gso_segments());
+                    if before > 1 && self.outbox.max_segments() == 1 {
+                        tracing::warn!(
+                            "the kernel refused a GSO send of {} datagrams ({e}); \
+                             GSO disabled, sending datagrams one by one",
+                            batch.segments
+                        );
+                    } else {
+                        tracing::debug!("GSO send of {} datagrams failed: {e}", batch.segments);
+                    }
                 }
                 Err(e) => {
                     tracing::debug!("send to {} failed: {e}", batch.destination);
@@ -408,7 +477,8 @@ impl Driver {
     /// datagram's release, or `max_wait`.
     fn sleep(&mut self, deadline: Option<Instant>, max_wait: Duration) -> Result<(), IoError> {
         let now = self.clock.now();
-        let mut wake = deadline;
+        let slack = self.config.timer_slack;
+        let mut wake = deadline.map(|d| if d > now { d + slack } else { d });
         if self.tx_blocked && !self.outbox.is_empty() {
             // Writability wakes us; an engine deadline that already passed
             // (e.g. a pacer waiting to send) must not spin meanwhile.
@@ -421,6 +491,19 @@ impl Driver {
         ];
         for d in others.into_iter().flatten() {
             wake = Some(wake.map_or(d, |w| w.min(d)));
+        }
+        let coalesce = self.config.rx_coalesce;
+        let tx_waits = self.tx_blocked && !self.outbox.is_empty();
+        if self.rx_handled && self.rx_stamped && !coalesce.is_zero() && !tx_waits {
+            // Input moderation: sleep through arrivals, then read them all.
+            let until = now + coalesce.min(max_wait);
+            let until = wake.map_or(until, |w| w.min(until));
+            if until > now {
+                std::thread::sleep(until - now);
+            }
+            self.stats.coalesced_waits += 1;
+            self.poller.assume_readable();
+            return Ok(());
         }
         self.poller
             .want_writable(self.tx_blocked && !self.outbox.is_empty())?;

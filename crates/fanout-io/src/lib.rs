@@ -24,10 +24,12 @@ pub mod impair;
 mod outbox;
 mod poller;
 mod socket;
+#[cfg(target_os = "linux")]
+mod ssm_v6;
 mod stats;
 
 pub use clock::Clock;
-pub use driver::{run, Driver, DriverConfig};
+pub use driver::{run, Driver, DriverConfig, DEFAULT_TIMER_SLACK};
 pub use error::IoError;
 pub use impair::{ImpairConfig, ImpairStats, Impairment};
 pub use poller::Waker;

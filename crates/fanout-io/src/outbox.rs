@@ -43,6 +43,11 @@ impl Outbox {
         self.max_segments = max_segments.max(1);
     }
 
+    /// The current packing limit (datagrams per send).
+    pub fn max_segments(&self) -> usize {
+        self.max_segments
+    }
+
     /// Queues one datagram, joining the last batch when GSO allows it.
     pub fn push(&mut self, destination: SocketAddr, datagram: &[u8]) {
         let start = self.bytes.len();

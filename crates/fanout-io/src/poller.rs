@@ -27,6 +27,14 @@ pub(crate) struct Poller {
     events: Events,
     socket_fd: std::os::fd::RawFd,
     writable_interest: bool,
+    /// The socket may hold input: set by a readiness event (or whenever no
+    /// wait told otherwise), cleared by [`Poller::mark_drained`]. The
+    /// registration is edge-triggered, so a datagram arriving after the
+    /// drain always brings a new event.
+    readable: bool,
+    /// The instant the precise timer is armed for, until it fires
+    /// (re-arming it for the same instant would be a wasted syscall).
+    armed: Option<Instant>,
     waker: Arc<mio::Waker>,
     #[cfg(any(target_os = "linux", target_os = "android"))]
     timer: nix::sys::timerfd::TimerFd,
@@ -79,6 +87,8 @@ impl Poller {
             events: Events::with_capacity(EVENT_CAPACITY),
             socket_fd,
             writable_interest: false,
+            readable: true,
+            armed: None,
             waker,
             #[cfg(any(target_os = "linux", target_os = "android"))]
             timer,
@@ -108,6 +118,24 @@ impl Poller {
         Ok(())
     }
 
+    /// Whether the socket may hold input. `false` only after
+    /// [`Poller::mark_drained`] with no readiness event since, so a receive
+    /// attempt can be skipped (it would fail with `WouldBlock`).
+    pub fn maybe_readable(&self) -> bool {
+        self.readable
+    }
+
+    /// Records that a receive found the socket empty (`WouldBlock`).
+    pub fn mark_drained(&mut self) {
+        self.readable = false;
+    }
+
+    /// Forgets a drain: the next [`Poller::maybe_readable`] says yes (for a
+    /// caller that goes on without waiting, hence without readiness news).
+    pub fn assume_readable(&mut self) {
+        self.readable = true;
+    }
+
     /// Blocks until a registered event, `deadline` (precise on Linux), or
     /// `cap` from now, whichever is first. Returns at once if `deadline` passed.
     pub fn wait(
@@ -120,41 +148,62 @@ impl Poller {
         let mut timeout = cap;
         if let Some(d) = deadline {
             if d <= now {
+                // No wait, so no news about the socket: assume input.
+                self.readable = true;
                 return Ok(());
             }
             let until = d - now;
             if until < timeout {
-                timeout = self.arm(until)?;
+                timeout = self.arm(d, until)?;
             }
         }
         match self.poll.poll(&mut self.events, Some(timeout)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+            Ok(()) => {
+                for event in self.events.iter() {
+                    match event.token() {
+                        SOCKET if event.is_readable() || event.is_error() => {
+                            self.readable = true;
+                        }
+                        #[cfg(any(target_os = "linux", target_os = "android"))]
+                        TIMER => self.armed = None,
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                self.readable = true;
+                Ok(())
+            }
             Err(e) => Err(IoError::Poll(e)),
         }
     }
 
-    /// Arms the precise timer for `until` from now; returns the (coarser)
-    /// epoll timeout to use alongside it as a safety net.
+    /// Arms the precise timer for `deadline`, `until` from now (unless it
+    /// is already armed for it); returns the (coarser) epoll timeout to use
+    /// alongside it as a safety net.
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    fn arm(&mut self, until: Duration) -> Result<Duration, IoError> {
+    fn arm(&mut self, deadline: Instant, until: Duration) -> Result<Duration, IoError> {
         use nix::sys::time::TimeSpec;
         use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
-        // A zero one-shot would disarm the timer; `until` is positive here.
-        self.timer
-            .set(
-                Expiration::OneShot(TimeSpec::from_duration(until)),
-                TimerSetTimeFlags::empty(),
-            )
-            .map_err(|e| IoError::Poll(e.into()))?;
-        // Re-arming resets the expiry count, so the edge-triggered
-        // registration fires again without reading the fd.
+        if self.armed != Some(deadline) {
+            // A zero one-shot would disarm the timer; `until` is positive here.
+            self.timer
+                .set(
+                    Expiration::OneShot(TimeSpec::from_duration(until)),
+                    TimerSetTimeFlags::empty(),
+                )
+                .map_err(|e| IoError::Poll(e.into()))?;
+            // Re-arming resets the expiry count, so the edge-triggered
+            // registration fires again without reading the fd.
+            self.armed = Some(deadline);
+        }
         Ok(until + Duration::from_millis(2))
     }
 
     /// Without a timerfd, epoll's millisecond timeout (mio rounds up).
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    fn arm(&mut self, until: Duration) -> Result<Duration, IoError> {
+    fn arm(&mut self, _deadline: Instant, until: Duration) -> Result<Duration, IoError> {
         Ok(until)
     }
 }

@@ -87,6 +87,24 @@ impl UdpEndpoint {
         })
     }
 
+    /// Takes over an already bound datagram socket (inherited from a parent,
+    /// or of a protocol [`UdpEndpoint::bind`] does not create, such as
+    /// UDP-Lite); an IPv6 socket counts as dual-stack unless `IPV6_V6ONLY`.
+    pub fn from_std(socket: UdpSocket) -> Result<Self, IoError> {
+        let local = socket
+            .local_addr()
+            .map_err(IoError::option("getsockname"))?;
+        let dual_stack = local.is_ipv6()
+            && !SockRef::from(&socket)
+                .only_v6()
+                .map_err(IoError::option("IPV6_V6ONLY"))?;
+        Ok(UdpEndpoint {
+            socket,
+            local,
+            dual_stack,
+        })
+    }
+
     /// The bound address (with the port the OS picked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
@@ -159,8 +177,8 @@ impl UdpEndpoint {
     /// IGMPv3) on the interface whose address is `interface`
     /// ([`Ipv4Addr::UNSPECIFIED`]: the kernel's choice). The kernel then
     /// drops the group's datagrams from other sources, and IGMPv3 snooping
-    /// switches need not forward them. (IPv6 source-specific joins,
-    /// `MCAST_JOIN_SOURCE_GROUP`, have no safe binding here yet.)
+    /// switches need not forward them. IPv6:
+    /// [`UdpEndpoint::join_source_multicast_v6`].
     pub fn join_source_multicast_v4(
         &self,
         group: Ipv4Addr,
@@ -170,6 +188,34 @@ impl UdpEndpoint {
         self.sock_ref()
             .join_ssm_v4(&source, &group, &interface)
             .map_err(IoError::option("IP_ADD_SOURCE_MEMBERSHIP"))
+    }
+
+    /// Joins IPv6 multicast `group` for datagrams from `source` only
+    /// (source-specific multicast, RFC 4607; `MCAST_JOIN_SOURCE_GROUP`,
+    /// RFC 3678 §5.2, MLDv2) on interface index `interface` (0: the
+    /// kernel's choice). The socket must be IPv6.
+    #[cfg(target_os = "linux")]
+    pub fn join_source_multicast_v6(
+        &self,
+        group: Ipv6Addr,
+        source: Ipv6Addr,
+        interface: u32,
+    ) -> Result<(), IoError> {
+        crate::ssm_v6::set_source_membership_v6(&self.socket, group, source, interface, true)
+            .map_err(IoError::option("MCAST_JOIN_SOURCE_GROUP"))
+    }
+
+    /// Leaves a membership taken with
+    /// [`UdpEndpoint::join_source_multicast_v6`].
+    #[cfg(target_os = "linux")]
+    pub fn leave_source_multicast_v6(
+        &self,
+        group: Ipv6Addr,
+        source: Ipv6Addr,
+        interface: u32,
+    ) -> Result<(), IoError> {
+        crate::ssm_v6::set_source_membership_v6(&self.socket, group, source, interface, false)
+            .map_err(IoError::option("MCAST_LEAVE_SOURCE_GROUP"))
     }
 
     /// Joins IPv6 multicast `group` on interface index `interface` (0: let the

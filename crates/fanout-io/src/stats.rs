@@ -19,6 +19,9 @@ pub struct RunStats {
     pub send_would_block: u64,
     /// Sends refused with `ENOBUFS`; retried after a short sleep.
     pub send_no_buffer: u64,
+    /// GSO sends the kernel refused as a whole (their datagrams were then
+    /// sent one by one); after the first `EIO`/`EINVAL` GSO stays off.
+    pub gso_refused: u64,
     /// Datagrams given up after a hard send error (unreachable, too big, ...).
     pub send_errors: u64,
     /// Datagrams emitted but not yet sent (queued or held by impairment) at
@@ -30,6 +33,9 @@ pub struct RunStats {
     pub bytes_received: u64,
     /// Receive syscalls that returned data (one may carry a batch).
     pub recv_syscalls: u64,
+    /// Receive syscalls that found the socket empty (`WouldBlock`); after
+    /// one, wake-ups without a readiness event skip the syscall.
+    pub recv_empty: u64,
     /// Receive syscalls that failed with something other than `WouldBlock`.
     pub recv_errors: u64,
     /// Datagrams handed to the engine's `handle_datagram`.
@@ -38,6 +44,8 @@ pub struct RunStats {
     pub impair_rx: ImpairStats,
     /// Send-side impairment counters.
     pub impair_tx: ImpairStats,
+    /// Sleeps that did not wake for input ([`crate::DriverConfig::rx_coalesce`]).
+    pub coalesced_waits: u64,
     /// Event-loop iterations (`Driver::step` calls); a measure of wake-ups.
     pub iterations: u64,
 }

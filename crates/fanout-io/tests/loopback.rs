@@ -268,6 +268,199 @@ fn gso_batches_and_payloads_survive() {
     }
 }
 
+/// Two UDP-Lite sockets on 127.0.0.1, or `None` where the kernel has no
+/// UDP-Lite (it is deprecated upstream).
+fn udplite_pair() -> Option<(UdpEndpoint, UdpEndpoint)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    const IPPROTO_UDPLITE: i32 = 136;
+    let open = || -> Option<UdpEndpoint> {
+        let s = Socket::new(
+            Domain::IPV4,
+            Type::DGRAM,
+            Some(Protocol::from(IPPROTO_UDPLITE)),
+        )
+        .ok()?;
+        s.set_recv_buffer_size(fanout_io::DEFAULT_BUFFER_BYTES)
+            .ok()?;
+        s.bind(&v4().into()).ok()?;
+        UdpEndpoint::from_std(s.into()).ok()
+    };
+    Some((open()?, open()?))
+}
+
+#[test]
+fn gso_refused_by_the_kernel_falls_back_to_single_sends() {
+    // Linux refuses UDP GSO on UDP-Lite sockets (EIO, `udp_send_skb`), a
+    // real refusal like a device without checksum offload: the driver must
+    // resend the batch one datagram at a time, stop using GSO, and count it.
+    const N: u64 = 500;
+    let Some((sink_ep, blast_ep)) = udplite_pair() else {
+        eprintln!("SKIP gso_refused_by_the_kernel_falls_back: no UDP-Lite");
+        return;
+    };
+    let sink_driver = Driver::new(sink_ep, Clock::new(), DriverConfig::default()).unwrap();
+    let target = sink_driver.endpoint().local_addr();
+    let b_driver = Driver::new(blast_ep, Clock::new(), DriverConfig::default()).unwrap();
+    if b_driver.max_gso_segments() < 2 {
+        eprintln!("SKIP gso_refused_by_the_kernel_falls_back: no GSO here");
+        return;
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let sink = spawn_passive(sink_driver, Sink::default(), done.clone());
+    let blast = spawn(b_driver, Blaster::new(target, N, 1000), Blaster::done, done);
+    let (_, bs) = blast.join().unwrap();
+    let (sink, ss) = sink.join().unwrap();
+    eprintln!(
+        "UDP-Lite: {} datagrams in {} sends, {} GSO refusals",
+        bs.datagrams_sent, bs.send_syscalls, bs.gso_refused
+    );
+    assert!(bs.gso_refused >= 1, "the kernel accepted GSO? {bs:?}");
+    assert_eq!((bs.datagrams_sent, bs.send_errors, bs.unsent), (N, 0, 0));
+    // After the first refusal every datagram goes alone.
+    assert!(bs.send_syscalls >= N, "{bs:?}");
+    assert_eq!(sink.received, N, "{ss:?}");
+    assert_eq!((sink.corrupt, sink.max_seq), (0, Some(N - 1)));
+    assert_eq!(sink.bytes, N * 1000);
+}
+
+#[test]
+fn coalesced_input_keeps_kernel_arrival_times() {
+    // The pinger sleeps 3 ms through arrivals after each input, yet its
+    // round-trip samples stay loopback-fast: each pong is dated by its
+    // kernel receive timestamp, not by when the driver got to read it.
+    let coalesce = Duration::from_millis(3);
+    let e_driver = driver(v4(), DriverConfig::default());
+    let target = e_driver.endpoint().local_addr();
+    let p_driver = driver(
+        v4(),
+        DriverConfig {
+            rx_coalesce: coalesce,
+            ..DriverConfig::default()
+        },
+    );
+    let done = Arc::new(AtomicBool::new(false));
+    let echo = spawn_passive(e_driver, Echo::default(), done.clone());
+    let ping = spawn(
+        p_driver,
+        Pinger::new(target, 60, 1, 100),
+        Pinger::done,
+        done,
+    );
+    let (p, ps) = ping.join().unwrap();
+    echo.join().unwrap();
+    assert!(p.done(), "answered {}/{}", p.answered_count, p.total);
+    let mut rtts = p.rtts.clone();
+    rtts.sort();
+    let median = rtts[rtts.len() / 2];
+    eprintln!(
+        "coalesced pinger: median rtt {median:?}, {} coalesced waits, {} iterations",
+        ps.coalesced_waits, ps.iterations
+    );
+    if ps.coalesced_waits == 0 {
+        eprintln!("SKIP: no kernel receive timestamps here, so no coalescing");
+        return;
+    }
+    // One ping at a time, each answered during a 3 ms sleep.
+    assert!(ps.coalesced_waits >= 50, "{ps:?}");
+    assert!(
+        median < coalesce / 2,
+        "median rtt {median:?}: read time, not arrival"
+    );
+}
+
+/// Sends `total` numbered datagrams through the transport's own token-bucket
+/// pacer ([`fanout_core::pacing::Pacer`]), as fast as it allows.
+struct TokenBlaster {
+    peer: SocketAddr,
+    total: u64,
+    size: usize,
+    next: u64,
+    pacer: fanout_core::pacing::Pacer,
+    now: Instant,
+}
+
+impl Engine for TokenBlaster {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: &[u8]) {}
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.now = now;
+        let size = self.size as u64;
+        if self.next >= self.total || self.pacer.next_send_time(now, size) > now {
+            return None;
+        }
+        self.pacer.on_sent(now, size);
+        common::write_datagram(buf, self.next, self.size);
+        self.next += 1;
+        Some(Transmit {
+            destination: self.peer,
+        })
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (self.next < self.total).then(|| self.pacer.next_send_time(self.now, self.size as u64))
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+    }
+}
+
+/// A [`TokenBlaster`] at one 1000-byte datagram per 100 µs (10 MB/s; its
+/// bucket holds 10 datagrams) run with `slack`; returns the sender's
+/// counters and the sink's arrival span.
+fn token_blast(slack: Duration, total: u64) -> (RunStats, Sink, Duration) {
+    let sink_driver = driver(v4(), DriverConfig::default());
+    let target = sink_driver.endpoint().local_addr();
+    let done = Arc::new(AtomicBool::new(false));
+    let sink = spawn_passive(sink_driver, Sink::default(), done.clone());
+    let mut pacer = fanout_core::pacing::Pacer::new(1000).with_gains(1.0, 1.0);
+    pacer.set_rate(10_000, Duration::from_millis(1), false);
+    let engine = TokenBlaster {
+        peer: target,
+        total,
+        size: 1000,
+        next: 0,
+        pacer,
+        now: Instant::ZERO,
+    };
+    let config = DriverConfig {
+        timer_slack: slack,
+        ..DriverConfig::default()
+    };
+    let blast = spawn(driver(v4(), config), engine, |b| b.next >= b.total, done);
+    let (_, bs) = blast.join().unwrap();
+    let (sink, _) = sink.join().unwrap();
+    let span = sink.last_at.unwrap() - sink.first_at.unwrap();
+    (bs, sink, span)
+}
+
+#[test]
+fn timer_slack_batches_paced_datagrams_at_the_same_rate() {
+    const N: u64 = 400;
+    // 400 datagrams at 100 µs each: 40 ms, less the first bucket (10).
+    let ideal = Duration::from_micros(100 * (N - 10));
+    let (exact, exact_sink, exact_span) = token_blast(Duration::ZERO, N);
+    let (slack, slack_sink, slack_span) = token_blast(fanout_io::DEFAULT_TIMER_SLACK, N);
+    eprintln!(
+        "exact: {} sends, {} iterations, span {exact_span:?}; \
+         default slack: {} sends, {} iterations, span {slack_span:?}",
+        exact.send_syscalls, exact.iterations, slack.send_syscalls, slack.iterations
+    );
+    for sink in [&exact_sink, &slack_sink] {
+        assert_eq!((sink.received, sink.corrupt), (N, 0));
+    }
+    // The rate holds: the bucket stores what fell due while asleep (a
+    // loaded host wakes later still, which costs both runs alike).
+    assert!(slack_span >= ideal - ideal / 20, "{slack_span:?}");
+    assert!(slack_span < exact_span + ideal / 2, "{slack_span:?}");
+    // About six datagrams per wake-up instead of one or two.
+    assert!(
+        slack.iterations * 2 < exact.iterations,
+        "{slack:?} vs {exact:?}"
+    );
+    if slack.send_syscalls < N {
+        // GSO: each wake-up's datagrams leave in one send.
+        assert!(slack.send_syscalls * 3 < N, "{slack:?}");
+    }
+}
+
 #[test]
 fn paced_sender_spreads_datagrams_over_time() {
     const N: u64 = 100;
@@ -321,7 +514,11 @@ impl Engine for Ticker {
 
 #[test]
 fn timers_fire_on_time_without_spinning() {
-    let mut d = driver(v4(), DriverConfig::default());
+    let exact = DriverConfig {
+        timer_slack: Duration::ZERO,
+        ..DriverConfig::default()
+    };
+    let mut d = driver(v4(), exact);
     let mut ticker = Ticker {
         period: Duration::from_millis(10),
         next: d.clock().now() + Duration::from_millis(10),
@@ -344,6 +541,8 @@ fn timers_fire_on_time_without_spinning() {
     assert!(sorted[19] < Duration::from_millis(8), "{sorted:?}");
     // One wake-up per tick, plus a few spurious ones at most.
     assert!(stats.iterations <= 2 * 20 + 5, "{stats:?}");
+    // Timer wake-ups without a readiness event do not look at the socket.
+    assert!(stats.recv_empty <= 2, "{stats:?}");
 }
 
 #[test]
