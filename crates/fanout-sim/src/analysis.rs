@@ -54,6 +54,12 @@ pub struct SessionFigures {
     pub multicast_repairs: u64,
     /// Repairs sent by unicast.
     pub unicast_repairs: u64,
+    /// Coded repair symbols multicast (REPAIR frames, coded policy).
+    pub coded_repairs: u64,
+    /// Blocks repaired by coding (decisions).
+    pub coded_blocks: u64,
+    /// Member-segment losses covered by coded repair decisions.
+    pub coded_repair_members: u64,
     /// Multicast repairs of a segment already multicast again before.
     pub repeat_multicast_repairs: u64,
     /// Members served per multicast repair, on average (those that had
@@ -129,6 +135,11 @@ pub struct MergerFigures {
     /// Of those, sent at once because a child repeated its ACK (the loss
     /// signal, seed Fig. 5 `retransmit`).
     pub duplicate_forwards: u64,
+    /// Children's duplicate ACKs not forwarded (a duplicate at the same
+    /// merged point already went up).
+    pub duplicates_suppressed: u64,
+    /// Receivers behind it, as its ROSTER reports them.
+    pub subtree_receivers: u64,
     /// Datagrams arriving at its node per second.
     pub in_pps: f64,
     /// Share of the run its node's CPU model was busy (0 without one).
@@ -373,10 +384,9 @@ fn session_figures(
         .mergers
         .iter()
         .map(|m| {
-            let st = sim
-                .app::<crate::session_merge::MergerApp>(m.app)
-                .map(|a| a.merger().stats())
-                .unwrap_or_default();
+            let app = sim.app::<crate::session_merge::MergerApp>(m.app);
+            let st = app.map(|a| a.merger().stats()).unwrap_or_default();
+            let subtree_receivers = app.map_or(0, |a| a.merger().subtree_receivers());
             let n = sim.app_node(m.app);
             MergerFigures {
                 node: m.node.clone(),
@@ -384,6 +394,8 @@ fn session_figures(
                 acks_in: st.acks_in,
                 acks_out: st.acks_out,
                 duplicate_forwards: st.duplicate_forwards,
+                duplicates_suppressed: st.duplicates_suppressed,
+                subtree_receivers,
                 in_pps: sim.node(n).stats().delivered_packets as f64 / secs,
                 cpu_load: cpu_load(sim, n, secs),
                 cpu_drops: sim.node(n).stats().drops[crate::stats::NetDrop::CpuOverflow],
@@ -419,6 +431,9 @@ fn session_figures(
         data_segments: stats.data_segments,
         multicast_repairs: stats.multicast_repairs,
         unicast_repairs: stats.unicast_repairs,
+        coded_repairs: stats.coded_repairs,
+        coded_blocks: stats.coded_blocks,
+        coded_repair_members: stats.coded_repair_members,
         repeat_multicast_repairs: stats.repeat_multicast_repairs,
         members_per_multicast_repair: stats.multicast_repair_members as f64
             / stats.multicast_repairs.max(1) as f64,

@@ -11,6 +11,8 @@
 //! cc = "newreno"              # optional (default cubic)
 //! repair_threshold = 0.05     # optional: multicast a repair above this share
 //! repair_cost_ratio = 1.0     # optional: cost rule instead (sender/member link speed ratio)
+//! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block
+//! repair_block = 32           #   segments; fallback: the cost rule (repair_cost_ratio, default 1)
 //! window_policy = "min"       # optional: "min" or "fair" (essentially fair, SMO §II)
 //! fair = { percentile = 0.5, a = 1.0, b = 1.0, scaling = "log2" }  # optional, for "fair"
 //! rtt_percentile = 0.9        # optional: session RTT = this percentile (default max)
@@ -162,6 +164,10 @@ struct SessionSpec {
     ack_every: Option<u32>,
     #[serde(default)]
     repair_cost_ratio: Option<f64>,
+    #[serde(default)]
+    repair: Option<String>,
+    #[serde(default)]
+    repair_block: Option<usize>,
     #[serde(default)]
     window_policy: Option<String>,
     #[serde(default)]
@@ -410,6 +416,22 @@ impl FlowFactory for SessionFlows {
             config.repair = RepairPolicy::Cost {
                 uplink_ratio: ratio,
             };
+        }
+        match t.repair.as_deref() {
+            None | Some("segment") => {}
+            Some("coded") => {
+                let block = t
+                    .repair_block
+                    .unwrap_or(fanout_transport::session::coded_repair::DEFAULT_BLOCK_SEGMENTS);
+                if !(2..=fanout_transport::fec::MAX_SOURCE_SYMBOLS).contains(&block) {
+                    return Err("repair_block: must be within 2..=64".into());
+                }
+                config.repair = RepairPolicy::Coded {
+                    block,
+                    uplink_ratio: t.repair_cost_ratio.unwrap_or(1.0),
+                };
+            }
+            Some(other) => return Err(format!("repair: unknown policy {other:?}")),
         }
         config.window = window_policy(t.window_policy.as_deref(), t.fair.as_ref())?;
         if let Some(p) = t.rtt_percentile {

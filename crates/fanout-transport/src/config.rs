@@ -45,6 +45,16 @@ pub struct TransportConfig {
     /// from the merger (relayed control and repairs). `None`: everything
     /// goes to the sender. Ignored by senders and listeners.
     pub feedback_via: Option<SocketAddr>,
+    /// Ancestors to re-attach to, in order, when the merger named by
+    /// `feedback_via` (or a later one of this list, except the last) falls
+    /// silent for `parent_silence` — typically that merger's parent, ...,
+    /// then the session sender ([`crate::reattach`]). Empty: the merger is
+    /// never abandoned (the idle timeout ends the session instead).
+    pub feedback_fallback: Vec<SocketAddr>,
+    /// A feedback parent that is not the last of `feedback_fallback` and
+    /// sends nothing (mergers send keep-alives) for this long is taken for
+    /// dead.
+    pub parent_silence: Duration,
 }
 
 impl Default for TransportConfig {
@@ -61,6 +71,8 @@ impl Default for TransportConfig {
             handshake_timeout: Duration::from_secs(10),
             linger: Duration::from_secs(2),
             feedback_via: None,
+            feedback_fallback: Vec::new(),
+            parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
         }
     }
 }

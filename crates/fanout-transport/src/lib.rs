@@ -8,7 +8,9 @@
 
 pub mod config;
 pub mod event;
+pub mod fec;
 pub mod merge;
+pub mod reattach;
 pub mod receiver;
 pub mod recv_buffer;
 pub mod scoreboard;

@@ -5,6 +5,7 @@
 
 use crate::config::TransportConfig;
 use crate::event::{CloseReason, Event};
+use crate::reattach::ParentChain;
 use crate::recv_buffer::{RecvBuffer, Refused};
 use crate::stats::ReceiverStats;
 use crate::upstream::{UpstreamOut, UpstreamSendStats, UpstreamStatus};
@@ -25,6 +26,11 @@ use std::ops::Range;
 /// dropped, so a connect flood cannot grow memory.
 const MAX_PENDING_REFUSALS: usize = 16;
 
+/// First CONNECT retransmission while joining (then doubling): shorter than
+/// the 1 s initial RTO so that a receiver started before its sender loses
+/// at most this much.
+const JOIN_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Most bytes of the sender's datagrams held while the merger's ACCEPT is
 /// on its way ([`TransportConfig::feedback_via`]): the sender starts on the
 /// merged CONNECT's ACCEPT, which reaches receivers one hop per tree level
@@ -34,6 +40,9 @@ const MAX_EARLY_BYTES: usize = 128 << 10;
 /// Least a held early datagram counts against [`MAX_EARLY_BYTES`], so tiny
 /// datagrams cannot make the hold many small allocations (at most 1024).
 const EARLY_MIN_CHARGE: usize = 128;
+
+pub mod coded;
+mod rejoin;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -100,6 +109,14 @@ pub struct Receiver {
     /// Bytes held in `early`, each datagram counted as at least
     /// [`EARLY_MIN_CHARGE`] (bookkeeping included).
     early_bytes: usize,
+    /// Ancestors to re-attach to when the merger falls silent
+    /// ([`TransportConfig::feedback_fallback`]; with `feedback_via` only).
+    chain: Option<Box<ParentChain>>,
+    /// Coded-repair state ([`coded`]), created on the first REPAIR.
+    coded: Option<Box<coded::CodedRx>>,
+    /// Newest DATA timestamp received and its arrival: what a hole filled
+    /// by decoding (REPAIR carries no timestamp) echoes.
+    ts_latest: Option<(u32, Instant)>,
 }
 
 impl Receiver {
@@ -131,6 +148,9 @@ impl Receiver {
             source: None,
             early: Vec::new(),
             early_bytes: 0,
+            chain: None,
+            coded: None,
+            ts_latest: None,
             config,
         }
     }
@@ -147,9 +167,17 @@ impl Receiver {
     pub fn join(config: TransportConfig, sender: SocketAddr, now: Instant) -> Self {
         let deadline = now + config.handshake_timeout;
         let via = config.feedback_via;
+        let chain = via.map(|_| {
+            Box::new(ParentChain::new(
+                &config.feedback_fallback,
+                config.parent_silence,
+                now,
+            ))
+        });
         let mut r = Receiver::listen(config, now);
         r.member = true;
         r.source = via.map(|_| sender);
+        r.chain = chain;
         r.state = State::Joining {
             target: via.unwrap_or(sender),
             attempts: 0,
@@ -250,6 +278,13 @@ impl Receiver {
     /// The sender's address once connected.
     pub fn peer(&self) -> Option<SocketAddr> {
         self.peer.map(|(a, _)| a)
+    }
+
+    /// The session sender, the data source: the peer, or for a member
+    /// reporting through a merger ([`TransportConfig::feedback_via`]) the
+    /// sender it joined — where a late joiner asks for the missed prefix.
+    pub fn data_source(&self) -> Option<SocketAddr> {
+        self.source.or(self.peer())
     }
 
     /// Counters.
@@ -401,6 +436,12 @@ impl Receiver {
             self.ts_recent = d.timestamp;
             self.ts_recent_at = Some(now);
         }
+        if self
+            .ts_latest
+            .is_none_or(|(t, _)| d.timestamp.wrapping_sub(t) as i32 >= 0)
+        {
+            self.ts_latest = Some((d.timestamp, now));
+        }
         let out_of_order = d.offset > nxt_before;
         let filled_gap = !out_of_order && self.buffer.rcv_nxt() > range.end;
         self.most_recent = Some(range);
@@ -417,6 +458,7 @@ impl Receiver {
             match frame {
                 Frame::Connect(c) if c.sends_data => self.accept_pending = Some(c.timestamp),
                 Frame::Data(d) => self.on_data(now, &d),
+                Frame::Repair(f) => self.on_repair(now, &f),
                 Frame::Ping => self.acks.request_immediate(),
                 Frame::Close(_) => {
                     let complete = self.fin.is_some_and(|f| self.buffer.rcv_nxt() == f);
@@ -460,7 +502,8 @@ impl Receiver {
                 | Frame::Accept(_)
                 | Frame::Ack(_)
                 | Frame::Skip(_)
-                | Frame::Upstream(_) => {
+                | Frame::Upstream(_)
+                | Frame::Roster(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
                 }
             }
@@ -577,6 +620,9 @@ impl Engine for Receiver {
                 // already released): give up now, with its reason, rather
                 // than at the handshake timeout.
                 Some(Ok(Frame::Reset(CloseFrame { code, reason }))) if from == target => {
+                    if self.join_next(now) {
+                        return;
+                    }
                     self.close(CloseReason::PeerReset {
                         code,
                         reason: reason.into(),
@@ -600,6 +646,10 @@ impl Engine for Receiver {
                     return;
                 }
             }
+        }
+        if self.rejoin_target() == Some(from) && self.on_rejoin_reply(now, header.session_id, body)
+        {
+            return;
         }
         let is_connect =
             matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(c))) if c.sends_data);
@@ -636,6 +686,11 @@ impl Engine for Receiver {
         let pn = expand_pn(self.largest_pn.map_or(0, |l| l + 1), header.packet_number);
         self.largest_pn = Some(self.largest_pn.map_or(pn, |l| l.max(pn)));
         self.last_heard = now;
+        if self.peer.is_some_and(|(a, _)| a == from) {
+            if let Some(c) = self.chain.as_mut() {
+                c.heard(now);
+            }
+        }
         self.handle_frames(now, body);
     }
 
@@ -678,7 +733,15 @@ impl Engine for Receiver {
                 start_offset: 0,
             })
             .encode(buf);
-            let wait = self.config.rto.initial.saturating_mul(1 << attempts.min(6));
+            // Receivers usually start before their sender binds (receiver-
+            // initiated sessions): a first CONNECT then meets a closed port,
+            // and waiting the initial RTO (1 s, RFC 6298 §2.1) before the
+            // retry idles the whole session. Retry after 200 ms, doubling up
+            // to 64× the initial RTO; a CONNECT is one small datagram.
+            let first = JOIN_FIRST_RETRY.min(self.config.rto.initial);
+            let wait = first
+                .saturating_mul(1 << attempts.min(9))
+                .min(self.config.rto.initial * 64);
             self.state = State::Joining {
                 target,
                 attempts: attempts + 1,
@@ -697,6 +760,13 @@ impl Engine for Receiver {
             };
         }
         if self.is_closed() {
+            return None;
+        }
+        if let Some(t) = self.poll_rejoin(now, session_id, buf) {
+            return Some(t);
+        }
+        if self.rejoin_target().is_some() {
+            // Not a member of the new parent yet: its ACKs would be dropped.
             return None;
         }
         if let Some(ts) = self.accept_pending.take() {
@@ -738,6 +808,7 @@ impl Engine for Receiver {
             State::Established => [
                 self.acks.deadline(),
                 Some(self.last_heard + self.config.idle_timeout),
+                self.chain.as_ref().and_then(|c| c.deadline()),
             ]
             .into_iter()
             .flatten()
@@ -756,9 +827,20 @@ impl Engine for Receiver {
         if let Some(u) = self.upstream.as_mut() {
             u.on_timeout(now);
         }
-        match self.state {
-            State::Joining { deadline, .. } if now >= deadline => {
+        if let State::Joining { deadline, .. } = self.state {
+            // Past the deadline: the next ancestor, if any, else give up.
+            if now >= deadline && !self.join_next(now) {
                 self.close(CloseReason::HandshakeTimeout);
+            }
+            return;
+        }
+        match self.state {
+            State::Established if self.chain.is_some() => {
+                if now >= self.last_heard + self.config.idle_timeout {
+                    self.close(CloseReason::IdleTimeout);
+                } else {
+                    self.chain_timeout(now);
+                }
             }
             State::Established if now >= self.last_heard + self.config.idle_timeout => {
                 self.close(CloseReason::IdleTimeout);

@@ -20,6 +20,11 @@ pub struct RecvBuffer {
     read_pos: u64,
     /// Held ranges at or above `read_pos` (including ones already readable).
     held: RangeSet,
+    /// First offset this buffer ever held (its start).
+    floor: u64,
+    /// One past the highest offset ever written into the ring: a byte at
+    /// `x < read_pos` is still in the ring while `x + capacity ≥` this.
+    high_water: u64,
 }
 
 impl RecvBuffer {
@@ -29,6 +34,8 @@ impl RecvBuffer {
             ring: vec![0; capacity.max(1)],
             read_pos: 0,
             held: RangeSet::new(),
+            floor: 0,
+            high_water: 0,
         }
     }
 
@@ -37,6 +44,8 @@ impl RecvBuffer {
     pub fn start_at(&mut self, offset: u64) {
         if self.read_pos == 0 && self.held.is_empty() {
             self.read_pos = offset;
+            self.floor = offset;
+            self.high_water = offset;
         }
     }
 
@@ -94,6 +103,7 @@ impl RecvBuffer {
             src = &src[n..];
             at += n as u64;
         }
+        self.high_water = self.high_water.max(end);
         Ok(self.held.insert(start..end))
     }
 
@@ -111,12 +121,44 @@ impl RecvBuffer {
                 self.ring[(at % cap) as usize] = 0;
             }
         }
+        self.high_water = self.high_water.max(end);
         self.held.insert(start..end)
     }
 
     /// Bytes readable now.
     pub fn readable(&self) -> u64 {
         self.rcv_nxt() - self.read_pos
+    }
+
+    /// Gaps of `range` this buffer never received: bytes below the read
+    /// position count as received.
+    pub fn gaps_in(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        let start = range.start.max(self.read_pos);
+        self.held.gaps_in(start..range.end.max(start))
+    }
+
+    /// Copies the bytes of `range` into `out` if every one of them is
+    /// still here: held at or above the read position, or already read but
+    /// not yet overwritten in the ring (`[high_water − capacity, read_pos)`,
+    /// never below the buffer's start). Coded repair decodes against them
+    /// ([`crate::fec`]). False (and `out` unchanged) otherwise.
+    pub fn copy_out(&self, range: Range<u64>, out: &mut Vec<u8>) -> bool {
+        let cap = self.capacity();
+        let oldest = self.floor.max(self.high_water.saturating_sub(cap));
+        if range.start < oldest || range.end > self.window_end() || range.start > range.end {
+            return false;
+        }
+        if !self.gaps_in(range.clone()).is_empty() {
+            return false;
+        }
+        let mut at = range.start;
+        while at < range.end {
+            let idx = (at % cap) as usize;
+            let n = ((range.end - at) as usize).min(self.ring.len() - idx);
+            out.extend_from_slice(&self.ring[idx..idx + n]);
+            at += n as u64;
+        }
+        true
     }
 
     /// Copies readable bytes into `out`; returns the count.
@@ -157,6 +199,27 @@ mod tests {
         let mut out = [0u8; 16];
         assert_eq!(b.read(&mut out), 8);
         assert_eq!(&out[..8], b"fghijklm");
+    }
+
+    #[test]
+    fn copy_out_reaches_back_into_what_was_read() {
+        let mut b = RecvBuffer::new(8);
+        b.insert(0, b"abcdef").unwrap();
+        let mut out = [0u8; 4];
+        assert_eq!(b.read(&mut out), 4);
+        let mut v = Vec::new();
+        assert!(b.copy_out(1..6, &mut v), "read bytes are still in the ring");
+        assert_eq!(v, b"bcdef");
+        assert!(!b.copy_out(5..7, &mut Vec::new()), "6 never arrived");
+        assert_eq!(b.gaps_in(0..8), vec![6..8]);
+        b.insert(8, b"ij").unwrap(); // overwrites the ring slots of 0 and 1
+        assert!(!b.copy_out(1..3, &mut Vec::new()), "overwritten");
+        let mut v = Vec::new();
+        assert!(b.copy_out(2..4, &mut v));
+        assert_eq!(v, b"cd");
+        let mut late = RecvBuffer::new(8);
+        late.start_at(100);
+        assert!(!late.copy_out(96..100, &mut Vec::new()), "before its start");
     }
 
     proptest! {

@@ -431,7 +431,9 @@ impl Sender {
                 | Frame::Skip(_)
                 | Frame::AckFrequency(_)
                 | Frame::Upstream(_)
-                | Frame::UpstreamAck(_) => {
+                | Frame::UpstreamAck(_)
+                | Frame::Roster(_)
+                | Frame::Repair(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
                 }
             }

@@ -36,6 +36,9 @@ pub struct ReceiverStats {
     pub payload_bytes_received: u64,
     /// Stream bytes received that were already held.
     pub duplicate_bytes: u64,
+    /// Re-attachments to an ancestor after the feedback merger fell
+    /// silent ([`crate::reattach`]).
+    pub reattaches: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }

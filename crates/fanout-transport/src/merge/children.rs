@@ -166,6 +166,15 @@ impl ChildTable {
         self.set_ack(addr, ack, now);
     }
 
+    /// Gives `addr` the start offset `start` without admitting it to
+    /// merged ACKs yet: a child re-attaching from a crashed merger, whose
+    /// first ACK decides ([`super::Merger`]).
+    pub fn set_start(&mut self, addr: &SocketAddr, start: u64) {
+        if let Some(c) = self.children.get_mut(addr) {
+            c.start = Some(start);
+        }
+    }
+
     /// Admitted children behind some sibling whose cumulative point has not
     /// advanced for `stall` (a stalled or bogus child holding its subtree's
     /// merged point; TCP-SMO evicts such receivers, `SEEDS-DIGEST.md` §1).
@@ -178,6 +187,23 @@ impl ChildTable {
             .iter()
             .filter(|(_, c)| {
                 c.ack.as_ref().is_some_and(|a| a.cumulative < top) && now >= c.advanced + stall
+            })
+            .map(|(a, _)| *a)
+            .collect()
+    }
+
+    /// Admitted children behind some sibling that sent nothing for
+    /// `silence`: while data flows every live child acknowledges (or
+    /// reports a hole), so this is a crashed one — typically a merger whose
+    /// children re-attach elsewhere. O(N): called on a periodic timer.
+    pub fn silent_behind(&self, now: Instant, silence: Duration) -> Vec<SocketAddr> {
+        let Some(&(top, _)) = self.cums.last() else {
+            return Vec::new();
+        };
+        self.children
+            .iter()
+            .filter(|(_, c)| {
+                c.ack.as_ref().is_some_and(|a| a.cumulative < top) && now >= c.last_heard + silence
             })
             .map(|(a, _)| *a)
             .collect()

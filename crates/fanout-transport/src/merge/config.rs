@@ -35,6 +35,22 @@ pub struct MergerConfig {
     /// Close (resetting the children) after hearing nothing from the
     /// parent for this long.
     pub parent_timeout: Duration,
+    /// Send every admitted child a keep-alive (a PADDING datagram) this
+    /// often, so children with a fallback chain can tell a crashed merger
+    /// from a quiet one ([`crate::reattach`]). `None`: no keep-alives.
+    pub keepalive: Option<Duration>,
+    /// Ancestors to re-attach to, in order, when the parent (a merger, not
+    /// the last of this list) falls silent for `parent_silence`: its
+    /// parent, ..., then the session sender. Empty: never re-attach.
+    pub fallback: Vec<SocketAddr>,
+    /// Silence after which a parent that is not the last ancestor is taken
+    /// for dead (it must send keep-alives more often than this).
+    pub parent_silence: Duration,
+    /// With keep-alives on: evict (RESET "silent") a child behind a sibling
+    /// that sent nothing for this long — a crashed lower merger, whose
+    /// children re-attach here, would otherwise hold the merged ACK for
+    /// `child_stall`. `None`: only `child_stall` applies.
+    pub child_silence: Option<Duration>,
 }
 
 impl MergerConfig {
@@ -51,6 +67,10 @@ impl MergerConfig {
             connect_rto: Duration::from_secs(1),
             handshake_timeout: Duration::from_secs(10),
             parent_timeout: Duration::from_secs(30),
+            keepalive: None,
+            fallback: Vec::new(),
+            parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
+            child_silence: None,
         }
     }
 }
@@ -77,12 +97,23 @@ pub struct MergerStats {
     pub acks_out: u64,
     /// Merged ACKs built at once because a child repeated its ACK.
     pub duplicate_forwards: u64,
+    /// Children's duplicate ACKs not forwarded: a duplicate at the same
+    /// merged point already went up ([`super::mctcp`] rule 2).
+    pub duplicates_suppressed: u64,
     /// Merged CONNECTs sent upstream (with retries).
     pub connects_out: u64,
     /// Datagrams relayed from the parent to children.
     pub relayed: u64,
     /// Relays dropped because the queue was full.
     pub relay_overflow: u64,
+    /// Keep-alives sent to children.
+    pub keepalives: u64,
+    /// Children that re-attached here from a crashed merger (resume
+    /// CONNECTs accepted).
+    pub children_resumed: u64,
+    /// Re-attachments of this merger to an ancestor after its parent fell
+    /// silent.
+    pub reattaches: u64,
     /// Datagrams received.
     pub datagrams_received: u64,
     /// Datagrams sent.

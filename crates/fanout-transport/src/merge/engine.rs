@@ -8,6 +8,7 @@ use super::config::{MergerConfig, MergerStats};
 use super::join::ConnectSummary;
 use super::mctcp::{ChildMsg, Mctcp, MctcpState, MctcpTag, Upstream};
 use super::relay;
+use super::roster::SubtreeRoster;
 use super::spec::MergeTable;
 use crate::event::CloseReason;
 use crate::wire::{
@@ -20,6 +21,8 @@ use fanout_core::{Engine, Transmit};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+mod rejoin;
 
 /// Most datagrams queued toward children; a relay beyond it is dropped and
 /// counted (the parent's retransmission covers it).
@@ -64,6 +67,14 @@ pub struct Merger {
     stall_check: Instant,
     next_pn: u64,
     stats: MergerStats,
+    /// Ancestors to re-attach to when the parent falls silent
+    /// ([`crate::reattach`]); `config.parent` is the current parent.
+    chain: crate::reattach::ParentChain,
+    /// Next keep-alive to the children ([`MergerConfig::keepalive`]).
+    next_keepalive: Instant,
+    /// The subtree's receiver count and per-receiver progress, paged
+    /// upstream in ROSTER frames ([`super::roster`]).
+    roster: SubtreeRoster,
 }
 
 impl Merger {
@@ -82,6 +93,9 @@ impl Merger {
             stall_check: Instant::MAX,
             next_pn: 0,
             stats: MergerStats::default(),
+            chain: crate::reattach::ParentChain::new(&config.fallback, config.parent_silence, now),
+            next_keepalive: now,
+            roster: SubtreeRoster::default(),
             config,
         }
     }
@@ -96,6 +110,7 @@ impl Merger {
         let mut s = self.stats.clone();
         if let Some(MctcpState::Ack(a)) = self.table.state(MctcpTag::Ack) {
             s.duplicate_forwards = a.duplicates_forwarded;
+            s.duplicates_suppressed = a.duplicates_suppressed;
         }
         s
     }
@@ -121,6 +136,23 @@ impl Merger {
             Up::Closed(r) => Some(r),
             _ => None,
         }
+    }
+
+    /// Receivers behind this merger (its subtree member count, as sent in
+    /// its ROSTER pages).
+    pub fn subtree_receivers(&self) -> u64 {
+        self.roster.receivers(&self.table.spec.children)
+    }
+
+    /// The subtree's roster ([`SubtreeRoster`]): counts, pages, drops.
+    pub fn roster(&self) -> &SubtreeRoster {
+        &self.roster
+    }
+
+    /// Every receiver of the subtree and its cumulative ACK (direct
+    /// children first-hand, deeper ones as their mergers reported them).
+    pub fn roster_entries(&self) -> Vec<crate::wire::RosterEntry> {
+        self.roster.list(&self.table.spec.children)
     }
 
     /// The last merged ACK built (what the parent knows of the subtree).
@@ -212,6 +244,9 @@ impl Merger {
     }
 
     fn admit(&mut self, now: Instant, from: SocketAddr, header_session: u64, c: &ConnectFrame) {
+        if self.admit_resume(now, from, header_session, c) {
+            return;
+        }
         let closed = matches!(self.up, Up::Closed(_));
         if closed || self.table.spec.children.is_full() {
             self.stats.children_refused += 1;
@@ -243,6 +278,7 @@ impl Merger {
     /// child left, leave the parent's session (RESET "subtree empty") and
     /// gather anew.
     fn after_leave(&mut self, now: Instant) {
+        self.roster.retain_children(&self.table.spec.children);
         if !self.table.spec.children.is_empty() {
             self.process(ChildMsg::Leave, now);
             return;
@@ -283,6 +319,15 @@ impl Merger {
                             || (self.session_id != 0 && header.session_id == self.session_id)) =>
                 {
                     self.admit(now, from, header.session_id, &c);
+                    // A lower merger's CONNECT carries its subtree's count
+                    // (a ROSTER summary, `docs/wire.md` §4.8).
+                    if self.table.spec.children.get(&from).is_some() {
+                        for f in decode_frames(body).skip(1) {
+                            if let Ok(Frame::Roster(r)) = f {
+                                self.roster.on_page(from, &r, now);
+                            }
+                        }
+                    }
                 }
                 _ => {
                     self.stats.unknown_children += 1;
@@ -292,6 +337,7 @@ impl Merger {
             return;
         };
         let admitted = child.ack.is_some();
+        let child_start = child.start;
         let retried_connect = header.session_id == 0 && is_connect;
         if !retried_connect && (self.session_id == 0 || header.session_id != self.session_id) {
             self.stats.drops.count(DropReason::UnknownSession);
@@ -314,10 +360,17 @@ impl Merger {
                         self.queue_accept(from);
                     }
                 }
+                Frame::Ack(ack) if !admitted && child_start.is_some() => {
+                    self.on_resumed_ack(now, from, ack);
+                    return;
+                }
                 Frame::Ack(ack) if admitted => {
                     self.stats.acks_in += 1;
                     self.process(ChildMsg::Ack { child: from, ack }, now);
                 }
+                // A lower merger's roster page (its subtree's count and
+                // receivers).
+                Frame::Roster(r) => self.roster.on_page(from, &r, now),
                 Frame::Close(_) | Frame::Reset(_) => {
                     self.table.spec.children.remove(&from);
                     self.stats.children_left += 1;
@@ -335,6 +388,7 @@ impl Merger {
         self.accept = Some(accept);
         self.up = Up::Established;
         self.parent_heard = now;
+        self.chain.heard(now);
         self.stall_check = now + self.stall_period();
         self.table.spec.established = true;
         let waiting: Vec<SocketAddr> = self
@@ -376,6 +430,7 @@ impl Merger {
             }
             Up::Established => {
                 self.parent_heard = now;
+                self.chain.heard(now);
                 self.relay(body);
             }
         }
@@ -451,6 +506,9 @@ impl Engine for Merger {
             self.stats.drops.count(DropReason::SessionClosed);
             return;
         }
+        if self.rejoin_target() == Some(from) && self.on_rejoin_reply(now, header, body) {
+            return;
+        }
         if from == self.config.parent {
             self.on_parent(now, header, body);
         } else {
@@ -486,6 +544,10 @@ impl Engine for Merger {
                 // Session id 0: the parent names the session in its ACCEPT.
                 self.header(0, buf);
                 Frame::Connect(c.to_connect((now.as_nanos() / 1_000) as u32)).encode(buf);
+                // The subtree's count rides with the CONNECT, so the parent
+                // weighs this member right from its admission (a parent
+                // without ROSTER support reads the CONNECT and stops).
+                Frame::Roster(self.roster.summary(now, &self.table.spec.children)).encode(buf);
                 let wait = self.config.connect_rto.saturating_mul(1 << attempts.min(6));
                 self.up = Up::Connecting {
                     attempts: attempts + 1,
@@ -499,7 +561,10 @@ impl Engine for Merger {
                 });
             }
         }
-        if let Some(ack) = self.pending_ack.take() {
+        if let Some(t) = self.poll_rejoin(now, buf) {
+            return Some(t);
+        }
+        if let Some(ack) = self.pending_ack.take_if(|_| self.chain.rejoin().is_none()) {
             self.header(self.session_id, buf);
             Frame::Ack(ack).encode(buf);
             self.stats.acks_out += 1;
@@ -507,6 +572,16 @@ impl Engine for Merger {
             return Some(Transmit {
                 destination: parent,
             });
+        }
+        if self.up == Up::Established {
+            if let Some(page) = self.roster.poll_page(now, &self.table.spec.children) {
+                self.header(self.session_id, buf);
+                Frame::Roster(page).encode(buf);
+                self.stats.datagrams_sent += 1;
+                return Some(Transmit {
+                    destination: parent,
+                });
+            }
         }
         let (to, session_id, body) = self.down.pop_front()?;
         self.header(session_id, buf);
@@ -522,14 +597,18 @@ impl Engine for Merger {
             Up::Connecting {
                 next_try, deadline, ..
             } => Some((*next_try).min(*deadline)),
-            Up::Established => {
-                Some((self.parent_heard + self.config.parent_timeout).min(self.stall_check))
-            }
+            Up::Established => Some(
+                (self.parent_heard + self.config.parent_timeout)
+                    .min(self.stall_check)
+                    .min(self.roster.next_due(&self.table.spec.children)),
+            ),
         };
         [
             up,
             self.table.deadline(),
             self.table.spec.children.next_expiry(),
+            self.keepalive_deadline(),
+            self.chain.deadline().filter(|_| self.up == Up::Established),
         ]
         .into_iter()
         .flatten()
@@ -549,6 +628,11 @@ impl Engine for Merger {
             }
             _ => {}
         }
+        self.chain_timeout(now);
+        if matches!(self.up, Up::Closed(_)) {
+            return;
+        }
+        self.keepalive_due(now);
         for tag in self.table.due(now) {
             if let Some(out) = self.table.poll(tag, now) {
                 self.forward(out, now);

@@ -22,7 +22,11 @@
 //!      for the merged ACK to open its window;
 //!   2. **a child sent a non-advancing (duplicate) ACK** — forwarded at once,
 //!      so the loss signal (the SACK ranges above a hole) still reaches the
-//!      sender's fast retransmit / RACK (seed: `retransmit`);
+//!      sender's fast retransmit / RACK (seed: `retransmit`); once per
+//!      merged cumulative point: the siblings' duplicates for the same
+//!      point are not forwarded again (a loss above the merger makes every
+//!      child repeat its ACK; what their repeats add — ranges now held in
+//!      common — goes up by rule 3);
 //!   3. the children now hold in common a SACK range above the merged
 //!      point that the last merged ACK did not report (our addition: the
 //!      children's ACKs that complete such a range are usually advancing,
@@ -102,6 +106,13 @@ pub struct AckState {
     pub retransmit: bool,
     /// Merged ACKs built because of a duplicate.
     pub duplicates_forwarded: u64,
+    /// Merged cumulative point at which a duplicate was last forwarded:
+    /// further duplicates at the same point are not forwarded again (their
+    /// loss signal is already upstream; what they add, SACK ranges the
+    /// children now hold in common, goes by rule 3).
+    pub dup_point: Option<u64>,
+    /// Children's duplicate ACKs not forwarded for that reason.
+    pub duplicates_suppressed: u64,
     /// Timestamp echo of the ACK merged last (`None` after a leave): the
     /// message that made `done` true, whose echo the merged ACK carries.
     pub trigger_echo: Option<u32>,
@@ -231,7 +242,17 @@ impl MergeSpec for Mctcp {
             }
             (MctcpState::Ack(a), ChildMsg::Ack { child, ack }) => {
                 let duplicate = self.absorb(&child, &ack, now);
-                a.retransmit |= duplicate;
+                // One prompt forward per merged point, not one per child:
+                // when a loss upstream of the merger hits all N children,
+                // each repeats its ACK for the same hole.
+                if duplicate {
+                    let point = self.children.min_cumulative();
+                    if point.is_some() && point == a.dup_point {
+                        a.duplicates_suppressed += 1;
+                    } else {
+                        a.retransmit = true;
+                    }
+                }
                 a.trigger_echo = Some(ack.timestamp_echo);
             }
             (MctcpState::Ack(a), ChildMsg::Leave) => a.trigger_echo = None,
@@ -286,6 +307,7 @@ impl MergeSpec for Mctcp {
                     .or(m.timestamp_echo);
                 if a.retransmit {
                     a.duplicates_forwarded += 1;
+                    a.dup_point = Some(m.cumulative);
                 }
                 a.retransmit = false;
                 a.last = Some(m.clone());
@@ -388,13 +410,64 @@ mod tests {
         // Child 1 lost [1000, 1100): its duplicate ACK reports the hole, and
         // the merged ACK carries what everyone holds above it.
         send(&mut t, 2, ack(3000, &[]));
-        let m = send(&mut t, 1, ack(1000, &[1100..2000])).expect("duplicate forwarded");
+        let m = send(&mut t, 1, ack(1000, &[1100..2000])).expect("new SACK forwarded");
         assert_eq!(m.cumulative, 1000);
         assert_eq!(m.sack.iter().collect::<Vec<_>>(), vec![1100..2000]);
         let MctcpState::Ack(s) = t.state(MctcpTag::Ack).unwrap() else {
             unreachable!()
         };
-        assert_eq!(s.duplicates_forwarded, 2);
+        // The second duplicate at the same merged point went by rule 3
+        // (the children now hold [1100, 2000) in common), not as a
+        // duplicate.
+        assert_eq!((s.duplicates_forwarded, s.duplicates_suppressed), (1, 1));
+    }
+
+    /// A loss above the merger: all 8 children miss [1000, 2000) and
+    /// repeat their ACK, one after the other, for each later segment. The
+    /// old rule forwarded all 8 repeats of every round; now the first goes
+    /// at once (the loss signal) and then one per round, when the last
+    /// child completes the range held in common.
+    #[test]
+    fn duplicates_for_the_same_hole_go_up_once_per_round() {
+        let mut t = table(8);
+        for c in 1..=8 {
+            send(&mut t, c, ack(1000, &[]));
+        }
+        assert_eq!(send(&mut t, 1, ack(1000, &[])).unwrap().cumulative, 1000);
+        let MctcpState::Ack(s) = t.state(MctcpTag::Ack).unwrap() else {
+            unreachable!()
+        };
+        let before = s.duplicates_forwarded;
+        let mut forwarded = 0;
+        for round in 1..=4u64 {
+            let above = 2000..2000 + round * 1000;
+            for c in 1..=8 {
+                if let Some(m) = send(&mut t, c, ack(1000, std::slice::from_ref(&above))) {
+                    forwarded += 1;
+                    assert_eq!(m.cumulative, 1000);
+                    assert_eq!(
+                        m.sack.iter().collect::<Vec<_>>(),
+                        vec![above.clone()],
+                        "round {round}"
+                    );
+                    assert_eq!(c, 8, "round {round}: only the last child's repeat goes up");
+                }
+            }
+        }
+        assert_eq!(forwarded, 4, "one per round, not 8");
+        let MctcpState::Ack(s) = t.state(MctcpTag::Ack).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(
+            s.duplicates_forwarded, before,
+            "the loss was signalled before"
+        );
+        assert_eq!(s.duplicates_suppressed, 32);
+        // Once the merged point moves, a duplicate there goes at once again.
+        for c in 1..=8 {
+            send(&mut t, c, ack(6000, &[]));
+        }
+        assert!(send(&mut t, 3, ack(6000, &[])).is_some());
     }
 
     #[test]

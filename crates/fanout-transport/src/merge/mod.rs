@@ -54,26 +54,23 @@
 //!    stream"), so the release, window and repair policies compose; merged
 //!    and unmerged children coexist in the same member table (partial
 //!    deployment: the sender's own merge is the meet over its members).
-//!    What changes is **weight**: the repair threshold ("more than 5% of
-//!    receivers miss it") and the ACK-frequency budget (`feedback`:
-//!    `min_interval = N / budget`) must count receivers, not members. That
-//!    needs a wire addition: a subtree **member count** in the merged
-//!    CONNECT and in a periodic frame, e.g. `ROSTER {count:varint,
-//!    entries: (member_id, address, cumulative)…}` sent by a merger every
-//!    few seconds (bounded entries per frame, paged), which also gives the
-//!    sender per-receiver accounting (who is in the session and how far
-//!    each got, issue 4 item 5) without per-receiver ACKs. New frame types
-//!    need a wire-version bump or a negotiated extension (`docs/wire.md`
-//!    §3.1), so this waits for v2.
+//!    What changes is **weight** (built): mergers page a ROSTER upstream
+//!    ([`roster`], `docs/wire.md` §4.8) with their subtree's receiver
+//!    count, largest fan-in and each receiver's cumulative ACK; the sender
+//!    counts receivers in the repair threshold and the session's receiver
+//!    count, divides the feedback budget by the busiest node's fan-in, and
+//!    lists every receiver with its progress
+//!    ([`crate::session::SessionSender::receivers`]).
 //! 3. **Repairs through the tree.** A unicast repair to a merger member is
 //!    relayed only to the children lacking it (done here); a merger could
 //!    also answer a child's loss from a small cache before the sender sees
 //!    it (not in the seed; later).
-//! 4. **Crashed mergers.** Children detect a silent parent (no relayed
-//!    PING within the idle timeout) and re-join the next ancestor (a list
-//!    of parents by flag); the sender evicts the dead merger member after
-//!    its stall timeout, and the re-joined receivers catch up from their
-//!    cumulative point (file sessions: the catch-up transfer).
+//! 4. **Crashed mergers** (built, [`crate::reattach`]): mergers send their
+//!    children keep-alives; a child whose parent stays silent for 1 s
+//!    re-attaches to the next ancestor of its fallback chain with a resume
+//!    CONNECT naming its position, and continues from there; the sender
+//!    evicts a dead merger member after its stall timeout
+//!    (`docs/mctcp.md`, "Crashed mergers").
 
 pub mod ack_meet;
 pub mod children;
@@ -82,6 +79,8 @@ mod engine;
 pub mod join;
 pub mod mctcp;
 pub mod relay;
+pub mod roster;
+pub mod roster_store;
 pub mod spec;
 
 pub use ack_meet::AckSummary;
@@ -90,4 +89,6 @@ pub use config::{MergerConfig, MergerStats};
 pub use engine::{Merger, MAX_QUEUED};
 pub use join::{ConnectSummary, JoinMerge};
 pub use mctcp::{ChildMsg, Mctcp, MctcpTag, Upstream};
+pub use roster::SubtreeRoster;
+pub use roster_store::{RosterStats, RosterStore, MAX_SUBTREE_RECEIVERS};
 pub use spec::{MergeSpec, MergeTable, MAX_TAGS};

@@ -193,6 +193,19 @@ impl Member {
         self.lost.contains_range(range)
     }
 
+    /// Bytes of `range` it has neither acknowledged nor SACKed (lost, or
+    /// repaired and not yet confirmed).
+    /// Only bytes below its highest SACKed offset count: beyond it,
+    /// segments may simply be still on their way.
+    pub fn unacked_bytes(&self, range: Range<u64>) -> u64 {
+        let start = range.start.max(self.cumulative);
+        let end = range.end.min(self.sacked.max_end().unwrap_or(start));
+        if start >= end {
+            return 0;
+        }
+        (end - start) - self.sacked.overlap_len(start..end)
+    }
+
     /// A repair of `range` was sent (by unicast to it, or by multicast).
     pub fn on_repair_sent(&mut self, range: Range<u64>, now: Instant) {
         let removed = self.lost.remove(range.clone());

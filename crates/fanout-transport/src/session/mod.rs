@@ -16,6 +16,7 @@
 
 mod addr_index;
 pub mod bench_support;
+pub mod coded_repair;
 mod config;
 pub mod eviction;
 mod fanout_run;
@@ -25,6 +26,8 @@ mod member_timers;
 mod ordered;
 pub mod policy;
 mod rank;
+mod resume;
+pub mod roster;
 pub mod segment_log;
 mod sender;
 mod slots;
@@ -36,6 +39,7 @@ pub use config::{JoinPolicy, ReleasePolicy, SessionConfig, DEFAULT_MAX_MEMBERS};
 pub use eviction::OutlierEviction;
 pub use fanout_run::FANOUT_RUN_SEGMENTS;
 pub use member::{MAX_MEMBER_SACK_RANGES, MAX_REPAIRS_IN_FLIGHT};
+pub use roster::{ReceiverProgress, MAX_SESSION_ROSTER_ENTRIES};
 pub use sender::{SessionEvent, SessionSender, SessionStats};
 pub use snapshot::MemberSnapshot;
 pub use upstream::{UpstreamStats, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW};

@@ -78,6 +78,20 @@ pub enum RepairPolicy {
         /// Sender-link capacity over a member link's (≥ 1).
         uplink_ratio: f64,
     },
+    /// Coded (parity) repair ([`super::coded_repair`], [`crate::fec`]):
+    /// new segments are grouped into blocks of `block` segments; when a
+    /// block's losses are due, `m` Reed–Solomon repair symbols are
+    /// multicast, `m` the most segments any one member misses in it,
+    /// whenever that is fewer than the block's distinct missing segments.
+    /// Otherwise (stragglers, the tail, short segments) each segment is
+    /// repaired by itself under the cost rule with `uplink_ratio`.
+    /// Multicast sessions only; without a group it is the cost rule.
+    Coded {
+        /// Segments per block, 2 ..= 64 (default 32).
+        block: usize,
+        /// The fallback cost rule's sender-link over member-link ratio.
+        uplink_ratio: f64,
+    },
 }
 
 impl RepairPolicy {
@@ -86,7 +100,33 @@ impl RepairPolicy {
     pub fn multicast(self, missing: usize, members: usize) -> bool {
         match self {
             RepairPolicy::Threshold(t) => t <= 0.0 || missing as f64 / members.max(1) as f64 > t,
-            RepairPolicy::Cost { uplink_ratio } => missing >= 2 && missing as f64 >= uplink_ratio,
+            RepairPolicy::Cost { uplink_ratio } | RepairPolicy::Coded { uplink_ratio, .. } => {
+                missing >= 2 && missing as f64 >= uplink_ratio
+            }
+        }
+    }
+
+    /// [`Self::multicast`] for members that stand for several receivers
+    /// (ACK mergers, `docs/mctcp.md`): `missing_members` of the members
+    /// lack the segment, standing for `missing_receivers` of the session's
+    /// `receivers` (a merger's loss counted as its whole subtree's: an
+    /// upper bound, since its merged ACK shows only that some child lacks
+    /// it). The threshold compares the share of receivers; the cost rule
+    /// counts copies on the sender's link, one per member (a unicast
+    /// repair to a merger is one copy there, relayed below it).
+    pub fn multicast_weighted(
+        self,
+        missing_members: usize,
+        missing_receivers: u64,
+        receivers: u64,
+    ) -> bool {
+        match self {
+            RepairPolicy::Threshold(t) => {
+                t <= 0.0 || missing_receivers as f64 / receivers.max(1) as f64 > t
+            }
+            RepairPolicy::Cost { .. } | RepairPolicy::Coded { .. } => {
+                self.multicast(missing_members, 0)
+            }
         }
     }
 }

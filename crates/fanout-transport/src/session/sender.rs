@@ -1,6 +1,7 @@
 //! The session sender (SMO master block) as a sans-IO engine.
 
 use super::addr_index::AddrIndex;
+use super::coded_repair::CodedBlocks;
 use super::config::{JoinPolicy, ReleasePolicy, SessionConfig};
 use super::eviction::{MemberSample, OutlierTracker};
 use super::fanout_run::{FanoutRun, FANOUT_RUN_SEGMENTS};
@@ -9,6 +10,7 @@ use super::member::{earliest, Member};
 use super::member_timers::MemberTimers;
 use super::ordered::{Extreme, OrderedIndex};
 use super::policy::{self, RttPolicy, WindowPolicy};
+use super::roster::{ReceiverProgress, SessionRoster};
 use super::segment_log::SegmentLog;
 use super::slots::SlotTable;
 use super::upstream::{self, UpstreamStats, UpstreamTable};
@@ -18,7 +20,7 @@ use crate::send_buffer::SendBuffer;
 use crate::sender::wire_timestamp;
 use crate::wire::{
     accept_header, decode_frames, encode_data_header, AckFrame, AckFrequencyFrame, CloseFrame,
-    ConnectFrame, Frame, Header, HeaderFlags, UpstreamFrame,
+    ConnectFrame, Frame, Header, HeaderFlags, RosterFrame, UpstreamFrame,
 };
 use fanout_core::codec::{expand_pn, truncate_pn};
 use fanout_core::pacing::Pacer;
@@ -30,6 +32,8 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
+
+mod coded;
 
 /// Most control datagrams (ACCEPT, RESET, CLOSE) queued at once; beyond it
 /// replies to new joiners are dropped (a join flood cannot grow memory).
@@ -91,6 +95,12 @@ pub struct SessionStats {
     /// Members that had reported the segment lost, summed over multicast
     /// repairs (divided by `multicast_repairs`: members served per copy).
     pub multicast_repair_members: u64,
+    /// Coded repair symbols multicast (REPAIR frames, coded policy).
+    pub coded_repairs: u64,
+    /// Blocks repaired by coding (decisions; a block may take several).
+    pub coded_blocks: u64,
+    /// Member-segment losses covered by coded repair decisions.
+    pub coded_repair_members: u64,
     /// Datagrams sent in all.
     pub datagrams_sent: u64,
     /// Datagrams received.
@@ -192,6 +202,12 @@ pub struct SessionSender {
     /// Members' upstream streams ([`super::upstream`]), off the ACK path:
     /// created on the first UPSTREAM frame.
     upstream: Option<Box<UpstreamTable>>,
+    /// Blocks and queued symbols of the coded repair policy
+    /// ([`super::coded_repair`]; created with the first segment).
+    coded: Option<Box<CodedBlocks>>,
+    /// Mergers' rosters: receivers behind each merger member and their
+    /// progress ([`super::roster`]).
+    roster: SessionRoster,
 }
 
 impl SessionSender {
@@ -249,6 +265,8 @@ impl SessionSender {
             outliers: OutlierTracker::default(),
             ack_interval: ((0, 0), 0),
             upstream: None,
+            coded: None,
+            roster: SessionRoster::default(),
             config,
         }
     }
@@ -318,9 +336,72 @@ impl SessionSender {
         self.snd_nxt
     }
 
-    /// Members currently in the session.
+    /// Members currently in the session (a merger counts once; see
+    /// [`SessionSender::receiver_count`]).
     pub fn member_count(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Receivers in the session: members, with each merger member counted
+    /// as the receivers it reported behind it (its ROSTER count). O(1).
+    pub fn receiver_count(&self) -> u64 {
+        self.roster.receivers(self.slots.len())
+    }
+
+    /// Receivers member `id` stands for (1 unless it is a merger that
+    /// reported a roster).
+    pub fn member_weight(&self, id: MemberId) -> u64 {
+        self.roster.weight(&id)
+    }
+
+    /// True if member `id` is a merger (it sent a roster).
+    pub fn is_merger(&self, id: MemberId) -> bool {
+        self.roster.is_merger(&id)
+    }
+
+    /// Every receiver in the session and how far it got: members of their
+    /// own first-hand, receivers behind mergers as their mergers last
+    /// reported them (marked with the merger). A merger that never sent a
+    /// roster is listed as a receiver. O(members + roster): for displays
+    /// and reports.
+    pub fn receivers(&self) -> Vec<ReceiverProgress> {
+        let mut out: Vec<ReceiverProgress> = self
+            .slots
+            .values()
+            .filter(|s| !self.roster.is_merger(&s.member.id))
+            .map(|s| ReceiverProgress {
+                addr: s.member.addr,
+                cumulative: s.member.cumulative,
+                via: None,
+                reported: None,
+            })
+            .collect();
+        out.extend(
+            self.roster
+                .entries()
+                .filter_map(|(id, addr, cumulative, at)| {
+                    let merger = self.slots.get(&id)?.member.addr;
+                    Some(ReceiverProgress {
+                        addr,
+                        cumulative,
+                        via: Some((id, merger)),
+                        reported: Some(at),
+                    })
+                }),
+        );
+        out
+    }
+
+    /// Roster counters: pages taken in, entries dropped at the caps,
+    /// claims clamped.
+    pub fn roster_stats(&self) -> crate::merge::RosterStats {
+        self.roster.stats()
+    }
+
+    /// ACK streams at the busiest feedback node (the sender's members, or
+    /// a merger's children): what the feedback budget divides.
+    fn feedback_sources(&self) -> usize {
+        self.roster.feedback_sources(self.slots.len())
     }
 
     /// Why the session ended, once it has.
@@ -376,6 +457,12 @@ impl SessionSender {
     /// used upstream).
     pub fn upstream_memory_bytes(&self) -> usize {
         self.upstream.as_ref().map_or(0, |u| u.memory_bytes())
+    }
+
+    /// A merger member's roster page ([`super::roster`]): its weight and
+    /// its receivers' progress. Counts only; never releases data.
+    fn on_roster(&mut self, now: Instant, id: MemberId, f: &RosterFrame) {
+        self.roster.on_page(id, f, now);
     }
 
     fn on_upstream(&mut self, id: MemberId, f: &UpstreamFrame<'_>) {
@@ -533,7 +620,22 @@ impl SessionSender {
             );
             return;
         }
+        // A member re-attaching from a crashed merger holds `[0, P)` and
+        // continues from P (`super::resume`).
+        let resume = (connect.start_offset > 0).then(|| {
+            super::resume::resume_start(connect.start_offset, self.buffer.base(), self.snd_nxt)
+        });
+        if let Some(Err(reason)) = resume {
+            self.control(
+                from,
+                Control::Reset {
+                    reason: reason.into(),
+                },
+            );
+            return;
+        }
         let start = match self.config.join {
+            _ if resume.is_some() => resume.and_then(Result::ok).unwrap_or(self.snd_nxt),
             JoinPolicy::Live => self.snd_nxt,
             JoinPolicy::FromStart if self.buffer.base() == 0 => 0,
             // Before any data went out a joiner starts at 0; after, at the
@@ -635,6 +737,7 @@ impl SessionSender {
         if let Some(u) = self.upstream.as_mut() {
             u.remove(id);
         }
+        self.roster.remove(id);
         self.stats.members_left += 1;
         if notify {
             self.control(
@@ -672,6 +775,7 @@ impl SessionSender {
             // needs a repair of freed data (see `next_repair`).
             self.buffer.release(r);
             self.log.release_below(r);
+            self.coded_release(r);
         }
         if self.data_open && self.slots.is_empty() && self.closed.is_none() {
             self.closed = Some(CloseReason::NoReceivers);
@@ -718,7 +822,8 @@ impl SessionSender {
     /// at the first report would see one member missing a segment that
     /// dozens miss, and send dozens of copies.
     fn repair_holdoff(&self) -> std::time::Duration {
-        let slot_us = feedback::ack_interval_us(self.slots.len(), self.config.feedback_budget_pps);
+        let slot_us =
+            feedback::ack_interval_us(self.feedback_sources(), self.config.feedback_budget_pps);
         std::time::Duration::from_micros(u64::from(slot_us).min(50_000))
     }
 
@@ -729,8 +834,8 @@ impl SessionSender {
             self.stats.drops.count(DropReason::AckOfUnsent);
             return;
         }
+        let members = self.feedback_sources();
         let (log, mss, cwnd_limited) = (&self.log, self.mss, self.cwnd_limited);
-        let members = self.slots.len();
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
@@ -820,6 +925,7 @@ impl SessionSender {
             match frame {
                 Frame::Ack(ack) => self.on_ack(now, id, pn, &ack),
                 Frame::Upstream(u) => self.on_upstream(id, &u),
+                Frame::Roster(r) => self.on_roster(now, id, &r),
                 Frame::Connect(c) if !c.sends_data => {
                     // ACCEPT lost: answer again.
                     if let Some(slot) = self.slots.get(&id) {
@@ -899,9 +1005,22 @@ impl SessionSender {
     fn next_repair(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
         let holdoff = self.repair_holdoff();
         self.repair_wake = None;
+        if let Some(t) = self.next_coded_symbol(now, out) {
+            return Some(t);
+        }
         let mut cursor = 0;
         while let Some((&start, _)) = self.repairs.range(cursor..).next() {
             cursor = start + 1;
+            if self.coded.is_some() {
+                match self.coded_block_repair(now, start, holdoff, out) {
+                    coded::CodedStep::Sent(t) => return Some(t),
+                    coded::CodedStep::Skip(next) => {
+                        cursor = next.max(cursor);
+                        continue;
+                    }
+                    coded::CodedStep::PerSegment => {}
+                }
+            }
             let Entry::Occupied(mut entry) = self.repairs.entry(start) else {
                 break;
             };
@@ -930,10 +1049,18 @@ impl SessionSender {
                 self.repair_wake = Some(self.repair_wake.map_or(ready, |w| w.min(ready)));
                 continue;
             }
-            let multicast = self
-                .config
-                .group
-                .filter(|_| self.config.repair.multicast(ids.len(), self.slots.len()));
+            // Receiver-weighted (a merger's loss is its subtree's).
+            let missing = if self.roster.is_flat() {
+                ids.len() as u64
+            } else {
+                ids.iter().map(|id| self.roster.weight(id)).sum()
+            };
+            let receivers = self.roster.receivers(self.slots.len());
+            let multicast = self.config.group.filter(|_| {
+                self.config
+                    .repair
+                    .multicast_weighted(ids.len(), missing, receivers)
+            });
             if let Some(group) = multicast {
                 let ids = entry.remove().ids;
                 self.stats.multicast_repair_members += ids.len() as u64;
@@ -1040,6 +1167,7 @@ impl SessionSender {
             return None;
         }
         self.log.push(range.clone(), now);
+        self.coded_on_segment(&range);
         self.snd_nxt = range.end;
         // RFC 7661: windows grow only while they limit the sending. More
         // data waiting after this segment means the window (directly, or
@@ -1144,6 +1272,16 @@ impl Engine for SessionSender {
                         && (header.session_id == 0 || header.session_id == self.session_id) =>
                 {
                     self.admit(now, from, &c);
+                    // A merger's CONNECT carries its subtree's count
+                    // (ROSTER, `docs/wire.md` §4.8).
+                    let id = self.by_addr.get(&from).and_then(|s| self.slots.at(s));
+                    if let Some(id) = id.map(|slot| slot.member.id) {
+                        for f in decode_frames(body).skip(1) {
+                            if let Ok(Frame::Roster(r)) = f {
+                                self.on_roster(now, id, &r);
+                            }
+                        }
+                    }
                 }
                 Some(Ok(Frame::Upstream(_))) => {
                     self.stats.drops.count(DropReason::UnknownPeer);

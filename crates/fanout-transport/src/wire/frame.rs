@@ -1,5 +1,7 @@
 //! Frames: the units inside a datagram after the header (`docs/wire.md` §3).
 
+use super::repair::RepairFrame;
+use super::roster::RosterFrame;
 use fanout_core::codec::{DecodeError, Reader, Writer, VARINT_MAX};
 use std::ops::Range;
 
@@ -18,6 +20,8 @@ const T_SKIP: u8 = 0x05;
 const T_CLOSE: u8 = 0x06;
 const T_RESET: u8 = 0x07;
 const T_ACK_FREQUENCY: u8 = 0x08;
+const T_ROSTER: u8 = 0x09;
+const T_REPAIR: u8 = 0x0a;
 const T_DATA: u8 = 0x10;
 const DATA_FIN: u8 = 0x01;
 const DATA_MSG_END: u8 = 0x02;
@@ -168,6 +172,12 @@ pub enum Frame<'a> {
     Upstream(UpstreamFrame<'a>),
     /// Sender's acknowledgement of a member's upstream bytes.
     UpstreamAck(UpstreamAckFrame),
+    /// A merger's page of its subtree's roster (receiver count and
+    /// per-receiver progress, [`super::RosterFrame`]).
+    Roster(RosterFrame),
+    /// A coded repair symbol of a block of stream bytes (session
+    /// sender → members, [`RepairFrame`], `docs/wire.md` §4.9).
+    Repair(RepairFrame<'a>),
 }
 
 /// Most a sender may space one receiver's ACKs: 1 s (µs).
@@ -267,6 +277,8 @@ impl<'a> Frame<'a> {
                     min_interval_us: interval as u32,
                 })
             }
+            T_ROSTER => Frame::Roster(RosterFrame::decode(r)?),
+            T_REPAIR => Frame::Repair(RepairFrame::decode(r)?),
             T_UPSTREAM_ACK => Frame::UpstreamAck(UpstreamAckFrame {
                 cumulative: r.varint()?,
                 window: r.varint()?,
@@ -391,6 +403,14 @@ impl<'a> Frame<'a> {
                 out.put_varint(a.window);
                 out.put_u32(a.timestamp_echo);
             }
+            Frame::Roster(r) => {
+                out.put_u8(T_ROSTER);
+                r.encode_fields(out);
+            }
+            Frame::Repair(r) => {
+                out.put_u8(T_REPAIR);
+                r.encode_fields(out);
+            }
         }
     }
 }
@@ -461,6 +481,7 @@ pub fn decode_frames(body: &[u8]) -> FrameIter<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::roster::{RosterEntry, MAX_ROSTER_PAGE};
     use super::*;
     use proptest::prelude::*;
 
@@ -546,13 +567,37 @@ mod tests {
             }
         }
 
+        #[test]
+        fn roster_roundtrip(receivers in 0u64..1 << 40, fan_in in 0u64..300, total in 0u64..1 << 20,
+                            first in 0u64..1 << 20,
+                            entries in proptest::collection::vec((any::<bool>(), any::<u128>(), any::<u16>(), 0u64..1 << 50), 0..=MAX_ROSTER_PAGE)) {
+            let entries = entries.into_iter().map(|(v6, ip, port, cumulative)| {
+                let ip = if v6 {
+                    std::net::IpAddr::V6(std::net::Ipv6Addr::from(ip))
+                } else {
+                    std::net::IpAddr::V4(std::net::Ipv4Addr::from(ip as u32))
+                };
+                RosterEntry { addr: std::net::SocketAddr::new(ip, port), cumulative }
+            }).collect();
+            let f = Frame::Roster(RosterFrame { receivers, fan_in, total, first, entries });
+            roundtrip(&f);
+            let mut out = Vec::new();
+            f.encode(&mut out);
+            for cut in 0..out.len() {
+                prop_assert!(Frame::decode(&mut Reader::new(&out[..cut])).is_err());
+            }
+        }
+
         /// Arbitrary bytes never panic the frame decoder, and a decoded ACK
         /// always respects the SACK bound.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             for f in decode_frames(&bytes) {
-                if let Ok(Frame::Ack(a)) = f {
+                if let Ok(Frame::Ack(a)) = &f {
                     prop_assert!(a.sack.len() <= MAX_SACK_RANGES);
+                }
+                if let Ok(Frame::Roster(r)) = &f {
+                    prop_assert!(r.entries.len() <= MAX_ROSTER_PAGE);
                 }
             }
         }
@@ -602,6 +647,18 @@ mod tests {
         assert_eq!(
             Frame::decode(&mut Reader::new(&u)),
             Err(DecodeError::Invalid("upstream.offset"))
+        );
+        // Roster: more entries than a page holds; an unknown address family.
+        let mut ro = vec![T_ROSTER, 1, 1, 1, 0];
+        ro.put_varint((MAX_ROSTER_PAGE + 1) as u64);
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&ro)),
+            Err(DecodeError::TooLarge("roster.count"))
+        );
+        let ro = [T_ROSTER, 1, 1, 1, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&ro)),
+            Err(DecodeError::Invalid("roster.family"))
         );
         // Unassigned neighbours of the upstream types.
         for t in [0x17u8, 0x18] {

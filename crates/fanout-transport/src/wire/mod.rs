@@ -10,6 +10,8 @@ mod frame;
 #[cfg(test)]
 mod golden;
 mod header;
+mod repair;
+mod roster;
 
 pub use frame::{
     decode_frames, encode_data_header, AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame,
@@ -19,3 +21,5 @@ pub use frame::{
 pub use header::{
     accept_header, is_other_version, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,
 };
+pub use repair::RepairFrame;
+pub use roster::{RosterEntry, RosterFrame, MAX_ROSTER_PAGE};

@@ -1,0 +1,133 @@
+//! A receiver reporting through a merger re-attaches to the next ancestor
+//! of its fallback chain when the merger falls silent ([`crate::reattach`],
+//! `docs/mctcp.md` "Crashed mergers"): it keeps taking DATA from the session
+//! sender meanwhile, sends a resume CONNECT naming its position
+//! (`start_offset` = its next expected offset: it holds `[0, start_offset)`),
+//! sends no ACK until the ancestor accepts, then acknowledges at once.
+
+use super::{Receiver, State};
+use crate::event::CloseReason;
+use crate::wire::{decode_frames, CloseFrame, ConnectFrame, Frame};
+use fanout_core::time::Instant;
+use fanout_core::Transmit;
+use std::net::SocketAddr;
+
+impl Receiver {
+    /// The ancestor a resume CONNECT is waiting on, if any.
+    pub(super) fn rejoin_target(&self) -> Option<SocketAddr> {
+        self.chain.as_ref()?.rejoin().map(|r| r.target)
+    }
+
+    /// While joining: the parent never answered or refused; asks the next
+    /// ancestor instead. False when none is left.
+    pub(super) fn join_next(&mut self, now: Instant) -> bool {
+        let Some(next) = self.chain.as_mut().and_then(|c| c.skip()) else {
+            return false;
+        };
+        self.state = State::Joining {
+            target: next,
+            attempts: 0,
+            next_try: now,
+            deadline: now + self.config.handshake_timeout,
+        };
+        true
+    }
+
+    /// Silence and back-off timers of the fallback chain.
+    pub(super) fn chain_timeout(&mut self, now: Instant) {
+        let (Some(chain), Some((parent, _))) = (self.chain.as_mut(), self.peer) else {
+            return;
+        };
+        let before = chain.reattaches;
+        if !chain.on_timeout(now, parent, self.config.handshake_timeout) {
+            self.close(CloseReason::PeerReset {
+                code: 1,
+                reason: "no ancestor took over from the silent merger".into(),
+            });
+            return;
+        }
+        if chain.reattaches > before {
+            self.stats.reattaches += 1;
+            tracing::debug!(from = %parent, to = ?self.rejoin_target(), "re-attaching");
+        }
+    }
+
+    /// An ACCEPT or RESET from the ancestor asked to take over; true if the
+    /// datagram was that (and is consumed). Anything else from it (e.g.
+    /// DATA when the ancestor is the session sender) goes the usual way.
+    pub(super) fn on_rejoin_reply(&mut self, now: Instant, session_id: u64, body: &[u8]) -> bool {
+        let Some((_, session)) = self.peer else {
+            return false;
+        };
+        let hs = self.config.handshake_timeout;
+        match decode_frames(body).next() {
+            Some(Ok(Frame::Accept(a))) if a.sends_data && session_id == session => {
+                let Some(chain) = self.chain.as_mut() else {
+                    return false;
+                };
+                let Some(target) = chain.accepted(now) else {
+                    return false;
+                };
+                if a.start_offset > self.buffer.rcv_nxt() {
+                    // The ancestor would start past what this receiver
+                    // holds: the gap would never arrive.
+                    self.close(CloseReason::PeerReset {
+                        code: 1,
+                        reason: "re-attached past this receiver's position".into(),
+                    });
+                    return true;
+                }
+                self.peer = Some((target, session));
+                self.member_id = a.member_id;
+                self.last_heard = now;
+                self.acks.request_immediate();
+                true
+            }
+            Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
+                let reason = reason.to_string();
+                if !self.chain.as_mut().is_some_and(|c| c.refused(now, hs)) {
+                    self.close(CloseReason::PeerReset { code, reason });
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The CLOSE to the abandoned merger, then resume CONNECTs to the
+    /// ancestor asked, when due.
+    pub(super) fn poll_rejoin(
+        &mut self,
+        now: Instant,
+        session_id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let chain = self.chain.as_mut()?;
+        if let Some(old) = chain.take_leave() {
+            self.header(session_id, buf);
+            Frame::Close(CloseFrame {
+                code: 0,
+                reason: "re-attached to an ancestor",
+            })
+            .encode(buf);
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: old });
+        }
+        let target = chain.due_connect(now, self.config.rto.initial)?;
+        let position = self.buffer.rcv_nxt();
+        self.header(session_id, buf);
+        Frame::Connect(ConnectFrame {
+            sends_data: false,
+            max_payload: self.config.max_payload(),
+            window: self.buffer.window_end() - position,
+            timestamp: (now.as_nanos() / 1_000) as u32,
+            member_id: 0,
+            start_offset: position,
+        })
+        .encode(buf);
+        self.stats.datagrams_sent += 1;
+        Some(Transmit {
+            destination: target,
+        })
+    }
+}

@@ -1,0 +1,198 @@
+//! The coded repair policy in the session sender
+//! ([`super::super::coded_repair`]): block decisions in the repair queue
+//! and REPAIR symbols on the wire (`docs/wire.md` §4.9).
+
+use super::super::coded_repair::{block_need, CodedBlocks};
+use super::super::policy::RepairPolicy;
+use super::{PendingRepair, SessionSender};
+use crate::fec;
+use crate::wire::{Frame, RepairFrame};
+use fanout_core::time::Instant;
+use fanout_core::Transmit;
+use std::ops::Range;
+use std::time::Duration;
+
+/// What the coded policy did with a due repair.
+pub(super) enum CodedStep {
+    /// A REPAIR symbol was written.
+    Sent(Transmit),
+    /// The block's repairs wait (or were all satisfied): go on from this
+    /// offset.
+    Skip(u64),
+    /// Not coded: repair this segment by itself.
+    PerSegment,
+}
+
+impl SessionSender {
+    /// Files a newly sent segment into a block (coded policy only).
+    pub(super) fn coded_on_segment(&mut self, range: &Range<u64>) {
+        let RepairPolicy::Coded { block, .. } = self.config.repair else {
+            return;
+        };
+        if self.config.group.is_none() {
+            return;
+        }
+        let data_end = self.buffer.end();
+        let full = range.end <= data_end && !self.buffer.is_message_end(range.end);
+        let mss = self.mss;
+        self.coded
+            .get_or_insert_with(|| Box::new(CodedBlocks::new(block, mss)))
+            .on_segment(range.clone(), full);
+    }
+
+    /// Forgets released blocks.
+    pub(super) fn coded_release(&mut self, offset: u64) {
+        if let Some(c) = self.coded.as_mut() {
+            c.release_below(offset);
+        }
+    }
+
+    /// The next queued REPAIR symbol, encoded from the send buffer, if any
+    /// (symbols of blocks released meanwhile are dropped).
+    pub(super) fn next_coded_symbol(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let group = self.config.group?;
+        loop {
+            let q = self.coded.as_mut()?.queue.pop_front()?;
+            let block = q.block;
+            if block.start < self.buffer.base() || block.end() > self.buffer.end() {
+                continue;
+            }
+            let mut bytes = Vec::with_capacity((block.end() - block.start) as usize);
+            self.buffer.copy_to(block.start..block.end(), &mut bytes);
+            let stripes: Vec<&[u8]> = bytes.chunks(block.symbol_len).collect();
+            let Some(symbol) = fec::encode_repair(&stripes, block.symbol_len, q.id) else {
+                continue;
+            };
+            self.header(out, true);
+            Frame::Repair(RepairFrame {
+                block,
+                id: q.id,
+                symbol: &symbol,
+            })
+            .encode(out);
+            self.stats.datagrams_sent += 1;
+            self.stats.coded_repairs += 1;
+            self.pacer.on_sent(now, block.symbol_len as u64);
+            return Some(Transmit { destination: group });
+        }
+    }
+
+    /// Decides the repair of the block holding the due segment at `start`,
+    /// one hold-off after the block's first pending report: codes when the
+    /// member missing the most of it misses fewer segments than the block
+    /// has missing in all.
+    pub(super) fn coded_block_repair(
+        &mut self,
+        now: Instant,
+        start: u64,
+        holdoff: Duration,
+        out: &mut Vec<u8>,
+    ) -> CodedStep {
+        if self.config.group.is_none() {
+            return CodedStep::PerSegment;
+        }
+        let Some(block) = self.coded.as_mut().and_then(|c| c.block_of(start)) else {
+            return CodedStep::PerSegment;
+        };
+        if block.start < self.buffer.base() || block.end > self.buffer.end() {
+            return CodedStep::PerSegment;
+        }
+        // Members still missing each pending segment of the block.
+        let slots = &self.slots;
+        let mut oldest: Option<Instant> = None;
+        let mut empty = Vec::new();
+        for (&s, p) in self.repairs.range_mut(block.start..block.end) {
+            let range = s..p.end;
+            p.ids.retain(|id| {
+                slots
+                    .get(id)
+                    .is_some_and(|m| m.member.is_lost(range.clone()))
+            });
+            if p.ids.is_empty() {
+                empty.push(s);
+                continue;
+            }
+            oldest = Some(oldest.map_or(p.since, |o: Instant| o.min(p.since)));
+        }
+        for s in empty {
+            self.repairs.remove(&s);
+        }
+        let Some(oldest) = oldest else {
+            return CodedStep::Skip(block.end);
+        };
+        // Due with the block's first report: one hold-off gathers the
+        // members that lost the same segments; losses reported later get
+        // a round of their own (waiting for the block's last report, up to
+        // two hold-offs, measured 36.5 against 38.5 Mbit/s at N = 100).
+        let ready = oldest + holdoff;
+        if ready > now {
+            self.repair_wake = Some(self.repair_wake.map_or(ready, |w| w.min(ready)));
+            return CodedStep::Skip(block.end);
+        }
+        let (reported, distinct) = block_need(
+            self.repairs
+                .range(block.start..block.end)
+                .map(|(_, p)| p.ids.as_slice()),
+        );
+        // A member decodes only once it holds as many symbols as it misses
+        // segments of the block, so count, for each member that reported a
+        // loss in it, every segment of the block it has not acknowledged
+        // (losses not yet detected, earlier repairs not yet confirmed),
+        // not just the reported ones.
+        let mss = self.mss.max(1);
+        let mut most = reported;
+        for (_, p) in self.repairs.range(block.start..block.end) {
+            for id in &p.ids {
+                if let Some(s) = self.slots.get(id) {
+                    let unacked = s.member.unacked_bytes(block.start..block.end);
+                    most = most.max(unacked.div_ceil(mss) as usize);
+                }
+            }
+        }
+        if most > distinct
+            || !self
+                .coded
+                .as_mut()
+                .is_some_and(|c| c.queue_symbols(block.start, most))
+        {
+            return CodedStep::PerSegment;
+        }
+        // Coded: every member's pending losses of the block count as
+        // repaired now (RACK dates them by this send, as for a multicast
+        // copy).
+        let taken: Vec<(u64, PendingRepair)> = {
+            let keys: Vec<u64> = self
+                .repairs
+                .range(block.start..block.end)
+                .map(|(&s, _)| s)
+                .collect();
+            keys.into_iter()
+                .filter_map(|s| self.repairs.remove(&s).map(|p| (s, p)))
+                .collect()
+        };
+        let mut touched = Vec::new();
+        for (s, p) in taken {
+            self.stats.coded_repair_members += p.ids.len() as u64;
+            for id in p.ids {
+                if let Some(slot) = self.slots.get_mut(&id) {
+                    slot.member.on_repair_sent(s..p.end, now);
+                }
+                touched.push(id);
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for id in touched {
+            self.reindex(id);
+        }
+        self.stats.coded_blocks += 1;
+        match self.next_coded_symbol(now, out) {
+            Some(t) => CodedStep::Sent(t),
+            None => CodedStep::Skip(block.end),
+        }
+    }
+}
