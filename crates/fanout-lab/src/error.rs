@@ -34,6 +34,15 @@ pub enum LabError {
         /// What the `tun` crate reported.
         message: String,
     },
+    /// Building or reading the kernel profile's network (bridge, qdiscs,
+    /// nftables rules) failed.
+    #[error("kernel profile: {what}: {message}")]
+    Kernel {
+        /// What was being done.
+        what: String,
+        /// The tool's complaint.
+        message: String,
+    },
     /// Some other OS call failed.
     #[error("{what}: {source}")]
     Io {

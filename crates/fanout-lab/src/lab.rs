@@ -15,7 +15,8 @@
 
 use crate::emu::{EmuReport, Emulator};
 use crate::error::LabError;
-use crate::topo::{Host, Topology};
+use crate::kernel::{KernelNet, KernelReport};
+use crate::topo::{Host, Profile, Topology};
 use fanout_netns::Netns;
 use std::net::Ipv4Addr;
 
@@ -50,22 +51,49 @@ impl LabHost {
     }
 }
 
-/// A built topology: namespaces, TUN devices and the running emulator.
+/// A built topology: namespaces, and either TUN devices and the running
+/// emulator or (profile `kernel`) a bridge of veths in a switch namespace.
 /// Dropping it stops the emulator, kills every process in the hosts and
-/// deletes the namespaces (their TUN devices go with them).
+/// deletes the namespaces (their devices go with them).
 #[derive(Debug)]
 pub struct Lab {
-    // Drop order: the emulator (and its devices) first, then the hosts.
-    emulator: Option<Emulator>,
+    // Drop order: the links (emulator or switch namespace) first, then the hosts.
+    net: Net,
     hosts: Vec<LabHost>,
     topology: Topology,
 }
 
+/// What carries the links of a lab.
+#[derive(Debug)]
+enum Net {
+    /// `None` once stopped.
+    Emulator(Option<Emulator>),
+    Kernel(KernelNet),
+}
+
 impl Lab {
-    /// Builds `topo`. Namespaces are named `fo-<pid>-<n>-<label>`, unique to
-    /// this process; ones left by killed earlier runs are removed first.
+    /// Builds `topo` with its profile. Namespaces are named
+    /// `fo-<pid>-<n>-<label>`, unique to this process; ones left by killed
+    /// earlier runs are removed first.
     pub fn build(topo: &Topology) -> Result<Self, LabError> {
         fanout_netns::cleanup_stale()?;
+        if topo.profile == Profile::Kernel {
+            let mut hosts = Vec::with_capacity(topo.hosts.len());
+            for host in &topo.hosts {
+                // On error, `hosts` drops and removes what was built so far.
+                hosts.push(LabHost {
+                    netns: host_namespace(host)?,
+                    name: host.name.clone(),
+                    ip: host.ip,
+                });
+            }
+            let net = KernelNet::build(topo, &hosts)?;
+            return Ok(Lab {
+                net: Net::Kernel(net),
+                hosts,
+                topology: topo.clone(),
+            });
+        }
         let mut hosts = Vec::with_capacity(topo.hosts.len());
         let mut devices = Vec::with_capacity(topo.hosts.len());
         for host in &topo.hosts {
@@ -76,7 +104,7 @@ impl Lab {
         }
         let emulator = Emulator::start(topo, devices)?;
         Ok(Lab {
-            emulator: Some(emulator),
+            net: Net::Emulator(Some(emulator)),
             hosts,
             topology: topo.clone(),
         })
@@ -97,24 +125,51 @@ impl Lab {
         &self.topology
     }
 
-    /// Names of all its namespaces.
+    /// Names of all its namespaces: the hosts', in order, then (kernel
+    /// profile) the switch's.
     pub fn namespace_names(&self) -> Vec<String> {
+        let switch = match &self.net {
+            Net::Kernel(k) => Some(k.switch().name().to_owned()),
+            Net::Emulator(_) => None,
+        };
         self.hosts
             .iter()
             .map(|h| h.netns.name().to_owned())
+            .chain(switch)
             .collect()
     }
 
+    /// The profile it was built with.
+    pub fn profile(&self) -> Profile {
+        self.topology.profile
+    }
+
     /// The emulator's link counters as last published (`None` once it
-    /// was stopped).
+    /// was stopped, and with the kernel profile).
     pub fn snapshot(&self) -> Option<crate::emu::Snapshot> {
-        self.emulator.as_ref().map(Emulator::snapshot)
+        match &self.net {
+            Net::Emulator(e) => e.as_ref().map(Emulator::snapshot),
+            Net::Kernel(_) => None,
+        }
     }
 
     /// Stops the emulator and returns its report (the namespaces stay
-    /// until the lab is dropped). A second call reports nothing.
+    /// until the lab is dropped). A second call, or a kernel-profile lab,
+    /// reports nothing.
     pub fn stop_emulator(&mut self) -> Option<EmuReport> {
-        self.emulator.take().map(Emulator::stop)
+        match &mut self.net {
+            Net::Emulator(e) => e.take().map(Emulator::stop),
+            Net::Kernel(_) => None,
+        }
+    }
+
+    /// The kernel's link counters (qdiscs, nftables rules) of a
+    /// kernel-profile lab; `None` with the emulator profile.
+    pub fn kernel_report(&self) -> Option<KernelReport> {
+        match &self.net {
+            Net::Kernel(k) => Some(k.report(&self.topology, &self.hosts)),
+            Net::Emulator(_) => None,
+        }
     }
 }
 
@@ -155,7 +210,8 @@ fn set_tcp_cc(netns: &Netns, cc: &str) -> Result<(), LabError> {
     netns.set_sysctl(KEY, cc).map_err(LabError::from)
 }
 
-fn build_host(host: &Host) -> Result<(LabHost, tun::Device), LabError> {
+/// A host's namespace: IPv6 off, its TCP congestion control set.
+fn host_namespace(host: &Host) -> Result<Netns, LabError> {
     let netns = Netns::with_label(&label(&host.name))?;
     // No IPv6 chatter (router solicitations) into the emulator.
     netns.set_sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
@@ -166,6 +222,11 @@ fn build_host(host: &Host) -> Result<(LabHost, tun::Device), LabError> {
             message: format!("setting tcp_cc {cc:?} (is the module available?): {e}"),
         })?;
     }
+    Ok(netns)
+}
+
+fn build_host(host: &Host) -> Result<(LabHost, tun::Device), LabError> {
+    let netns = host_namespace(host)?;
     let device = netns
         .run_in(|| {
             let mut config = tun::Configuration::default();

@@ -11,13 +11,20 @@
 //! time: one implementation, two clocks. The emulator measures how late it
 //! releases each packet and marks a run invalid when it falls behind.
 //!
+//! With `profile = "kernel"` ([`Profile::Kernel`], module [`kernel`]) the
+//! same hosts are joined by the kernel alone — one bridge, veths, tbf
+//! qdiscs, nftables random loss — as a cross-check of the emulator; what
+//! the kernel cannot emulate (delay, RED, Gilbert–Elliott) is refused.
+//!
 //! [`run`] builds a lab, runs the topology's commands in their hosts,
 //! collects exit codes and output, and tears everything down — also on
 //! timeout, cancellation (Ctrl-C in the CLI) and errors. Needs root
 //! (namespaces, TUN); Linux only.
 
+pub mod bench;
 mod emu;
 mod error;
+pub mod kernel;
 mod lab;
 mod probe;
 mod routing;
@@ -30,9 +37,10 @@ pub use emu::{
     LatenessSummary, LinkReport, Snapshot,
 };
 pub use error::LabError;
+pub use kernel::KernelReport;
 pub use lab::{Lab, LabHost, TUN_IF};
 pub use probe::{expected_one_way, ProbeConfig, ProbeReport, IP_UDP_OVERHEAD, MAX_PROBES};
 pub use routing::Routes;
 pub use run::{run, CommandReport, Outcome, RunOptions, RunReport};
 pub use tcp::{TcpSink, TcpSource};
-pub use topo::Topology;
+pub use topo::{Profile, Topology};

@@ -3,8 +3,9 @@
 
 use crate::emu::EmuReport;
 use crate::error::LabError;
+use crate::kernel::KernelReport;
 use crate::lab::Lab;
-use crate::topo::Topology;
+use crate::topo::{Profile, Topology};
 use fanout_io::Clock;
 use fanout_netns::NsChild;
 use serde::Serialize;
@@ -77,9 +78,12 @@ impl CommandReport {
 pub struct RunReport {
     /// The topology file.
     pub topology: String,
+    /// Which implementation carried the links.
+    pub profile: Profile,
     /// How it ended.
     pub outcome: Outcome,
-    /// Completed, every foreground command exited 0, and the emulator kept up.
+    /// Completed, every foreground command exited 0, and (emulator
+    /// profile) the emulator kept up.
     pub ok: bool,
     /// Seconds the commands ran.
     pub wall_s: f64,
@@ -87,8 +91,10 @@ pub struct RunReport {
     pub namespaces: Vec<String>,
     /// Per command, in file order.
     pub commands: Vec<CommandReport>,
-    /// The emulator's counters and lateness.
-    pub emulator: EmuReport,
+    /// The emulator's counters and lateness (emulator profile).
+    pub emulator: Option<EmuReport>,
+    /// The kernel's qdisc and nftables counters (kernel profile).
+    pub kernel: Option<KernelReport>,
 }
 
 struct Running {
@@ -187,7 +193,8 @@ pub fn run(topo: &Topology, options: &RunOptions) -> Result<RunReport, LabError>
             stderr: String::new(),
         });
     }
-    let emulator = lab.stop_emulator().unwrap_or_else(unreachable_report);
+    let emulator = lab.stop_emulator();
+    let kernel = lab.kernel_report();
     // Teardown kills whatever the commands left running (their children may
     // hold the pipes open), so the output is complete only after it.
     drop(lab);
@@ -196,37 +203,29 @@ pub fn run(topo: &Topology, options: &RunOptions) -> Result<RunReport, LabError>
         c.stdout = text(out);
         c.stderr = text(err);
     }
+    let links_ok = match topo.profile {
+        Profile::Emulator => emulator.as_ref().is_some_and(|e| e.valid),
+        Profile::Kernel => true,
+    };
     let ok = outcome == Outcome::Completed
-        && emulator.valid
+        && links_ok
         && commands.iter().all(|c| c.background || c.succeeded());
     Ok(RunReport {
         topology: topo.origin.clone(),
+        profile: topo.profile,
         outcome,
         ok,
         wall_s,
         namespaces,
         commands,
         emulator,
+        kernel,
     })
-}
-
-/// Only reachable if the emulator was stopped twice, which `run` never does.
-fn unreachable_report() -> EmuReport {
-    EmuReport {
-        wall_s: 0.0,
-        counters: Default::default(),
-        write_errors: 0,
-        lateness: crate::emu::Lateness::default().summary(),
-        realtime: false,
-        valid: false,
-        invalid_reason: Some("emulator already stopped".into()),
-        links: Vec::new(),
-    }
 }
 
 /// `PATH` for commands: this program's directory first, so `fanout` in a
 /// topology's commands is the binary running the lab.
-fn command_path() -> std::ffi::OsString {
+pub(crate) fn command_path() -> std::ffi::OsString {
     let inherited = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs: Vec<std::path::PathBuf> = std::env::current_exe()
         .ok()

@@ -6,6 +6,7 @@
 //! seed = 1                 # RNG seed of the link models (loss, RED)
 //! timeout = "60s"          # whole run; commands still running are killed
 //! tcp_cc = "cubic"         # TCP congestion control in every host namespace
+//! profile = "emulator"     # or "kernel": bridge + tbf + nftables (crate::kernel)
 //!
 //! [[host]]
 //! name = "snd"             # ip defaults to 10.78.<i / 250>.<i % 250 + 1>
@@ -68,6 +69,8 @@ struct TopologyFile {
     tcp_cc: Option<String>,
     #[serde(default)]
     max_lateness_p99: Option<HumanDuration>,
+    #[serde(default)]
+    profile: Profile,
     #[serde(default, rename = "host")]
     hosts: Vec<HostFile>,
     #[serde(default, rename = "router")]
@@ -132,6 +135,42 @@ struct CommandFile {
     background: bool,
 }
 
+/// Which implementation carries a lab's links.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// The user-space emulator over TUN devices, with the simulator's link
+    /// models: any topology, delay, RED, Gilbert–Elliott loss.
+    #[default]
+    Emulator,
+    /// The kernel alone: one bridge, veths, tbf with a DropTail child,
+    /// nftables random loss ([`crate::kernel`]); a cross-check of the
+    /// emulator. Only one router, no delay, no RED, Bernoulli loss only.
+    Kernel,
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Profile::Emulator => "emulator",
+            Profile::Kernel => "kernel",
+        })
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "emulator" => Ok(Profile::Emulator),
+            "kernel" => Ok(Profile::Kernel),
+            other => Err(format!(
+                "profile {other:?}: want \"emulator\" or \"kernel\""
+            )),
+        }
+    }
+}
+
 /// One host: a namespace with a TUN device `fo-tun` holding `ip`/32 and
 /// default and multicast routes into the emulator.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,6 +227,8 @@ pub struct Topology {
     pub timeout: Duration,
     /// A run whose p99 lateness exceeds this is invalid.
     pub max_lateness_p99: Duration,
+    /// What carries the links (checked to fit the topology).
+    pub profile: Profile,
     /// Hosts.
     pub hosts: Vec<Host>,
     /// Router names.
@@ -218,6 +259,19 @@ impl Topology {
         };
         let file: TopologyFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         resolve(file, origin).map_err(err)
+    }
+
+    /// This topology under another profile (`fanout lab run --profile`),
+    /// checked to fit it.
+    pub fn with_profile(mut self, profile: Profile) -> Result<Self, LabError> {
+        self.profile = profile;
+        if profile == Profile::Kernel {
+            crate::kernel::plan::plan(&self).map_err(|message| LabError::Topology {
+                file: self.origin.clone(),
+                message,
+            })?;
+        }
+        Ok(self)
     }
 
     /// Node names: hosts, then routers.
@@ -408,19 +462,24 @@ fn resolve(file: TopologyFile, origin: &str) -> Result<Topology, String> {
             background: c.background,
         });
     }
-    Ok(Topology {
+    let topo = Topology {
         origin: origin.to_owned(),
         seed: file.seed,
         timeout: file.timeout.map_or(DEFAULT_TIMEOUT, |d| d.0),
         max_lateness_p99: file
             .max_lateness_p99
             .map_or(DEFAULT_MAX_LATENESS_P99, |d| d.0),
+        profile: file.profile,
         hosts,
         routers,
         links,
         groups,
         commands,
-    })
+    };
+    if topo.profile == Profile::Kernel {
+        crate::kernel::plan::plan(&topo)?;
+    }
+    Ok(topo)
 }
 
 /// Replaces every `{ip:NAME}` in `cmd` with host NAME's address.

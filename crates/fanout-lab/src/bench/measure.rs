@@ -1,0 +1,526 @@
+//! One measured run: build the scenario's lab, start the receivers, then
+//! the sender, watch for completion, tear down, verify every file, and
+//! turn the emulator's counters into figures.
+//!
+//! Each program runs under a small `sh` wrapper in its host that sends its
+//! output to files and records the program's CPU time with the shell's
+//! `times` builtin once it has been reaped (children's user and system
+//! seconds). A receiver still running at the end (uftpd is a daemon) gets
+//! SIGTERM, which the wrapper forwards before recording the times.
+
+use super::payload;
+use super::results::{load_average, ReceiverResult, RunResult, TcpShare};
+use super::scenario::{self, receiver_name, SENDER, TCP_SINK, TCP_SOURCE};
+use super::suite::{ScenarioSpec, ToolSpec};
+use super::tool::{plan, shell_words, DoneBy, Endpoints};
+use crate::error::LabError;
+use crate::lab::Lab;
+use crate::tcp::{TcpSink, TcpSource};
+use crate::EmuReport;
+use fanout_io::Clock;
+use fanout_netns::NsChild;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often completion is checked.
+const POLL: Duration = Duration::from_millis(5);
+/// Time the receivers get to start listening before the sender starts.
+const RECEIVER_HEAD_START: Duration = Duration::from_millis(500);
+/// How long receivers may take to finish once the sender has exited.
+const AFTER_SENDER: Duration = Duration::from_secs(10);
+/// How long a receiver gets to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(3);
+/// Port of the competing TCP flow's sink.
+const TCP_PORT: u16 = 5001;
+/// Lines of the sender's output kept in the results.
+const LOG_TAIL_LINES: usize = 12;
+
+/// What every run of a suite shares.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Scratch directory (run directories are created and removed in it).
+    pub work: PathBuf,
+    /// The file to send.
+    pub source: PathBuf,
+    /// Its size.
+    pub size: u64,
+    /// Its BLAKE3 hash.
+    pub hash: blake3::Hash,
+    /// Longest a run may take.
+    pub timeout: Duration,
+    /// `PATH` for the commands (the running `fanout` first).
+    pub path: std::ffi::OsString,
+    /// Set to stop early (Ctrl-C); the run is torn down and reported failed.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Keep run directories (received files, logs) instead of removing them.
+    pub keep: bool,
+}
+
+impl Context {
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// The wrapper: run `argv` in `dir` with output to files, forward SIGTERM
+/// to it, record its CPU time in `times.txt`, exit with its status.
+fn wrapper(dir: &Path, argv: &[String]) -> String {
+    let dir = shell_words(&[dir.display().to_string()]);
+    format!(
+        "cd {dir} || exit 97\n\
+         {} >stdout.log 2>stderr.log </dev/null &\n\
+         p=$!\n\
+         trap 'kill -TERM $p 2>/dev/null' TERM\n\
+         wait $p; s=$?\n\
+         if kill -0 $p 2>/dev/null; then wait $p; s=$?; fi\n\
+         times >times.txt\n\
+         exit $s\n",
+        shell_words(argv)
+    )
+}
+
+/// User + system seconds of the waited-for children, from the second line
+/// of `times` output (`0m1.230000s 0m0.450000s`).
+pub fn parse_times(text: &str) -> Option<f64> {
+    let line = text.lines().nth(1)?;
+    let mut total = 0.0;
+    let mut fields = 0;
+    for word in line.split_whitespace() {
+        let (m, s) = word.strip_suffix('s')?.split_once('m')?;
+        total += m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?;
+        fields += 1;
+    }
+    (fields == 2).then_some(total)
+}
+
+fn cpu_of(dir: &Path) -> Option<f64> {
+    parse_times(&std::fs::read_to_string(dir.join("times.txt")).ok()?)
+}
+
+/// What a receiver left instead of `out`: the largest file in its
+/// directory (a partial download), if any.
+fn partial(out: &Path) -> String {
+    let largest = out
+        .parent()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            Some((e.metadata().ok()?.len(), e.file_name()))
+        })
+        .max();
+    match largest {
+        Some((n, name)) => format!("no complete file; {n} bytes in {}", name.to_string_lossy()),
+        None => "no file at all".into(),
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+struct Proc {
+    child: NsChild,
+    dir: PathBuf,
+    exit: Option<(ExitStatus, f64)>,
+}
+
+impl Proc {
+    fn poll(&mut self, now: f64) -> Result<(), LabError> {
+        if self.exit.is_none() {
+            if let Some(st) = self
+                .child
+                .child_mut()
+                .try_wait()
+                .map_err(|e| LabError::io("waiting for a command", e))?
+            {
+                self.exit = Some((st, now));
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGTERM (forwarded by the wrapper), then SIGKILL after a grace.
+    fn stop(&mut self, clock: &Clock) {
+        if self.exit.is_some() {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(self.child.pid()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let status = match self.child.wait_timeout(TERM_GRACE) {
+            Ok(Some(st)) => Some(st),
+            _ => self.child.kill().ok(),
+        };
+        self.exit = status.map(|s| (s, clock.now().as_secs_f64()));
+    }
+}
+
+fn spawn(
+    lab: &Lab,
+    host: &str,
+    dir: &Path,
+    argv: &[String],
+    ctx: &Context,
+) -> Result<Proc, LabError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LabError::io(format!("creating {}", dir.display()), e))?;
+    let ns = lab
+        .host(host)
+        .ok_or_else(|| {
+            LabError::io(
+                format!("no host {host}"),
+                std::io::ErrorKind::NotFound.into(),
+            )
+        })?
+        .netns();
+    let mut command = ns.exec("sh");
+    command
+        .env("PATH", &ctx.path)
+        .env("FANOUT_LAB_HOST", host)
+        .arg("-c")
+        .arg(wrapper(dir, argv))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    Ok(Proc {
+        child: ns.spawn(command)?,
+        dir: dir.to_owned(),
+        exit: None,
+    })
+}
+
+/// Runs `tool` once on `scn`; never fails as a whole: problems are in the
+/// result (`error`, `ok`, `valid`).
+pub fn run_one(scn: &ScenarioSpec, tool: &ToolSpec, run: u32, ctx: &Context) -> RunResult {
+    let dir = ctx
+        .work
+        .join(format!("run-{}-{}-{run}", scn.name, tool.name));
+    let load_before = load_average();
+    let mut result = measure(scn, tool, &dir, ctx).unwrap_or_else(|e| failed(e.to_string()));
+    result.scenario = scn.name.clone();
+    result.tool = tool.name.clone();
+    result.run = run;
+    result.load_before = load_before;
+    result.load_after = load_average();
+    if !ctx.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn failed(error: String) -> RunResult {
+    RunResult {
+        scenario: String::new(),
+        tool: String::new(),
+        run: 0,
+        ok: false,
+        valid: false,
+        invalid_reason: None,
+        error: Some(error),
+        wall_s: None,
+        sender_exit_s: None,
+        sender_exit_code: None,
+        sender_cpu_s: None,
+        receiver_cpu_s: None,
+        receivers: Vec::new(),
+        sender_link_bytes: 0,
+        feedback_bytes: 0,
+        wire_per_file_byte: 0.0,
+        lateness_p99_us: 0,
+        realtime: false,
+        drops: BTreeMap::new(),
+        load_before: [0.0; 3],
+        load_after: [0.0; 3],
+        tcp: None,
+        sender_log_tail: String::new(),
+    }
+}
+
+fn measure(
+    scn: &ScenarioSpec,
+    tool: &ToolSpec,
+    dir: &Path,
+    ctx: &Context,
+) -> Result<RunResult, LabError> {
+    let _ = std::fs::remove_dir_all(dir);
+    let topo = scenario::topology(scn)?;
+    let mut lab = Lab::build(&topo)?;
+    let clock = Clock::new();
+    let names: Vec<String> = (0..scn.receivers).map(receiver_name).collect();
+    let ips: Vec<_> = names
+        .iter()
+        .filter_map(|n| lab.host(n).map(crate::LabHost::ip))
+        .collect();
+    let sender_ip = lab.host(SENDER).map(crate::LabHost::ip);
+    let (Some(sender_ip), true) = (sender_ip, ips.len() == names.len()) else {
+        return Err(LabError::io(
+            "scenario hosts missing",
+            std::io::ErrorKind::NotFound.into(),
+        ));
+    };
+    let out_dirs: Vec<PathBuf> = names.iter().map(|n| dir.join(n).join("out")).collect();
+    for d in &out_dirs {
+        std::fs::create_dir_all(d)
+            .map_err(|e| LabError::io(format!("creating {}", d.display()), e))?;
+    }
+    let plan = plan(
+        tool,
+        &Endpoints {
+            source: &ctx.source,
+            sender_ip,
+            receiver_ips: &ips,
+            receiver_dirs: &out_dirs,
+        },
+    );
+    // The competing flow runs alone for its warm-up first.
+    let mut flow = None;
+    if let Some(c) = &scn.competing_tcp {
+        let (Some(src), Some(dst)) = (lab.host(TCP_SOURCE), lab.host(TCP_SINK)) else {
+            return Err(LabError::io(
+                "TCP hosts missing",
+                std::io::ErrorKind::NotFound.into(),
+            ));
+        };
+        let sink = TcpSink::start(dst, TCP_PORT)?;
+        let source = TcpSource::start(src, sink.addr())?;
+        std::thread::sleep(Duration::from_secs_f64(c.warmup_s));
+        flow = Some((source, sink));
+    }
+    let mut receivers = Vec::with_capacity(names.len());
+    for (name, cmd) in names.iter().zip(&plan.receivers) {
+        receivers.push(spawn(&lab, name, &dir.join(name), &cmd.argv, ctx)?);
+    }
+    std::thread::sleep(RECEIVER_HEAD_START);
+    let t0 = clock.now().as_secs_f64();
+    let tcp_at_start = flow.as_ref().map_or(0, |(_, sink)| sink.bytes());
+    let mut sender = spawn(&lab, SENDER, &dir.join(SENDER), &plan.sender, ctx)?;
+    let mut done: Vec<Option<f64>> = vec![None; receivers.len()];
+    let mut tcp_at_end = None;
+    let error = loop {
+        let now = clock.now().as_secs_f64();
+        sender.poll(now)?;
+        for ((r, cmd), d) in receivers
+            .iter_mut()
+            .zip(&plan.receivers)
+            .zip(done.iter_mut())
+        {
+            r.poll(now)?;
+            if d.is_some() {
+                continue;
+            }
+            match (cmd.done_by, r.exit) {
+                (DoneBy::Exit, Some((st, at))) if st.success() => *d = Some(at - t0),
+                (DoneBy::FileAppears, _) if cmd.output.exists() => *d = Some(now - t0),
+                _ => {}
+            }
+        }
+        if tcp_at_end.is_none() && done.iter().all(Option::is_some) {
+            tcp_at_end = flow.as_ref().map(|(_, sink)| sink.bytes());
+        }
+        let receivers_over = receivers
+            .iter()
+            .zip(&done)
+            .all(|(r, d)| d.is_some() || r.exit.is_some());
+        if let Some((_, at)) = sender.exit {
+            if receivers_over {
+                break None;
+            }
+            if now - at > AFTER_SENDER.as_secs_f64() {
+                break Some(format!(
+                    "receivers not done {:.0} s after the sender exited",
+                    AFTER_SENDER.as_secs_f64()
+                ));
+            }
+        } else if receivers_over && done.iter().any(Option::is_none) {
+            // Every receiver gave up; the sender has nobody left.
+            sender.stop(&clock);
+            break Some("every receiver exited, some without the file".into());
+        }
+        if ctx.cancelled() {
+            break Some("cancelled".into());
+        }
+        if now - t0 > ctx.timeout.as_secs_f64() {
+            break Some(format!(
+                "timed out after {:.0} s",
+                ctx.timeout.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(POLL);
+    };
+    sender.stop(&clock);
+    for r in &mut receivers {
+        r.stop(&clock);
+    }
+    drop(flow_stop(flow));
+    let emu = lab.stop_emulator();
+    drop(lab);
+    Ok(figures(
+        Figures {
+            scn,
+            ctx,
+            t0,
+            done: &done,
+            sender: &sender,
+            receivers: &receivers,
+            outputs: plan.receivers.iter().map(|c| c.output.as_path()).collect(),
+            names: &names,
+            emu,
+            tcp: tcp_at_end.map(|end| end.saturating_sub(tcp_at_start)),
+        },
+        error,
+    ))
+}
+
+/// Stops the competing flow (source first, so the sink sees a clean end).
+fn flow_stop(flow: Option<(TcpSource, TcpSink)>) -> Option<TcpSink> {
+    flow.map(|(source, sink)| {
+        drop(source);
+        sink
+    })
+}
+
+struct Figures<'a> {
+    scn: &'a ScenarioSpec,
+    ctx: &'a Context,
+    t0: f64,
+    done: &'a [Option<f64>],
+    sender: &'a Proc,
+    receivers: &'a [Proc],
+    outputs: Vec<&'a Path>,
+    names: &'a [String],
+    emu: Option<EmuReport>,
+    tcp: Option<u64>,
+}
+
+fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
+    let size = f.ctx.size;
+    let bits = size as f64 * 8.0;
+    let mut receivers = Vec::with_capacity(f.receivers.len());
+    for (((r, d), out), name) in f.receivers.iter().zip(f.done).zip(&f.outputs).zip(f.names) {
+        let check = payload::verify(out, size, &f.ctx.hash);
+        let problem = match (&check, d) {
+            (Err(_), _) if !out.exists() => Some(partial(out)),
+            (Err(e), _) => Some(e.clone()),
+            (Ok(()), None) => Some(format!(
+                "file complete but no completion seen; stderr: {}",
+                tail(&r.dir.join("stderr.log"), 3)
+            )),
+            (Ok(()), Some(_)) => None,
+        };
+        let problem = problem.map(|p| {
+            let log = tail(&r.dir.join("stderr.log"), 3);
+            if log.is_empty() || p.contains("stderr") {
+                p
+            } else {
+                format!("{p}; stderr: {log}")
+            }
+        });
+        receivers.push(ReceiverResult {
+            host: name.clone(),
+            done_s: *d,
+            goodput_mbps: d.filter(|d| *d > 0.0).map(|d| bits / d / 1e6),
+            verified: check.is_ok(),
+            exit_code: r.exit.and_then(|(st, _)| st.code()),
+            cpu_s: cpu_of(&r.dir),
+            problem,
+        });
+    }
+    let all_done = f.done.iter().all(Option::is_some);
+    let wall_s = all_done
+        .then(|| f.done.iter().flatten().copied().fold(0.0, f64::max))
+        .filter(|_| !f.done.is_empty());
+    let sender_exit_code = f.sender.exit.and_then(|(st, _)| st.code());
+    if error.is_none() && sender_exit_code != Some(0) {
+        error = Some(format!(
+            "sender exited with {:?}",
+            f.sender.exit.map(|(st, _)| st)
+        ));
+    }
+    let (mut sender_link_bytes, mut feedback_bytes, mut drops) = (0, 0, BTreeMap::new());
+    let (mut valid, mut invalid_reason, mut p99, mut realtime) =
+        (false, Some("no emulator report".to_owned()), 0, false);
+    if let Some(emu) = &f.emu {
+        for l in &emu.links {
+            if l.from == SENDER {
+                sender_link_bytes += l.tx_bytes;
+            }
+            if l.to == SENDER {
+                feedback_bytes += l.tx_bytes;
+            }
+            for (k, v) in &l.drops {
+                *drops.entry(k.clone()).or_insert(0) += v;
+            }
+        }
+        valid = emu.valid;
+        invalid_reason.clone_from(&emu.invalid_reason);
+        p99 = emu.lateness.p99_us;
+        realtime = emu.realtime;
+    }
+    let tcp = match (f.scn.competing_tcp.as_ref(), f.tcp, wall_s) {
+        (Some(_), Some(bytes), Some(w)) if w > 0.0 => Some(TcpShare {
+            tcp_mbps: bytes as f64 * 8.0 / w / 1e6,
+            tool_mbps: bits / w / 1e6,
+        }),
+        _ => None,
+    };
+    let receiver_cpu_s = receivers.iter().map(|r| r.cpu_s).sum::<Option<f64>>();
+    RunResult {
+        ok: error.is_none() && receivers.iter().all(|r| r.verified && r.problem.is_none()),
+        valid,
+        invalid_reason,
+        error,
+        wall_s,
+        sender_exit_s: f.sender.exit.map(|(_, at)| at - f.t0),
+        sender_exit_code,
+        sender_cpu_s: cpu_of(&f.sender.dir),
+        receiver_cpu_s,
+        receivers,
+        sender_link_bytes,
+        feedback_bytes,
+        wire_per_file_byte: sender_link_bytes as f64 / size as f64,
+        lateness_p99_us: p99,
+        realtime,
+        drops,
+        tcp,
+        sender_log_tail: format!(
+            "{}\n{}",
+            tail(&f.sender.dir.join("stdout.log"), LOG_TAIL_LINES),
+            tail(&f.sender.dir.join("stderr.log"), LOG_TAIL_LINES)
+        )
+        .trim()
+        .to_owned(),
+        ..failed(String::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_dash_and_bash_times() {
+        let near = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-9);
+        assert!(near(
+            parse_times("0m0.000000s 0m0.000000s\n0m1.250000s 1m0.500000s\n"),
+            61.75
+        ));
+        assert!(near(
+            parse_times("0m0.001s 0m0.000s\n0m0.030s 0m0.120s"),
+            0.15
+        ));
+        assert_eq!(parse_times("0m0.0s 0m0.0s\n"), None);
+        assert_eq!(parse_times("x\nbogus words"), None);
+    }
+}

@@ -1,0 +1,167 @@
+//! The benchmark suite: fanout and the Debian peers (uftp, udpcast) on the
+//! same emulated topologies, one after the other in one invocation, and the
+//! report generated from the results (issue 5, deliverables 2 and 3).
+//!
+//! For every selected (scenario, tool, run) the bench builds the scenario's
+//! lab afresh ([`scenario::topology`]), starts the receivers, then the
+//! sender, and measures (see [`measure`]): wall time from the sender's
+//! start until the last receiver has the file, goodput per receiver, bytes
+//! on the sender's link per file byte (the emulator's counters), sender and
+//! receiver CPU seconds, and each received file's BLAKE3 hash against the
+//! source. A run whose emulator fell behind is kept and marked invalid.
+
+pub mod measure;
+pub mod payload;
+pub mod plot;
+pub mod report;
+pub mod results;
+pub mod scenario;
+pub mod suite;
+pub mod tool;
+
+use crate::error::LabError;
+use measure::Context;
+use results::{load_average, Machine, Results, RunResult};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use suite::Suite;
+
+/// Seed of the payload bytes.
+const PAYLOAD_SEED: u64 = 1;
+
+/// What to run of a suite, and how.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// Scenario names (empty: all).
+    pub scenarios: Vec<String>,
+    /// Tool names (empty: all).
+    pub tools: Vec<String>,
+    /// File size (`None`: the suite's).
+    pub size: Option<u64>,
+    /// Runs per (scenario, tool), at least 1.
+    pub runs: u32,
+    /// Per-run timeout (`None`: the suite's).
+    pub timeout: Option<Duration>,
+    /// Scratch directory.
+    pub work: PathBuf,
+    /// Keep run directories.
+    pub keep: bool,
+    /// Stops the suite early.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// Checks that every name in `wanted` exists in `have`.
+fn check_names<'a>(
+    kind: &str,
+    wanted: &[String],
+    have: impl Iterator<Item = &'a str> + Clone,
+) -> Result<(), LabError> {
+    for w in wanted {
+        if !have.clone().any(|h| h == w) {
+            let known: Vec<&str> = have.clone().collect();
+            return Err(LabError::Topology {
+                file: "command line".into(),
+                message: format!("unknown {kind} {w:?} (the suite has: {})", known.join(", ")),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the selected part of `suite`; `progress` gets a line per step
+/// (the CLI prints them on stderr), `machine` the notes to record. Each
+/// run's result is passed to `on_result` as soon as it is known.
+pub fn run_suite(
+    suite: &Suite,
+    sel: &Selection,
+    mut machine: Machine,
+    command: String,
+    progress: &mut dyn FnMut(&str),
+    on_result: &mut dyn FnMut(&RunResult),
+) -> Result<Results, LabError> {
+    check_names(
+        "scenario",
+        &sel.scenarios,
+        suite.scenarios.iter().map(|s| s.name.as_str()),
+    )?;
+    check_names(
+        "tool",
+        &sel.tools,
+        suite.tools.iter().map(|t| t.name.as_str()),
+    )?;
+    let pick = |names: &[String], n: &str| names.is_empty() || names.iter().any(|x| x == n);
+    let scenarios: Vec<_> = suite
+        .scenarios
+        .iter()
+        .filter(|s| pick(&sel.scenarios, &s.name))
+        .cloned()
+        .collect();
+    let tools: Vec<_> = suite
+        .tools
+        .iter()
+        .filter(|t| pick(&sel.tools, &t.name))
+        .cloned()
+        .collect();
+    let size = sel.size.unwrap_or(suite.size);
+    std::fs::create_dir_all(&sel.work)
+        .map_err(|e| LabError::io(format!("creating {}", sel.work.display()), e))?;
+    let source = sel.work.join("payload.bin");
+    progress(&format!(
+        "generating the {size}-byte payload {}",
+        source.display()
+    ));
+    let hash = payload::generate(&source, size, PAYLOAD_SEED)?;
+    let ctx = Context {
+        work: sel.work.clone(),
+        source: source.clone(),
+        size,
+        hash,
+        timeout: sel.timeout.unwrap_or(suite.timeout),
+        path: crate::run::command_path(),
+        cancel: sel.cancel.clone(),
+        keep: sel.keep,
+    };
+    let runs = sel.runs.max(1);
+    let total = scenarios.len() * tools.len() * runs as usize;
+    let mut results = Vec::with_capacity(total);
+    'all: for scn in &scenarios {
+        for run in 1..=runs {
+            for tool in &tools {
+                if ctx
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+                {
+                    break 'all;
+                }
+                progress(&format!(
+                    "[{}/{total}] scenario {} ({}), {}, run {run}: running",
+                    results.len() + 1,
+                    scn.name,
+                    scn.title,
+                    tool.name
+                ));
+                let r = measure::run_one(scn, tool, run, &ctx);
+                progress(&format!("    {}", report::one_line(&r)));
+                on_result(&r);
+                results.push(r);
+            }
+        }
+    }
+    if !sel.keep {
+        let _ = std::fs::remove_file(&source);
+    }
+    machine.load_end = load_average();
+    Ok(Results {
+        suite: suite.origin.clone(),
+        command,
+        size,
+        runs,
+        machine,
+        tools,
+        scenarios,
+        results,
+    })
+}

@@ -1,0 +1,194 @@
+//! What a suite run records (serialised as the results JSON that the report
+//! generator reads), and the machine notes taken with it.
+
+use super::suite::{ScenarioSpec, ToolSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One receiver of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverResult {
+    /// Host name (`r1`, …).
+    pub host: String,
+    /// Seconds from the sender's start until this receiver had the whole
+    /// file (its exit, or for uftpd the final file's appearance); `None`
+    /// if it never did.
+    pub done_s: Option<f64>,
+    /// File bits / `done_s`, Mbit/s.
+    pub goodput_mbps: Option<f64>,
+    /// The received file has the source's size and BLAKE3 hash.
+    pub verified: bool,
+    /// Exit code (`None`: killed, e.g. uftpd stopped at the end).
+    pub exit_code: Option<i32>,
+    /// User + system CPU seconds of the receiver process.
+    pub cpu_s: Option<f64>,
+    /// Why it failed, when it did.
+    pub problem: Option<String>,
+}
+
+/// The competing TCP flow of a fairness scenario, over the transfer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpShare {
+    /// The TCP flow's goodput while the transfer ran, Mbit/s.
+    pub tcp_mbps: f64,
+    /// The transfer's goodput (file bits / wall time), Mbit/s.
+    pub tool_mbps: f64,
+}
+
+/// One (scenario, tool, run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Tool name.
+    pub tool: String,
+    /// Run number, from 1.
+    pub run: u32,
+    /// Every receiver verified, the sender exited 0, nothing timed out.
+    pub ok: bool,
+    /// The emulator kept up (p99 lateness within bound, no failure): the
+    /// figures reflect the emulated network.
+    pub valid: bool,
+    /// Why the run is invalid.
+    pub invalid_reason: Option<String>,
+    /// A failure of the bench itself or of the run (timeout, sender
+    /// failure); `None` when all went well.
+    pub error: Option<String>,
+    /// Seconds from the sender's start until the last receiver had the
+    /// file (`None` unless every receiver did).
+    pub wall_s: Option<f64>,
+    /// Seconds from the sender's start until it exited.
+    pub sender_exit_s: Option<f64>,
+    /// Sender's exit code.
+    pub sender_exit_code: Option<i32>,
+    /// Sender's user + system CPU seconds.
+    pub sender_cpu_s: Option<f64>,
+    /// Sum over receivers of their CPU seconds.
+    pub receiver_cpu_s: Option<f64>,
+    /// Per receiver.
+    pub receivers: Vec<ReceiverResult>,
+    /// Bytes (IP datagrams, headers included) the sender's link carried
+    /// away from the sender.
+    pub sender_link_bytes: u64,
+    /// Bytes the sender's link carried to the sender (feedback).
+    pub feedback_bytes: u64,
+    /// `sender_link_bytes` per file byte (1.0 = every byte sent once,
+    /// headers free).
+    pub wire_per_file_byte: f64,
+    /// Emulator release lateness, 99th percentile, µs.
+    pub lateness_p99_us: u64,
+    /// The emulator thread ran under SCHED_FIFO.
+    pub realtime: bool,
+    /// Drops on all links, by reason.
+    pub drops: BTreeMap<String, u64>,
+    /// 1-, 5-, 15-minute load averages before the run.
+    pub load_before: [f64; 3],
+    /// … and after it.
+    pub load_after: [f64; 3],
+    /// The competing TCP flow, in fairness scenarios.
+    pub tcp: Option<TcpShare>,
+    /// Last lines of the sender's output (for failures).
+    pub sender_log_tail: String,
+}
+
+/// The machine the suite ran on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cores: usize,
+    /// CPU model (`/proc/cpuinfo`).
+    pub cpu_model: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// Load averages when the suite started.
+    pub load_start: [f64; 3],
+    /// … and when it ended.
+    pub load_end: [f64; 3],
+    /// UTC date and time of the start (`date -u`).
+    pub date: String,
+    /// Versions of the peers' Debian packages and of fanout.
+    pub versions: BTreeMap<String, String>,
+    /// Whether the `fanout` binary was a release build.
+    pub fanout_release_build: bool,
+}
+
+/// A whole suite run: the results JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// The suite file.
+    pub suite: String,
+    /// The command line that produced these results.
+    pub command: String,
+    /// File size in bytes.
+    pub size: u64,
+    /// Runs per (scenario, tool).
+    pub runs: u32,
+    /// The machine.
+    pub machine: Machine,
+    /// Tools compared (with their rate settings).
+    pub tools: Vec<ToolSpec>,
+    /// Scenarios run.
+    pub scenarios: Vec<ScenarioSpec>,
+    /// Every run, in execution order.
+    pub results: Vec<RunResult>,
+}
+
+impl Results {
+    /// Runs that failed (not `ok`).
+    pub fn failures(&self) -> impl Iterator<Item = &RunResult> {
+        self.results.iter().filter(|r| !r.ok)
+    }
+}
+
+/// The load averages from `/proc/loadavg` (zeros if unreadable).
+pub fn load_average() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut out = [0.0; 3];
+    for (slot, word) in out.iter_mut().zip(text.split_whitespace()) {
+        *slot = word.parse().unwrap_or(0.0);
+    }
+    out
+}
+
+fn command_output(program: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// Notes on this machine; `fanout_version` and `release` describe the
+/// `fanout` binary running the suite.
+pub fn machine(fanout_version: &str, release: bool) -> Machine {
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    let mut versions = BTreeMap::new();
+    versions.insert("fanout".to_owned(), fanout_version.to_owned());
+    for pkg in ["uftp", "udpcast"] {
+        let v = command_output("dpkg-query", &["-W", "-f", "${Version}", pkg])
+            .unwrap_or_else(|| "not installed".into());
+        versions.insert(pkg.to_owned(), v);
+    }
+    Machine {
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
+        cpu_model,
+        kernel,
+        load_start: load_average(),
+        load_end: [0.0; 3],
+        date: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default(),
+        versions,
+        fanout_release_build: release,
+    }
+}

@@ -1,0 +1,197 @@
+//! A scenario's lab topology, generated as topology-file text and parsed
+//! by [`Topology::parse`] (so it gets the same validation as a hand-written
+//! file).
+//!
+//! ```text
+//!  star (no competing flow):          dumbbell (competing_tcp):
+//!    snd --sender_rate-- sw             snd  --\                 /-- r1..rN
+//!    r_i --receiver_rate-- sw           tsrc --- sw1 ==bn== sw2 ---- tsink
+//! ```
+//!
+//! Every link is duplex with the scenario's delay; the receivers' links
+//! carry its loss in both directions; in the dumbbell the shared link
+//! `sw1 – sw2` has the bottleneck rate and delay, the TCP hosts' links the
+//! sender's and receivers' rates.
+
+use super::suite::ScenarioSpec;
+use crate::error::LabError;
+use crate::topo::Topology;
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+
+/// Multicast groups every tool may use; members are the sender and the
+/// receivers (the emulator never returns a datagram to its source).
+pub const GROUPS: [Ipv4Addr; 5] = [
+    FANOUT_GROUP,
+    UDPCAST_RDV,
+    UDPCAST_DATA,
+    UFTP_PUBLIC,
+    UFTP_PRIVATE,
+];
+/// fanout's session group.
+pub const FANOUT_GROUP: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 3);
+/// udpcast's rendez-vous group (its default, broadcast or 224.0.0.1, is not
+/// forwarded by the emulator).
+pub const UDPCAST_RDV: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 4);
+/// udpcast's data group.
+pub const UDPCAST_DATA: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 5);
+/// uftp's announcement group (`-M`).
+pub const UFTP_PUBLIC: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 6);
+/// uftp's data group (`-P`).
+pub const UFTP_PRIVATE: Ipv4Addr = Ipv4Addr::new(239, 1, 2, 7);
+
+/// Name of the sending host.
+pub const SENDER: &str = "snd";
+/// Name of the competing flow's source and sink hosts.
+pub const TCP_SOURCE: &str = "tsrc";
+/// See [`TCP_SOURCE`].
+pub const TCP_SINK: &str = "tsink";
+
+/// Name of receiver `i` (0-based): `r1`, `r2`, ….
+pub fn receiver_name(i: usize) -> String {
+    format!("r{}", i + 1)
+}
+
+/// The scenario's topology (no commands; the bench starts them itself).
+pub fn topology(s: &ScenarioSpec) -> Result<Topology, LabError> {
+    Topology::parse(&text(s), &format!("scenario {}", s.name))
+}
+
+fn link(out: &mut String, from: &str, to: &str, rate: &str, delay: &str, extra: &str) {
+    let _ = writeln!(
+        out,
+        "[[link]]\nfrom = \"{from}\"\nto = \"{to}\"\nrate = \"{rate}\"\ndelay = \"{delay}\"\nduplex = true\n{extra}"
+    );
+}
+
+/// The topology file text of `s`.
+pub fn text(s: &ScenarioSpec) -> String {
+    let mut out = String::new();
+    // Seed of the link models' loss draws: the same for every tool.
+    out.push_str("seed = 1\n");
+    let mut hosts = vec![SENDER.to_owned()];
+    hosts.extend((0..s.receivers).map(receiver_name));
+    for h in &hosts {
+        let _ = writeln!(out, "[[host]]\nname = \"{h}\"");
+    }
+    if let Some(c) = &s.competing_tcp {
+        for h in [TCP_SOURCE, TCP_SINK] {
+            let _ = writeln!(out, "[[host]]\nname = \"{h}\"\ntcp_cc = {:?}", c.cc);
+        }
+    }
+    let queue = s
+        .queue_packets
+        .map(|p| format!("queue = {{ kind = \"drop_tail\", packets = {p} }}\n"))
+        .unwrap_or_default();
+    let lossy = if s.loss > 0.0 {
+        format!("loss = {{ model = \"bernoulli\", p = {} }}\n", s.loss)
+    } else {
+        String::new()
+    };
+    let (near, far) = match &s.competing_tcp {
+        None => {
+            out.push_str("[[router]]\nname = \"sw\"\n");
+            ("sw", "sw")
+        }
+        Some(c) => {
+            out.push_str("[[router]]\nname = \"sw1\"\n[[router]]\nname = \"sw2\"\n");
+            link(&mut out, "sw1", "sw2", &c.bottleneck_rate, &c.delay, &queue);
+            link(
+                &mut out,
+                TCP_SOURCE,
+                "sw1",
+                &s.sender_rate,
+                &s.delay,
+                &queue,
+            );
+            link(
+                &mut out,
+                TCP_SINK,
+                "sw2",
+                &s.receiver_rate,
+                &s.delay,
+                &queue,
+            );
+            ("sw1", "sw2")
+        }
+    };
+    link(&mut out, SENDER, near, &s.sender_rate, &s.delay, &queue);
+    for i in 0..s.receivers {
+        let rate = match &s.slow {
+            Some(slow) if i < slow.receivers => slow.rate.as_str(),
+            _ => s.receiver_rate.as_str(),
+        };
+        let extra = format!("{queue}{lossy}");
+        let delay = s.receiver_delay.as_deref().unwrap_or(&s.delay);
+        link(&mut out, &receiver_name(i), far, rate, delay, &extra);
+    }
+    let members = hosts
+        .iter()
+        .map(|h| format!("{h:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for g in GROUPS {
+        let _ = writeln!(out, "[[group]]\naddr = \"{g}\"\nmembers = [{members}]");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::suite::{Competing, Slow};
+
+    fn spec() -> ScenarioSpec {
+        ScenarioSpec {
+            name: "x".into(),
+            title: "t".into(),
+            receivers: 3,
+            sender_rate: "1Gbit".into(),
+            receiver_rate: "100Mbit".into(),
+            delay: "1ms".into(),
+            receiver_delay: None,
+            loss: 0.01,
+            slow: Some(Slow {
+                receivers: 1,
+                rate: "20Mbit".into(),
+            }),
+            competing_tcp: None,
+            queue_packets: Some(50),
+        }
+    }
+
+    #[test]
+    fn star_has_the_configured_links() {
+        let t = topology(&spec()).unwrap();
+        assert_eq!(t.hosts.len(), 4);
+        assert_eq!(t.links.len(), 8);
+        let r1 = t.host_by_name("r1").unwrap();
+        let to_r1 = t.links.iter().find(|l| l.to == r1).unwrap();
+        assert_eq!(to_r1.config.rate_bps, 20_000_000);
+        let r2 = t.host_by_name("r2").unwrap();
+        let to_r2 = t.links.iter().find(|l| l.to == r2).unwrap();
+        assert_eq!(to_r2.config.rate_bps, 100_000_000);
+        assert!(to_r2.config.loss.stationary_loss_rate() > 0.009);
+        let snd = t.host_by_name(SENDER).unwrap();
+        let from_snd = t.links.iter().find(|l| l.from == snd).unwrap();
+        assert_eq!(from_snd.config.loss.stationary_loss_rate(), 0.0);
+        assert_eq!(t.groups.len(), GROUPS.len());
+        assert_eq!(t.groups[0].members.len(), 4);
+    }
+
+    #[test]
+    fn dumbbell_puts_tcp_hosts_outside_the_groups() {
+        let mut s = spec();
+        s.competing_tcp = Some(Competing {
+            bottleneck_rate: "100Mbit".into(),
+            delay: "10ms".into(),
+            cc: "cubic".into(),
+            warmup_s: 2.0,
+        });
+        let t = topology(&s).unwrap();
+        let src = t.host_by_name(TCP_SOURCE).unwrap();
+        assert_eq!(t.hosts[src].tcp_cc.as_deref(), Some("cubic"));
+        assert!(t.groups.iter().all(|g| !g.members.contains(&src)));
+        assert_eq!(t.routers, ["sw1", "sw2"]);
+    }
+}

@@ -1,0 +1,304 @@
+//! Benchmark suite files: the tools to compare (with their rate settings,
+//! stated in the report) and the scenarios to run them on.
+//!
+//! ```toml
+//! size = "200MiB"          # file size (overridable on the command line)
+//! timeout = "300s"         # per run; a run still going is killed and failed
+//!
+//! [[tool]]
+//! name = "uftp"            # as named on the command line and in the report
+//! kind = "uftp"            # fanout | uftp | udpcast
+//! args = ["-R", "95000"]   # extra sender arguments
+//! rate = "fixed 95 Mbit/s (-R 95000)"   # how its rate is set, for the report
+//!
+//! [[scenario]]
+//! name = "b"
+//! title = "each receiver behind its own 100 Mbit/s link"
+//! receivers = 4
+//! sender_rate = "1Gbit"
+//! receiver_rate = "100Mbit"
+//! delay = "1ms"            # one-way, every link (default 1 ms)
+//! receiver_delay = "10ms"  # one-way, the receivers' links (default: delay)
+//! loss = 0.01              # Bernoulli loss on every receiver link, both ways
+//! slow = { receivers = 1, rate = "20Mbit" }   # the first receivers' links
+//! competing_tcp = { bottleneck_rate = "100Mbit", delay = "10ms", cc = "cubic" }
+//! queue_packets = 100      # DropTail length of every link (default 100)
+//! ```
+
+use crate::error::LabError;
+use fanout_sim::units::{parse_bytes, parse_duration, parse_rate_bps};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Largest file a suite may ask for (each receiver writes a copy).
+pub const MAX_SIZE: u64 = 8 << 30;
+/// Most receivers per scenario (each a namespace and a file copy).
+pub const MAX_RECEIVERS: usize = 64;
+/// Default per-run timeout.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default file size.
+pub const DEFAULT_SIZE: u64 = 200 << 20;
+
+/// Which program a tool runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// `fanout send` / `fanout recv` (this project).
+    Fanout,
+    /// `uftp` / `uftpd` (Debian package uftp).
+    Uftp,
+    /// `udp-sender` / `udp-receiver` (Debian package udpcast).
+    Udpcast,
+}
+
+/// One tool of the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// Name on the command line and in the report (`uftp-tfmcc`).
+    pub name: String,
+    /// The program.
+    pub kind: ToolKind,
+    /// Extra sender arguments (rate settings and the like).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// How its sending rate is set, in words, for the report.
+    pub rate: String,
+}
+
+/// A slower group of receivers in a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slow {
+    /// How many (the first ones: r1, r2, …).
+    pub receivers: usize,
+    /// Their links' rate.
+    pub rate: String,
+}
+
+/// A kernel TCP flow sharing a bottleneck with the transfer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Competing {
+    /// Rate of the shared link between the two switches.
+    pub bottleneck_rate: String,
+    /// One-way delay of the shared link.
+    #[serde(default = "default_bottleneck_delay")]
+    pub delay: String,
+    /// TCP congestion control of the flow's hosts.
+    #[serde(default = "default_cc")]
+    pub cc: String,
+    /// Seconds the TCP flow runs alone before the transfer starts.
+    #[serde(default = "default_warmup")]
+    pub warmup_s: f64,
+}
+
+fn default_bottleneck_delay() -> String {
+    "10ms".into()
+}
+fn default_cc() -> String {
+    "cubic".into()
+}
+fn default_warmup() -> f64 {
+    2.0
+}
+fn default_delay() -> String {
+    "1ms".into()
+}
+
+/// One network setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// Short name (`a`, `b`, …) used by `--only`.
+    pub name: String,
+    /// One line for the report.
+    pub title: String,
+    /// Number of receivers.
+    pub receivers: usize,
+    /// Rate of the sender's link to its switch.
+    pub sender_rate: String,
+    /// Rate of each receiver's link to its switch.
+    pub receiver_rate: String,
+    /// One-way delay of every link.
+    #[serde(default = "default_delay")]
+    pub delay: String,
+    /// One-way delay of the receivers' links (default: `delay`).
+    #[serde(default)]
+    pub receiver_delay: Option<String>,
+    /// Bernoulli loss probability on every receiver link (both directions).
+    #[serde(default)]
+    pub loss: f64,
+    /// Slower receivers.
+    #[serde(default)]
+    pub slow: Option<Slow>,
+    /// A competing TCP flow over a shared bottleneck (a dumbbell topology).
+    #[serde(default)]
+    pub competing_tcp: Option<Competing>,
+    /// DropTail queue length of every link, in packets (default: the
+    /// simulator's 100).
+    #[serde(default)]
+    pub queue_packets: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    #[serde(default)]
+    size: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default, rename = "tool")]
+    tools: Vec<ToolSpec>,
+    #[serde(default, rename = "scenario")]
+    scenarios: Vec<ScenarioSpec>,
+}
+
+/// A validated suite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suite {
+    /// Where it came from.
+    pub origin: String,
+    /// File size in bytes.
+    pub size: u64,
+    /// Per-run timeout.
+    pub timeout: Duration,
+    /// Tools, in file order.
+    pub tools: Vec<ToolSpec>,
+    /// Scenarios, in file order.
+    pub scenarios: Vec<ScenarioSpec>,
+}
+
+impl Suite {
+    /// Reads and validates a suite file.
+    pub fn load(path: &std::path::Path) -> Result<Self, LabError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LabError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates suite text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, LabError> {
+        let err = |message: String| LabError::Topology {
+            file: origin.to_owned(),
+            message,
+        };
+        let file: SuiteFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let size = match &file.size {
+            Some(s) => parse_size(s).map_err(err)?,
+            None => DEFAULT_SIZE,
+        };
+        let timeout = match &file.timeout {
+            Some(t) => parse_duration(t).map_err(|e| err(format!("timeout: {e}")))?,
+            None => DEFAULT_RUN_TIMEOUT,
+        };
+        let suite = Suite {
+            origin: origin.to_owned(),
+            size,
+            timeout,
+            tools: file.tools,
+            scenarios: file.scenarios,
+        };
+        suite.validate().map_err(err)?;
+        Ok(suite)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.tools.is_empty() || self.scenarios.is_empty() {
+            return Err("a suite needs at least one [[tool]] and one [[scenario]]".into());
+        }
+        for (i, t) in self.tools.iter().enumerate() {
+            check_name("tool", &t.name)?;
+            if self.tools[..i].iter().any(|o| o.name == t.name) {
+                return Err(format!("tool {:?} is defined twice", t.name));
+            }
+        }
+        for (i, s) in self.scenarios.iter().enumerate() {
+            check_name("scenario", &s.name)?;
+            if self.scenarios[..i].iter().any(|o| o.name == s.name) {
+                return Err(format!("scenario {:?} is defined twice", s.name));
+            }
+            let at = format!("scenario {:?}", s.name);
+            if s.receivers == 0 || s.receivers > MAX_RECEIVERS {
+                return Err(format!("{at}: receivers: want 1 to {MAX_RECEIVERS}"));
+            }
+            if !(0.0..1.0).contains(&s.loss) {
+                return Err(format!("{at}: loss {} outside [0, 1)", s.loss));
+            }
+            if let Some(slow) = &s.slow {
+                if slow.receivers > s.receivers {
+                    return Err(format!("{at}: more slow receivers than receivers"));
+                }
+                parse_rate_bps(&slow.rate).map_err(|e| format!("{at}: slow.rate: {e}"))?;
+            }
+            if let Some(c) = &s.competing_tcp {
+                if !(0.0..=60.0).contains(&c.warmup_s) {
+                    return Err(format!("{at}: competing_tcp.warmup_s: want 0 to 60"));
+                }
+            }
+            // The generated topology validates rates, delays and the rest.
+            super::scenario::topology(s).map_err(|e| format!("{at}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+/// A file size: `"200MiB"`, `"4MiB"`, `"1GB"`, at least 1 byte and at
+/// most [`MAX_SIZE`].
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let size = parse_bytes(s).map_err(|e| format!("size: {e}"))?;
+    if size == 0 || size > MAX_SIZE {
+        return Err(format!("size {s:?}: want 1 byte to {} GiB", MAX_SIZE >> 30));
+    }
+    Ok(size)
+}
+
+fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 24
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{kind} name {name:?}: want 1 to 24 of [A-Za-z0-9_-]"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_suite_is_valid() {
+        let text = include_str!("../../../../benchmarks/suite.toml");
+        let s = Suite::parse(text, "benchmarks/suite.toml").unwrap();
+        assert_eq!(s.size, 200 << 20);
+        let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f"]);
+        assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
+        assert!(s.scenarios[5].competing_tcp.is_some());
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let base = include_str!("../../../../benchmarks/suite.toml");
+        let e = |t: &str| Suite::parse(t, "s.toml").unwrap_err().to_string();
+        assert!(e(&base.replace("receivers = 16", "receivers = 0")).contains("receivers"));
+        assert!(e(&base.replace("\"20Mbit\"", "\"20Mbyte\"")).contains("rate"));
+        assert!(e(&base.replace("kind = \"uftp\"", "kind = \"ftp\"")).contains("ftp"));
+        assert!(e(&base.replace("size = \"200MiB\"", "size = \"0\"")).contains("size"));
+        assert!(e(&base.replace("loss = 0.01", "loss = 1.5")).contains("loss"));
+        assert!(e("").contains("at least one"));
+    }
+}
