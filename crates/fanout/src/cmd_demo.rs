@@ -77,6 +77,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         interface: None,
         source: None,
         merger: None,
+        merger_fallback: Vec::new(),
         output: out.clone(),
         wait: 10,
         out: OutputOpts {
@@ -102,6 +103,8 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
             wait_secs: 10,
             ttl: 1,
             repair_threshold: 0.05,
+            repair: "segment".into(),
+            repair_block: 32,
             stall_timeout: 10,
         },
         out: OutputOpts {

@@ -3,8 +3,8 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use fanout_lab::{
-    expected_one_way, run, EmuReport, Lab, ProbeConfig, RunOptions, RunReport, Topology,
-    IP_UDP_OVERHEAD,
+    expected_one_way, run, EmuReport, KernelReport, Lab, LinkReport, ProbeConfig, Profile,
+    RunOptions, RunReport, Topology, IP_UDP_OVERHEAD,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +30,16 @@ enum LabCommand {
     /// hosts with a UDP probe, next to what the model predicts (the lab's
     /// self-check). Commands in the file are not run.
     Probe(ProbeArgs),
+    /// Benchmark fanout against uftp and udpcast: for every scenario of a
+    /// suite (benchmarks/suite.toml) and every tool, build the scenario's
+    /// lab, start the receivers, then the sender, and measure wall time,
+    /// goodput, bytes on the sender's link per file byte, CPU seconds, and
+    /// verify every received file. Progress on stderr. Needs root, and
+    /// uftp and udpcast installed (apt-get install uftp udpcast).
+    Bench(crate::cmd_lab_bench::BenchArgs),
+    /// Write docs/benchmarks.md and its SVG plots from a results JSON of
+    /// `fanout lab bench --out`.
+    Report(crate::cmd_lab_bench::ReportArgs),
 }
 
 /// Arguments of `fanout lab run`.
@@ -45,6 +55,12 @@ struct RunArgs {
     /// commands still running are killed and the run fails.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
+    /// What carries the links (overrides the file's `profile`): `emulator`
+    /// (user space, the simulator's models) or `kernel` (one bridge, tbf,
+    /// nftables random loss: a cross-check; no delay, RED or
+    /// Gilbert–Elliott, one router).
+    #[arg(long, value_name = "PROFILE")]
+    profile: Option<Profile>,
 }
 
 /// Arguments of `fanout lab probe`.
@@ -70,6 +86,19 @@ struct ProbeArgs {
     /// Print the result as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// What carries the links (overrides the file's `profile`): `emulator`
+    /// or `kernel`.
+    #[arg(long, value_name = "PROFILE")]
+    profile: Option<Profile>,
+}
+
+/// Reads a topology and applies a `--profile` override.
+fn load(path: &std::path::Path, profile: Option<Profile>) -> Result<Topology> {
+    let topo = Topology::load(path)?;
+    Ok(match profile {
+        Some(p) => topo.with_profile(p)?,
+        None => topo,
+    })
 }
 
 /// Runs `fanout lab`.
@@ -77,6 +106,8 @@ pub fn run_lab(args: LabArgs) -> Result<()> {
     match args.command {
         LabCommand::Run(a) => run_topology(a),
         LabCommand::Probe(a) => probe(a),
+        LabCommand::Bench(a) => crate::cmd_lab_bench::bench(a, cancel_flag()?),
+        LabCommand::Report(a) => crate::cmd_lab_bench::report_cmd(a),
     }
 }
 
@@ -94,7 +125,7 @@ fn cancel_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run_topology(args: RunArgs) -> Result<()> {
-    let topo = Topology::load(&args.topology)?;
+    let topo = load(&args.topology, args.profile)?;
     let timeout = match args.timeout {
         Some(s) => Some(Duration::try_from_secs_f64(s).context("--timeout: want seconds ≥ 0")?),
         None => None,
@@ -117,14 +148,20 @@ fn run_topology(args: RunArgs) -> Result<()> {
 
 fn print_run(r: &RunReport) {
     println!(
-        "lab {}: {:?} after {:.2} s, {}",
+        "lab {} ({} profile): {:?} after {:.2} s, {}",
         r.topology,
+        r.profile,
         r.outcome,
         r.wall_s,
         if r.ok { "ok" } else { "FAILED" }
     );
     println!("  namespaces (removed): {}", r.namespaces.join(" "));
-    print_emulator(&r.emulator);
+    if let Some(e) = &r.emulator {
+        print_emulator(e);
+    }
+    if let Some(k) = &r.kernel {
+        print_kernel(k);
+    }
     for c in &r.commands {
         let status = match (c.exit_code, c.signal) {
             (Some(code), _) => format!("exit {code}"),
@@ -162,7 +199,23 @@ fn print_emulator(e: &EmuReport) {
             Some(why) => format!("INVALID: {why}"),
         }
     );
-    for link in &e.links {
+    print_links(&e.links);
+}
+
+fn print_kernel(k: &KernelReport) {
+    println!(
+        "  kernel links (tc and nftables counters; TSO/GSO/GRO {}){}",
+        if k.offloads_disabled { "off" } else { "ON" },
+        match &k.counters_unavailable {
+            None => String::new(),
+            Some(why) => format!(": counters unavailable: {why}"),
+        }
+    );
+    print_links(&k.links);
+}
+
+fn print_links(links: &[LinkReport]) {
+    for link in links {
         let drops: Vec<String> = link.drops.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!(
             "  link {} -> {}: {} offered, {} sent, {} delivered, drops: {}",
@@ -181,7 +234,7 @@ fn print_emulator(e: &EmuReport) {
 }
 
 fn probe(args: ProbeArgs) -> Result<()> {
-    let topo = Topology::load(&args.topology)?;
+    let topo = load(&args.topology, args.profile)?;
     let index = |name: &str| {
         topo.host_by_name(name)
             .with_context(|| format!("no host named {name:?} in {}", topo.origin))
@@ -203,19 +256,28 @@ fn probe(args: ProbeArgs) -> Result<()> {
     };
     let report = lab.probe(&config)?;
     let emulator = lab.stop_emulator();
+    let kernel = lab.kernel_report();
     drop(lab);
     if args.json {
         let out = serde_json::json!({
+            "profile": topo.profile,
             "expected_one_way_ms": expected.as_secs_f64() * 1e3,
             "configured_loss": configured_loss,
             "probe": report,
             "emulator": emulator,
+            "kernel": kernel,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "probe {} -> {}: {} sent, {} received, loss {:.4} (configured {:.4})",
-            args.from, args.to, report.sent, report.received, report.loss, configured_loss
+            "probe {} -> {} ({} profile): {} sent, {} received, loss {:.4} (configured {:.4})",
+            args.from,
+            args.to,
+            topo.profile,
+            report.sent,
+            report.received,
+            report.loss,
+            configured_loss
         );
         println!(
             "  one-way delay ms: min {:.3}, p50 {:.3}, p99 {:.3}, max {:.3} (model {:.3})",
@@ -227,6 +289,9 @@ fn probe(args: ProbeArgs) -> Result<()> {
         );
         if let Some(e) = &emulator {
             print_emulator(e);
+        }
+        if let Some(k) = &kernel {
+            print_kernel(k);
         }
     }
     if cancel.load(Ordering::Relaxed) {

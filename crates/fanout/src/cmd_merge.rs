@@ -23,6 +23,10 @@ use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// How often a merger tells its children it is alive: a quarter of the
+/// 1 s silence after which they re-attach elsewhere.
+const KEEPALIVE: Duration = Duration::from_millis(250);
+
 /// Arguments of `fanout merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -56,6 +60,15 @@ pub struct MergeArgs {
     #[arg(long, default_value_t = 30, value_name = "SECS",
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub parent_timeout: u64,
+    /// Ancestors above --parent to re-attach to, in order, if the parent
+    /// (a merger) falls silent for 1 s: e.g. its parent, ..., the sender.
+    /// The subtree continues from its merged position (`docs/mctcp.md`).
+    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
+    pub fallback: Vec<String>,
+    /// Evict a child that sent nothing for this many milliseconds while a
+    /// sibling is ahead (a crashed lower merger; 0 = only --child-stall).
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    pub child_silence_ms: u64,
     /// Exit if no child joined within this many seconds (0 = wait forever).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
     pub wait: u64,
@@ -119,9 +132,13 @@ fn counters(st: &MergerStats) -> BTreeMap<&'static str, u64> {
         ("acks_in", st.acks_in),
         ("acks_out", st.acks_out),
         ("duplicate_forwards", st.duplicate_forwards),
+        ("duplicates_suppressed", st.duplicates_suppressed),
         ("connects_out", st.connects_out),
         ("relayed", st.relayed),
         ("relay_overflow", st.relay_overflow),
+        ("keepalives", st.keepalives),
+        ("children_resumed", st.children_resumed),
+        ("reattaches", st.reattaches),
         ("datagrams_received", st.datagrams_received),
         ("datagrams_sent", st.datagrams_sent),
     ]
@@ -156,6 +173,16 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
         child_timeout: Duration::from_secs(args.child_timeout),
         child_stall: Duration::from_secs(args.child_stall),
         parent_timeout: Duration::from_secs(args.parent_timeout),
+        // Children with a fallback chain tell a crashed merger from a quiet
+        // one by these (`fanout_transport::reattach`).
+        keepalive: Some(KEEPALIVE),
+        fallback: args
+            .fallback
+            .iter()
+            .map(|a| crate::cmd_send::resolve(a))
+            .collect::<Result<Vec<_>>>()?,
+        child_silence: (args.child_silence_ms > 0)
+            .then(|| Duration::from_millis(args.child_silence_ms)),
         ..MergerConfig::new(parent)
     };
     let start = clock.now();

@@ -40,15 +40,27 @@ pub struct RecvArgs {
     /// (default: the kernel's choice).
     #[arg(long, value_name = "ADDR")]
     pub interface: Option<std::net::Ipv4Addr>,
-    /// With an IPv4 --group: accept its datagrams from this source only
-    /// (source-specific multicast, IGMPv3), usually the sender's address.
+    /// With --group: accept its datagrams from this source only
+    /// (source-specific multicast: IGMPv3 for IPv4, MLDv2 for IPv6; the
+    /// address family of the group), usually the sender's address.
     #[arg(long, value_name = "ADDR", requires = "group")]
-    pub source: Option<std::net::Ipv4Addr>,
+    pub source: Option<std::net::IpAddr>,
     /// Send the join and all feedback to this ACK merger (`fanout merge
     /// --listen`) instead of the sender; data still comes from the sender
     /// named by --from (MCTCP, issue 4).
     #[arg(long, value_name = "HOST:PORT", requires = "from")]
     pub merger: Option<String>,
+    /// Ancestors of the --merger to re-attach to, in order, if it falls
+    /// silent (no keep-alive for 1 s): e.g. its parent merger. The sender
+    /// (--from) always ends the chain. The receiver continues from its
+    /// position; nothing is fetched twice (`docs/mctcp.md`).
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        value_delimiter = ',',
+        requires = "merger"
+    )]
+    pub merger_fallback: Vec<String>,
     /// Where to write: a file path, or an existing directory (the sender's
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
@@ -202,6 +214,17 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         Some(m) => Some(crate::cmd_send::resolve(m)?),
         None => None,
     };
+    if let (Some(_), Some(sender)) = (transport.feedback_via, join) {
+        let mut chain = args
+            .merger_fallback
+            .iter()
+            .map(|a| crate::cmd_send::resolve(a))
+            .collect::<Result<Vec<_>>>()?;
+        if chain.last() != Some(&sender) {
+            chain.push(sender);
+        }
+        transport.feedback_fallback = chain;
+    }
     let mut receiver = match join {
         Some(sender) => Receiver::join(transport, sender, clock.now()),
         None => Receiver::listen(args.net.transport(), clock.now()),

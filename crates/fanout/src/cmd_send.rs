@@ -187,7 +187,13 @@ fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     let st = session.stats();
     let cu = session.catch_up_stats().clone();
     let members = view.member_reports(&session);
-    let transport = file_session_counters(st, &cu, stats.send_syscalls);
+    let mut transport = file_session_counters(st, &cu, stats.send_syscalls);
+    transport.extend([
+        ("recv_syscalls", stats.recv_syscalls),
+        ("loop_iterations", stats.iterations),
+        ("gso_refused", stats.gso_refused),
+        ("coalesced_waits", stats.coalesced_waits),
+    ]);
     let mut report = sent_report(
         delivery.peer_label(),
         &feed,

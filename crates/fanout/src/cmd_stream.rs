@@ -114,10 +114,11 @@ pub struct StreamRecvArgs {
     /// With --group: the local IPv4 address of the interface to join on.
     #[arg(long, value_name = "ADDR")]
     pub interface: Option<Ipv4Addr>,
-    /// With an IPv4 --group: accept its datagrams from this source only
-    /// (source-specific multicast, IGMPv3), usually the sender's address.
+    /// With --group: accept its datagrams from this source only
+    /// (source-specific multicast: IGMPv3 for IPv4, MLDv2 for IPv6; the
+    /// address family of the group), usually the sender's address.
     #[arg(long, value_name = "ADDR", requires = "group")]
-    pub source: Option<Ipv4Addr>,
+    pub source: Option<std::net::IpAddr>,
     /// Without --group: local address to bind (default: any, port chosen).
     #[arg(long, value_name = "ADDR:PORT", conflicts_with = "group")]
     pub listen: Option<SocketAddr>,

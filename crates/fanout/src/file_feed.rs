@@ -60,6 +60,9 @@ impl StreamSink for SessionSender {
     }
 }
 
+/// Smallest read from the file once streaming (unless less is left), bytes.
+const MIN_READ_BYTES: usize = 64 << 10;
+
 /// A file on its way into a stream.
 pub struct FileFeed {
     path: PathBuf,
@@ -68,6 +71,8 @@ pub struct FileFeed {
     header: Vec<u8>,
     hasher: blake3::Hasher,
     chunk: Vec<u8>,
+    /// The most room the sink ever offered, bytes (about its capacity).
+    most_room: usize,
     done: u64,
     trailer: Option<Vec<u8>>,
     error: Option<anyhow::Error>,
@@ -98,6 +103,7 @@ impl FileFeed {
             manifest,
             hasher: blake3::Hasher::new(),
             chunk: vec![0u8; 256 << 10],
+            most_room: 0,
             done: 0,
             trailer: None,
             error: None,
@@ -126,7 +132,13 @@ impl FileFeed {
             self.header.clear();
         }
         let size = self.manifest.size;
-        while self.done < size && s.writable() > 0 {
+        self.most_room = self.most_room.max(s.writable());
+        // Wait for room worth a read: as the window slides, each step frees
+        // a few segments, and a read (plus a hash update) per step would
+        // cost a syscall per few KB. A quarter of the sink's capacity keeps
+        // it from running dry meanwhile.
+        let min_read = MIN_READ_BYTES.min(self.most_room / 4).max(1);
+        while self.done < size && s.writable() >= min_read.min((size - self.done) as usize) {
             let want = self
                 .chunk
                 .len()
@@ -174,5 +186,85 @@ impl FileFeed {
     /// BLAKE3 of the file, hex (valid once all of it was read).
     pub fn blake3_hex(&self) -> String {
         self.hasher.finalize().to_hex().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sink with a fixed capacity that the test frees a little at a
+    /// time, as ACKs free a send buffer; it records every write's size.
+    struct Window {
+        capacity: usize,
+        held: usize,
+        got: Vec<u8>,
+        writes: Vec<usize>,
+        finished: bool,
+    }
+
+    impl StreamSink for Window {
+        fn write_message(&mut self, msg: &[u8]) -> bool {
+            if self.writable() < msg.len() {
+                return false;
+            }
+            self.held += msg.len();
+            self.got.extend_from_slice(msg);
+            true
+        }
+        fn write(&mut self, data: &[u8]) -> usize {
+            let n = data.len().min(self.writable());
+            self.held += n;
+            self.got.extend_from_slice(&data[..n]);
+            self.writes.push(n);
+            n
+        }
+        fn writable(&self) -> usize {
+            self.capacity - self.held
+        }
+        fn finish(&mut self) {
+            self.finished = true;
+        }
+        fn abort(&mut self, _reason: &str) {}
+    }
+
+    #[test]
+    fn reads_wait_for_room_worth_a_read_and_the_stream_is_whole() {
+        let dir = std::env::temp_dir().join(format!("fanout-feed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.bin");
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(&path, &body).unwrap();
+        let mut feed = FileFeed::open(&path).unwrap();
+        let mut w = Window {
+            capacity: 1 << 20,
+            held: 0,
+            got: Vec::new(),
+            writes: Vec::new(),
+            finished: false,
+        };
+        // Free 3 KB per step (two segments acknowledged), as a session does.
+        for _ in 0..10_000 {
+            feed.feed(&mut w);
+            if w.finished {
+                break;
+            }
+            w.held = w.held.saturating_sub(3000);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(w.finished);
+        let header = feed.header_len() as usize;
+        assert_eq!(&w.got[header..header + body.len()], &body[..]);
+        assert_eq!(
+            &w.got[header + body.len()..],
+            blake3::hash(&body).as_bytes()
+        );
+        // The first write fills the window; later ones wait for 64 KiB of
+        // room, except the file's last bytes. Without the wait, each 3 KB
+        // freed would be one read.
+        let (last, middle) = w.writes[1..].split_last().unwrap();
+        assert!(middle.iter().all(|&n| n >= MIN_READ_BYTES), "{middle:?}");
+        assert!(*last <= MIN_READ_BYTES);
+        assert!(w.writes.len() < 3_000_000 / MIN_READ_BYTES + 20);
     }
 }

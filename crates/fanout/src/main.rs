@@ -3,6 +3,7 @@
 mod catch_up;
 mod cmd_demo;
 mod cmd_lab;
+mod cmd_lab_bench;
 mod cmd_merge;
 mod cmd_recv;
 mod cmd_relay;

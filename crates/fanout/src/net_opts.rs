@@ -6,6 +6,12 @@ use fanout_io::{DriverConfig, ImpairConfig};
 use fanout_transport::TransportConfig;
 use std::time::Duration;
 
+/// Default `--rx-coalesce-us`: half a millisecond of input moderation
+/// halves the wake-ups of a receiver at 100 Mbit/s and of a session sender
+/// taking ACKs from several receivers, for at most 0.5 ms of extra reaction
+/// time (round-trip samples keep the kernel's arrival times).
+const DEFAULT_RX_COALESCE_US: u64 = 500;
+
 /// Flags tuning the transport.
 #[derive(Debug, Clone, Args)]
 pub struct TransportOpts {
@@ -25,6 +31,17 @@ pub struct TransportOpts {
     /// Disable pacing (send bursts as the window allows).
     #[arg(long)]
     pub no_pacing: bool,
+    /// How late the event loop may wake for a timer, in microseconds, so one
+    /// wake-up sends several paced datagrams (in one GSO send); 0: on time.
+    #[arg(long, default_value_t = fanout_io::DEFAULT_TIMER_SLACK.as_micros() as u64, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub timer_slack_us: u64,
+    /// Input coalescing, in microseconds: after handling input, sleep this
+    /// long without waking for more, then read it all at once (datagrams
+    /// keep their kernel arrival times); 0: wake for every arrival.
+    #[arg(long, default_value_t = DEFAULT_RX_COALESCE_US, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub rx_coalesce_us: u64,
     /// Drop this fraction of received datagrams in user space (0–1), to test
     /// recovery without netem.
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_probability)]
@@ -65,6 +82,8 @@ impl TransportOpts {
             // held back by one long receive batch (the sender's window would
             // stall while a whole GRO/recvmmsg run is read).
             max_recv_per_step: 256,
+            timer_slack: Duration::from_micros(self.timer_slack_us),
+            rx_coalesce: Duration::from_micros(self.rx_coalesce_us),
             ..DriverConfig::default()
         };
         if self.inject_loss > 0.0 {

@@ -14,6 +14,7 @@ pub fn receiver_counters(st: &ReceiverStats) -> BTreeMap<&'static str, u64> {
         ("acks_sent", st.acks_sent),
         ("payload_bytes_received", st.payload_bytes_received),
         ("duplicate_bytes", st.duplicate_bytes),
+        ("reattaches", st.reattaches),
     ]
     .into_iter()
     .collect()

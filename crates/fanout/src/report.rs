@@ -126,6 +126,25 @@ pub struct MemberReport {
     pub repaired_bytes: u64,
     /// Why it left, if it did.
     pub left: Option<String>,
+    /// Receivers it stands for: 1, or an ACK merger's subtree count (its
+    /// ROSTER, `docs/wire.md` §4.8).
+    pub receivers: u64,
+    /// An ACK merger's receivers and how far each got, as its roster last
+    /// reported them (empty for a receiver of its own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subtree: Vec<SubtreeReceiverReport>,
+}
+
+/// One receiver behind an ACK merger, in the sender's report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SubtreeReceiverReport {
+    /// Its address (as its merger sees it).
+    pub addr: String,
+    /// Stream bytes it acknowledged (cumulative ACK offset), as last
+    /// reported.
+    pub acked_bytes: u64,
+    /// "via merger ADDR (member ID)".
+    pub via: String,
 }
 
 impl TransferReport {

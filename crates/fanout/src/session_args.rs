@@ -31,6 +31,17 @@ pub struct SessionSendArgs {
     /// receivers miss a segment, otherwise by unicast.
     #[arg(long, default_value_t = 0.05, value_name = "SHARE")]
     pub repair_threshold: f64,
+    /// With --group: how losses are repaired. `segment`: each lost segment
+    /// by itself (multicast or unicast by --repair-threshold); `coded`:
+    /// Reed–Solomon repair symbols per block of --repair-block segments,
+    /// as many as the receiver missing the most of the block needs (one
+    /// symbol replaces a different lost segment at each receiver),
+    /// per-segment repair where that is no cheaper.
+    #[arg(long, default_value = "segment", value_name = "POLICY", value_parser = ["segment", "coded"])]
+    pub repair: String,
+    /// With --repair coded: segments per block (2-64).
+    #[arg(long, default_value_t = 32, value_name = "SEGMENTS")]
+    pub repair_block: usize,
     /// With --group: evict a receiver that makes no progress for this long.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub stall_timeout: u64,
@@ -43,6 +54,10 @@ impl SessionSendArgs {
         ensure!(
             (0.0..=1.0).contains(&self.repair_threshold),
             "--repair-threshold must be between 0 and 1"
+        );
+        ensure!(
+            (2..=64).contains(&self.repair_block),
+            "--repair-block must be between 2 and 64"
         );
         Ok(())
     }
@@ -62,7 +77,14 @@ impl SessionSendArgs {
             join,
             wait_for_members: self.wait_for.max(1),
             wait_at_most: Duration::from_secs(self.wait_secs),
-            repair: RepairPolicy::Threshold(self.repair_threshold),
+            repair: if self.repair == "coded" {
+                RepairPolicy::Coded {
+                    block: self.repair_block,
+                    uplink_ratio: 1.0,
+                }
+            } else {
+                RepairPolicy::Threshold(self.repair_threshold)
+            },
             stall_timeout: Duration::from_secs(self.stall_timeout.max(1)),
             ..SessionConfig::default()
         }

@@ -197,9 +197,9 @@ pub struct JoinSpec {
     pub interface: Option<Ipv4Addr>,
     /// Local address without a group (default: any address, any port).
     pub listen: Option<SocketAddr>,
-    /// Accept the group's datagrams from this source only (IPv4
-    /// source-specific multicast, RFC 4607).
-    pub source: Option<Ipv4Addr>,
+    /// Accept the group's datagrams from this source only (source-specific
+    /// multicast, RFC 4607); same address family as the group.
+    pub source: Option<IpAddr>,
 }
 
 /// Binds a member's socket: on the group's port, joined to the group (for
@@ -233,9 +233,12 @@ pub fn open_member_endpoint(spec: &JoinSpec) -> Result<UdpEndpoint> {
     let interface = spec.interface.unwrap_or(Ipv4Addr::UNSPECIFIED);
     let joined = match (group.ip(), spec.source) {
         (IpAddr::V4(g), None) => ep.join_multicast_v4(g, interface),
-        (IpAddr::V4(g), Some(source)) => ep.join_source_multicast_v4(g, source, interface),
-        (IpAddr::V6(_), Some(_)) => {
-            bail!("--source: source-specific joins are supported for IPv4 groups only")
+        (IpAddr::V4(g), Some(IpAddr::V4(source))) => {
+            ep.join_source_multicast_v4(g, source, interface)
+        }
+        (IpAddr::V6(g), Some(IpAddr::V6(source))) => ep.join_source_multicast_v6(g, source, 0),
+        (g, Some(source)) => {
+            bail!("--source {source}: not of the group {g}'s address family")
         }
         (ip @ IpAddr::V6(_), None) => ep.join_multicast(ip),
     };

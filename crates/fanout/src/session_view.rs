@@ -3,7 +3,7 @@
 //! [`TABLE_HZ`] times a second); elsewhere nothing until the report. Shared
 //! by `fanout send --group` and `fanout stream send`.
 
-use crate::report::MemberReport;
+use crate::report::{MemberReport, SubtreeReceiverReport};
 use crate::upstream_relay::RelayEvent;
 use fanout_core::time::Instant;
 use fanout_transport::session::{MemberId, MemberSnapshot, SessionEvent, SessionSender};
@@ -144,7 +144,7 @@ impl SessionView {
     /// Updates the display: `position` is the progress bar's byte count.
     pub fn update(&mut self, s: &SessionSender, now: Instant, position: u64) {
         self.bar
-            .set_message(format!("{} receivers", s.member_count()));
+            .set_message(format!("{} receivers", s.receiver_count()));
         self.bar.set_position(position);
         let due = self
             .last_sample
@@ -191,7 +191,24 @@ impl SessionView {
     /// Every receiver for the report: those still in the session, then
     /// those that left (with why and their last figures).
     pub fn member_reports(&self, s: &SessionSender) -> Vec<MemberReport> {
-        let mut out: Vec<MemberReport> = s.member_snapshots().map(|m| report(&m)).collect();
+        let mut subtrees: BTreeMap<MemberId, Vec<SubtreeReceiverReport>> = BTreeMap::new();
+        for r in s.receivers() {
+            if let Some((id, merger)) = r.via {
+                subtrees.entry(id).or_default().push(SubtreeReceiverReport {
+                    addr: r.addr.to_string(),
+                    acked_bytes: r.cumulative,
+                    via: format!("via merger {merger} (member {})", id.0),
+                });
+            }
+        }
+        let mut out: Vec<MemberReport> = s
+            .member_snapshots()
+            .map(|m| MemberReport {
+                receivers: s.member_weight(m.id),
+                subtree: subtrees.remove(&m.id).unwrap_or_default(),
+                ..report(&m)
+            })
+            .collect();
         out.extend(self.left.iter().cloned());
         out
     }
@@ -216,6 +233,8 @@ fn report(m: &MemberSnapshot) -> MemberReport {
         rtos: m.rtos,
         repaired_bytes: m.repaired_bytes,
         left: None,
+        receivers: 1,
+        subtree: Vec::new(),
     }
 }
 
@@ -232,10 +251,15 @@ impl Table {
         let st = s.stats();
         let rate_sum: f64 = samples.values().map(|r| r.bps).sum();
         let mut out = format!(
-            "session {} · {} receivers ({} left) · all acked {} · {:.1} Mbit/s summed · \
+            "session {} · {} receivers{} ({} left) · all acked {} · {:.1} Mbit/s summed · \
              repairs {} multicast / {} unicast · {} RTOs",
             self.label,
-            s.member_count(),
+            s.receiver_count(),
+            if s.receiver_count() == s.member_count() as u64 {
+                String::new()
+            } else {
+                format!(" in {} members", s.member_count())
+            },
             st.members_left,
             human_bytes(s.bytes_acked_by_all()),
             rate_sum / 1e6,
@@ -270,7 +294,11 @@ impl Table {
                 "\n{:>5} {:<22} {:<10} {:>8.1} {:>8.2} {:>9.0} {:>6} {:>5} {:>10} {:>9}",
                 m.id.0,
                 m.addr.to_string(),
-                state(m, s.snd_nxt()),
+                if s.is_merger(m.id) {
+                    format!("merger×{}", s.member_weight(m.id))
+                } else {
+                    state(m, s.snd_nxt()).to_owned()
+                },
                 r.bps / 1e6,
                 m.srtt.as_secs_f64() * 1e3,
                 m.cwnd as f64 / 1024.0,
@@ -395,6 +423,53 @@ mod tests {
         assert!(reports
             .iter()
             .all(|r| r.left.is_none() && r.start_offset == 0));
+    }
+
+    /// A member that is an ACK merger (it sent a ROSTER page) is reported
+    /// with its subtree count and its receivers, marked with the merger.
+    #[test]
+    fn a_merger_member_is_reported_with_its_receivers() {
+        use fanout_transport::wire::{Frame, Header, HeaderFlags, RosterEntry, RosterFrame};
+        let mut syn = SyntheticSession::new(2);
+        let merger = syn.members[1];
+        let receiver = |i: u8| std::net::SocketAddr::from(([10, 9, 0, i], 7000));
+        let mut d = Vec::new();
+        Header {
+            flags: HeaderFlags::default(),
+            session_id: 7,
+            packet_number: 1000,
+        }
+        .encode(&mut d);
+        Frame::Roster(RosterFrame {
+            receivers: 3,
+            fan_in: 3,
+            total: 3,
+            first: 0,
+            entries: (1..=3)
+                .map(|i| RosterEntry {
+                    addr: receiver(i),
+                    cumulative: u64::from(i) * 100,
+                })
+                .collect(),
+        })
+        .encode(&mut d);
+        syn.session.handle_datagram(syn.now, merger, &d);
+        assert_eq!(syn.session.receiver_count(), 4);
+        let view = SessionView::new(None, "unicast", true);
+        let reports = view.member_reports(&syn.session);
+        let m = reports
+            .iter()
+            .find(|r| r.addr == merger.to_string())
+            .unwrap();
+        assert_eq!(m.receivers, 3);
+        assert_eq!(m.subtree.len(), 3);
+        assert_eq!(m.subtree[1].addr, receiver(2).to_string());
+        assert_eq!(m.subtree[1].acked_bytes, 200);
+        assert!(m.subtree[1].via.contains(&merger.to_string()), "{m:?}");
+        let other = reports.iter().find(|r| r.addr != m.addr).unwrap();
+        assert_eq!((other.receivers, other.subtree.len()), (1, 0));
+        let json = serde_json::to_string(&reports).unwrap();
+        assert!(json.contains("via merger"), "{json}");
     }
 
     #[test]

@@ -86,8 +86,9 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
                     "--children",
                     "2",
                     // Join upstream by count: a child arriving after the
-                    // join gets live-stream semantics (no catch-up through
-                    // mergers yet), which a slow spawn must not cause.
+                    // join would be a late joiner (catch-up of the prefix,
+                    // tested in merge_tree_netns), which a slow spawn must
+                    // not cause here.
                     "--join-ms",
                     "10000",
                     "--json",
@@ -140,6 +141,15 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
         merged += m["transport"]["acks_out"].as_u64().unwrap();
     }
     assert_eq!(sent["transport"]["members_joined"], 2, "{sent}");
+    // Each merger stands for its two receivers (its ROSTER count, carried
+    // with its CONNECT); the receivers it listed are marked with it.
+    for m in sent["members"].as_array().expect("members") {
+        assert_eq!(m["receivers"], 2, "{m}");
+        for r in m["subtree"].as_array().into_iter().flatten() {
+            let via = r["via"].as_str().unwrap();
+            assert!(via.contains(m["addr"].as_str().unwrap()), "{r} under {m}");
+        }
+    }
     let at_sender = sent["transport"]["acks_received"].as_u64().unwrap();
     eprintln!(
         "4 MiB through 2 mergers to 4 receivers: {:.2} s ({:.0} Mbit/s); receivers sent \

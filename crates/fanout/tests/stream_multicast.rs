@@ -195,21 +195,26 @@ fn without_a_multicast_route_the_sender_falls_back_to_unicast() {
     eprintln!("fallback: {why}");
 }
 
-#[test]
-fn a_source_specific_receiver_ignores_other_sources() {
-    if let Some(reason) = require_netns() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
-    let lan = LanTopology::new(4).expect("LAN");
-    let group = "232.77.1.3:7102";
+/// Streams from host 0 to hosts 1 and 2 while host 3 sends junk to the same
+/// group from another source; receiver 1 joins for `source` (host 0) only,
+/// receiver 2 the whole group. Checks that the junk reached receiver 2 only.
+fn check_source_specific_join(
+    lan: &LanTopology,
+    group: &'static str,
+    sender: (&str, &str),
+    source: &'static str,
+    junk_bind: String,
+    seed: u64,
+) {
     // Host 3 sends junk to the group for 1.5 s, from another source.
     let junk = lan
         .host(3)
         .netns()
         .spawn_in(move || {
-            let s = UdpSocket::bind("10.77.0.4:0").unwrap();
-            s.set_multicast_ttl_v4(1).unwrap();
+            let s = UdpSocket::bind(&junk_bind).unwrap();
+            if s.local_addr().unwrap().is_ipv4() {
+                s.set_multicast_ttl_v4(1).unwrap();
+            }
             let mut sent = 0u32;
             for _ in 0..1500 {
                 if s.send_to(b"not fanout", group).is_ok() {
@@ -220,18 +225,15 @@ fn a_source_specific_receiver_ignores_other_sources() {
             sent
         })
         .expect("junk sender");
-    let data = random(4 << 20, 23);
-    let sender = ("10.77.0.1:6102", "10.77.0.1:6102");
-    // Receiver 1 joins for the session sender's datagrams only; receiver 2
-    // joins the whole group.
-    let ssm = |i: usize| {
+    let data = random(4 << 20, seed);
+    let ssm = move |i: usize| {
         if i == 1 {
-            vec!["--source", "10.77.0.1"]
+            vec!["--source", source]
         } else {
             vec![]
         }
     };
-    let (sent, _, reports) = stream(&lan, 2, group, sender, &ssm, &data, None);
+    let (sent, _, reports) = stream(lan, 2, group, sender, &ssm, &data, None);
     assert!(junk.join().unwrap() > 0, "junk was sent");
     assert_eq!(sent["delivery"]["mode"], "multicast", "{sent}");
     let dropped = |r: &serde_json::Value| -> u64 {
@@ -251,6 +253,50 @@ fn a_source_specific_receiver_ignores_other_sources() {
         "junk reached the any-source receiver only: {} / {}",
         reports[0]["drops"],
         reports[1]["drops"]
+    );
+}
+
+#[test]
+fn a_source_specific_receiver_ignores_other_sources() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let lan = LanTopology::new(4).expect("LAN");
+    check_source_specific_join(
+        &lan,
+        "232.77.1.3:7102",
+        ("10.77.0.1:6102", "10.77.0.1:6102"),
+        "10.77.0.1",
+        "10.77.0.4:0".to_string(),
+        23,
+    );
+}
+
+/// The same over IPv6 (MLDv2, `MCAST_JOIN_SOURCE_GROUP`), in the SSM range
+/// ff3x::/96 (RFC 4607 §1).
+#[test]
+fn an_ipv6_source_specific_receiver_ignores_other_sources() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let config = LanConfig {
+        ipv6: true,
+        ..LanConfig::default()
+    };
+    let lan = LanTopology::with_config(4, &config).expect("LAN");
+    let me = lan.host(0).ipv6().expect("IPv6 address");
+    assert_eq!(me.to_string(), "fd77::1", "the source named below");
+    let junk = lan.host(3).ipv6().expect("IPv6 address");
+    let addr = format!("[{me}]:6105");
+    check_source_specific_join(
+        &lan,
+        "[ff35::8000:77]:7105",
+        (&addr, &addr),
+        "fd77::1",
+        format!("[{junk}]:0"),
+        26,
     );
 }
 

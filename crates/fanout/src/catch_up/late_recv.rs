@@ -49,7 +49,8 @@ pub fn receive_rest(
     started: Instant,
 ) -> Result<TransferReport> {
     let plan = Plan {
-        sender: receiver.peer().context("not connected")?,
+        // The session sender, also behind a merger (the feedback parent).
+        sender: receiver.data_source().context("not connected")?,
         session_id: receiver.session_id().context("not connected")?,
         member_id: receiver.member_id(),
         end: receiver.start_offset(),

@@ -1,0 +1,215 @@
+//! `fanout lab bench` (fanout, uftp and udpcast side by side on the same
+//! emulated topologies) and `fanout lab report` (docs/benchmarks.md and
+//! its plots from the results JSON).
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fanout_lab::bench::results::{machine, Results};
+use fanout_lab::bench::suite::{parse_size, Suite};
+use fanout_lab::bench::{plot, report, run_suite, Selection};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `fanout lab bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Suite file (TOML): tools with their rate settings, and scenarios.
+    #[arg(default_value = "benchmarks/suite.toml")]
+    suite: PathBuf,
+    /// Run only these scenarios (comma-separated names, e.g. `a,b`).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    only: Vec<String>,
+    /// Run only these tools (comma-separated, e.g. `fanout,uftp,udpcast`).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    tools: Vec<String>,
+    /// File size, e.g. `200MiB` or `4MiB` (default: the suite's).
+    #[arg(long, value_name = "SIZE")]
+    size: Option<String>,
+    /// Runs per scenario and tool (the report shows median and spread).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    runs: u32,
+    /// Longest one run may take, in seconds (default: the suite's).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write the results JSON to this file (input of `fanout lab report`).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Scratch directory for the payload and the received files (default:
+    /// a fresh one under the temporary directory, removed at the end).
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+    /// Keep each run's directory (received files, every program's output).
+    #[arg(long)]
+    keep: bool,
+}
+
+/// Arguments of `fanout lab report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results JSON written by `fanout lab bench --out`.
+    results: PathBuf,
+    /// The Markdown report to write.
+    #[arg(long, default_value = "docs/benchmarks.md", value_name = "FILE")]
+    out: PathBuf,
+    /// Directory for the SVG plots.
+    #[arg(long, default_value = "docs/benchmarks", value_name = "DIR")]
+    img_dir: PathBuf,
+    /// A Markdown file of explanations (why a target was missed, what was
+    /// unusual about the run) to include in the report as "Notes".
+    #[arg(long, value_name = "FILE")]
+    notes: Option<PathBuf>,
+}
+
+/// The command line as typed, with the program named `fanout`.
+fn command_line() -> String {
+    let mut words = vec!["fanout".to_owned()];
+    words.extend(std::env::args().skip(1));
+    words.join(" ")
+}
+
+/// fanout's version and, when the suite lies in a checkout, its commit.
+fn fanout_version(suite: &Path) -> String {
+    let dir = suite
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let commit = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["describe", "--always", "--dirty"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match commit {
+        Some(c) if !c.is_empty() => format!("{} (git {c})", env!("CARGO_PKG_VERSION")),
+        _ => env!("CARGO_PKG_VERSION").to_owned(),
+    }
+}
+
+/// Runs `fanout lab bench`.
+pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
+    if args.runs == 0 {
+        bail!("--runs: want at least 1");
+    }
+    let suite = Suite::load(&args.suite)?;
+    let size = match &args.size {
+        Some(s) => Some(parse_size(s).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let timeout = match args.timeout {
+        Some(s) => Some(Duration::try_from_secs_f64(s).context("--timeout: want seconds ≥ 0")?),
+        None => None,
+    };
+    let temp = args.work_dir.is_none();
+    let work = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("fanout-bench-{}", std::process::id()))
+    });
+    let selection = Selection {
+        scenarios: args.only.clone(),
+        tools: args.tools.clone(),
+        size,
+        runs: args.runs,
+        timeout,
+        work: work.clone(),
+        keep: args.keep,
+        cancel: Some(cancel),
+    };
+    let machine = machine(&fanout_version(&args.suite), !cfg!(debug_assertions));
+    if machine.load_start[0] > machine.cores as f64 * 0.5 {
+        eprintln!(
+            "fanout lab bench: note: load average {:.2} on {} cores; figures will be marked as taken on a loaded machine",
+            machine.load_start[0], machine.cores
+        );
+    }
+    let results = run_suite(
+        &suite,
+        &selection,
+        machine,
+        command_line(),
+        &mut |line| eprintln!("fanout lab bench: {line}"),
+        &mut |_| {},
+    );
+    if temp && !args.keep {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    let results = results?;
+    let text = serde_json::to_string_pretty(&results)?;
+    if let Some(out) = &args.out {
+        std::fs::write(out, format!("{text}\n"))
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("fanout lab bench: results in {}", out.display());
+    }
+    if args.json {
+        println!("{text}");
+    }
+    let failed = results.failures().count();
+    let invalid = results.results.iter().filter(|r| !r.valid).count();
+    if invalid > 0 {
+        eprintln!(
+            "fanout lab bench: {invalid} run(s) INVALID (the emulator fell behind): see the report"
+        );
+    }
+    if failed > 0 {
+        bail!("{failed} of {} runs failed", results.results.len());
+    }
+    Ok(())
+}
+
+/// `path` relative to `base` when it lies below it.
+fn relative(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Runs `fanout lab report`.
+pub fn report_cmd(args: ReportArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.results)
+        .with_context(|| format!("reading {}", args.results.display()))?;
+    let results: Results = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: not a `fanout lab bench` results file",
+            args.results.display()
+        )
+    })?;
+    let base = args.out.parent().unwrap_or(Path::new(""));
+    plot::write_all(&results, &args.img_dir)
+        .with_context(|| format!("writing plots into {}", args.img_dir.display()))?;
+    let regen = format!(
+        "fanout lab report {} --out {} --img-dir {}",
+        args.results.display(),
+        args.out.display(),
+        args.img_dir.display()
+    );
+    let notes = match &args.notes {
+        Some(p) => {
+            Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?)
+        }
+        None => None,
+    };
+    let regen = match &args.notes {
+        Some(p) => format!("{regen} --notes {}", p.display()),
+        None => regen,
+    };
+    let md = report::markdown(
+        &results,
+        &relative(&args.img_dir, base),
+        &regen,
+        notes.as_deref(),
+    );
+    std::fs::write(&args.out, md).with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!(
+        "fanout lab report: wrote {} and plots in {}",
+        args.out.display(),
+        args.img_dir.display()
+    );
+    Ok(())
+}
