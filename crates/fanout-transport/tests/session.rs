@@ -3,7 +3,9 @@
 
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, Rng};
-use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
+use fanout_transport::session::{
+    JoinPolicy, ReleasePolicy, SessionConfig, SessionEvent, SessionSender,
+};
 use fanout_transport::{CloseReason, Receiver};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -603,6 +605,50 @@ fn quorum_release_evicts_members_below_the_released_data() {
         ),
         "{:?}",
         net.events
+    );
+}
+
+#[test]
+fn buffer_limited_release_never_blocks_the_writer_on_a_silent_member() {
+    // 4 members, 1 MiB send buffer, 6 MiB of data: a member that goes
+    // silent cannot hold the buffer; the writer goes on, the three others
+    // get everything, and the silent one is evicted for falling behind the
+    // buffer long before its 30 s stall timeout. Under slowest-receiver
+    // release the same run waits for the stall timeout.
+    let data = random_data(6 << 20, 9);
+    let run = |release| {
+        let mut transport = config().transport;
+        transport.send_buffer_bytes = 1 << 20;
+        let cfg = SessionConfig {
+            wait_for_members: 4,
+            release,
+            stall_timeout: Duration::from_secs(30),
+            transport,
+            ..config()
+        };
+        let mut net = Net::new(cfg, 4, data.clone(), Box::new(|_, _, _| false));
+        net.run(Duration::from_millis(50));
+        net.dead[3] = true;
+        net.run(Duration::from_secs(20));
+        net
+    };
+    let limited = run(ReleasePolicy::BufferLimited);
+    for i in 0..3 {
+        assert!(limited.got[i] == data, "member {i}");
+    }
+    assert!(
+        limited.events.iter().any(|e| matches!(
+            e,
+            SessionEvent::MemberLeft { reason, .. } if reason.contains("send buffer")
+        )),
+        "{:?}",
+        limited.events
+    );
+    assert!(limited.sender.stats().buffer_limited_release_bytes > 0);
+    let slowest = run(ReleasePolicy::SlowestReceiver);
+    assert!(
+        slowest.got[0].len() < data.len(),
+        "slowest-receiver release waits for the silent member"
     );
 }
 

@@ -10,6 +10,8 @@ use crate::session_args::SessionSendArgs;
 use anyhow::{ensure, Context, Result};
 use clap::{Args, Parser};
 use fanout_sim::Scenario;
+use fanout_transport::session::policy::{RttPolicy, WindowPolicy};
+use fanout_transport::session::ReleasePolicy;
 use std::io::Write;
 use std::sync::mpsc;
 
@@ -106,6 +108,9 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
             repair: "segment".into(),
             repair_block: 32,
             stall_timeout: 10,
+            release: ReleasePolicy::SlowestReceiver,
+            window_policy: WindowPolicy::Minimum,
+            session_rtt: RttPolicy::Maximum,
         },
         out: OutputOpts {
             json: false,

@@ -9,8 +9,8 @@
 
 use anyhow::{ensure, Result};
 use clap::Args;
-use fanout_transport::session::policy::RepairPolicy;
-use fanout_transport::session::{JoinPolicy, SessionConfig};
+use fanout_transport::session::policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
+use fanout_transport::session::{JoinPolicy, ReleasePolicy, SessionConfig};
 use fanout_transport::TransportConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -45,6 +45,68 @@ pub struct SessionSendArgs {
     /// With --group: evict a receiver that makes no progress for this long.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub stall_timeout: u64,
+    /// With --group: when the send buffer frees data (SMO §II). `slowest`:
+    /// once every receiver acknowledged it; `quorum:SHARE`: once that share
+    /// of receivers did (one missing freed data is evicted); `buffer`: also
+    /// whenever the writer needs room, so a slow receiver never blocks the
+    /// others (it is evicted when it misses freed data).
+    #[arg(long, default_value = "slowest", value_name = "POLICY", value_parser = parse_release)]
+    pub release: ReleasePolicy,
+    /// With --group: the session window (SMO §II). `min`: the smallest
+    /// receiver window, TCP-fair on every path; `fair`: essentially fair,
+    /// the median receiver's window kept between 1 and 1 + log2 N times a
+    /// TCP flow's on the worst path, so a few lossy receivers do not hold
+    /// back all the others.
+    #[arg(long, default_value = "min", value_name = "POLICY", value_parser = parse_window)]
+    pub window_policy: WindowPolicy,
+    /// With --group: the session RTT that paces sending (SMO §II). `max`:
+    /// the largest receiver RTT; `pNN`: the largest among the fastest NN%
+    /// of receivers (e.g. `p90`).
+    #[arg(long, default_value = "max", value_name = "POLICY", value_parser = parse_rtt)]
+    pub session_rtt: RttPolicy,
+}
+
+/// `--release`: `slowest`, `quorum:SHARE` (0 < SHARE ≤ 1) or `buffer`.
+fn parse_release(text: &str) -> Result<ReleasePolicy, String> {
+    match text {
+        "slowest" => Ok(ReleasePolicy::SlowestReceiver),
+        "buffer" => Ok(ReleasePolicy::BufferLimited),
+        _ => {
+            let share = text
+                .strip_prefix("quorum:")
+                .and_then(|s| s.parse::<f64>().ok())
+                .filter(|f| *f > 0.0 && *f <= 1.0)
+                .ok_or("expected slowest, buffer or quorum:SHARE with 0 < SHARE <= 1")?;
+            Ok(ReleasePolicy::Quorum(share))
+        }
+    }
+}
+
+/// `--window-policy`: `min` or `fair` (the simulator's `fair` defaults:
+/// median window, a = b = 1, f(N) = 1 + log2 N).
+fn parse_window(text: &str) -> Result<WindowPolicy, String> {
+    match text {
+        "min" => Ok(WindowPolicy::Minimum),
+        "fair" => Ok(WindowPolicy::EssentiallyFair {
+            percentile: 0.5,
+            a: 1.0,
+            b: 1.0,
+            scaling: FairScaling::Log2,
+        }),
+        _ => Err("expected min or fair".into()),
+    }
+}
+
+/// `--session-rtt`: `max` or `pNN` (0 < NN ≤ 100).
+fn parse_rtt(text: &str) -> Result<RttPolicy, String> {
+    if text == "max" {
+        return Ok(RttPolicy::Maximum);
+    }
+    text.strip_prefix('p')
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|p| *p > 0.0 && *p <= 100.0)
+        .map(|p| RttPolicy::Percentile(p / 100.0))
+        .ok_or_else(|| "expected max or pNN with 0 < NN <= 100 (e.g. p90)".into())
 }
 
 impl SessionSendArgs {
@@ -86,7 +148,36 @@ impl SessionSendArgs {
                 RepairPolicy::Threshold(self.repair_threshold)
             },
             stall_timeout: Duration::from_secs(self.stall_timeout.max(1)),
+            release: self.release,
+            window: self.window_policy,
+            rtt: self.session_rtt,
             ..SessionConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_flags_parse_and_reject_nonsense() {
+        assert_eq!(parse_release("slowest"), Ok(ReleasePolicy::SlowestReceiver));
+        assert_eq!(parse_release("buffer"), Ok(ReleasePolicy::BufferLimited));
+        assert_eq!(parse_release("quorum:0.8"), Ok(ReleasePolicy::Quorum(0.8)));
+        for bad in ["quorum:0", "quorum:1.5", "quorum:", "fastest"] {
+            assert!(parse_release(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_window("min"), Ok(WindowPolicy::Minimum));
+        assert!(matches!(
+            parse_window("fair"),
+            Ok(WindowPolicy::EssentiallyFair { .. })
+        ));
+        assert!(parse_window("max").is_err());
+        assert_eq!(parse_rtt("max"), Ok(RttPolicy::Maximum));
+        assert_eq!(parse_rtt("p90"), Ok(RttPolicy::Percentile(0.9)));
+        for bad in ["p0", "p101", "90", "pxx"] {
+            assert!(parse_rtt(bad).is_err(), "{bad}");
         }
     }
 }

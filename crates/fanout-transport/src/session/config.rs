@@ -17,6 +17,12 @@ pub enum ReleasePolicy {
     /// Once this fraction (0–1] of members acknowledged it; the rest may be
     /// evicted when they fall below the buffer.
     Quorum(f64),
+    /// Once every member acknowledged it, or once the application needs its
+    /// room: a write into a full buffer releases the oldest data already
+    /// multicast at least once, so slow members never block the writer; a
+    /// member still missing released data is evicted when it needs it
+    /// repaired (SMO §II's buffer-limited release).
+    BufferLimited,
 }
 
 /// How a late joiner enters the stream.

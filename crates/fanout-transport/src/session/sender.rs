@@ -95,6 +95,9 @@ pub struct SessionStats {
     /// Members that had reported the segment lost, summed over multicast
     /// repairs (divided by `multicast_repairs`: members served per copy).
     pub multicast_repair_members: u64,
+    /// Bytes released before every member acknowledged them, to make room
+    /// for the application (buffer-limited release).
+    pub buffer_limited_release_bytes: u64,
     /// Coded repair symbols multicast (REPAIR frames, coded policy).
     pub coded_repairs: u64,
     /// Blocks repaired by coding (decisions; a block may take several).
@@ -232,7 +235,9 @@ impl SessionSender {
             cums: match config.release {
                 // Quorum release reads a rank on every ACK that progresses.
                 ReleasePolicy::Quorum(_) => OrderedIndex::new(Extreme::Min).with_rank(),
-                ReleasePolicy::SlowestReceiver => OrderedIndex::new(Extreme::Min),
+                ReleasePolicy::SlowestReceiver | ReleasePolicy::BufferLimited => {
+                    OrderedIndex::new(Extreme::Min)
+                }
             },
             cwnds: match config.window {
                 // The essentially-fair window reads a rank of the windows.
@@ -276,13 +281,50 @@ impl SessionSender {
         if self.closed.is_some() {
             return 0;
         }
+        self.make_room(data.len());
         self.buffer.write(data)
     }
 
     /// Queues `msg` as one application message (segments never span two
     /// messages). False if it does not fit now.
     pub fn write_message(&mut self, msg: &[u8]) -> bool {
-        self.closed.is_none() && self.buffer.write_message(msg)
+        if self.closed.is_some() {
+            return false;
+        }
+        self.make_room(msg.len());
+        self.buffer.write_message(msg)
+    }
+
+    /// [`ReleasePolicy::BufferLimited`]: frees up to `wanted` bytes of room
+    /// by releasing the oldest data, but only data multicast at least once
+    /// (below `snd_nxt`). Other policies release on acknowledgements only.
+    fn make_room(&mut self, wanted: usize) {
+        if self.config.release != ReleasePolicy::BufferLimited {
+            return;
+        }
+        let short = wanted.saturating_sub(self.buffer.free()) as u64;
+        let target = (self.buffer.base() + short).min(self.snd_nxt);
+        if target > self.buffer.base() {
+            self.stats.buffer_limited_release_bytes += target - self.buffer.base();
+            self.release_below(target);
+        }
+    }
+
+    /// Why a member missing released data is evicted.
+    fn released_reason(&self) -> &'static str {
+        if self.config.release == ReleasePolicy::BufferLimited {
+            "fell behind the send buffer: its data was released"
+        } else {
+            "fell behind the quorum: its data was released"
+        }
+    }
+
+    /// Frees the send buffer, the segment log and coded-repair state below
+    /// `offset`.
+    fn release_below(&mut self, offset: u64) {
+        self.buffer.release(offset);
+        self.log.release_below(offset);
+        self.coded_release(offset);
     }
 
     /// Aborts the session: every member gets RESET with `reason`.
@@ -311,6 +353,9 @@ impl SessionSender {
     pub fn writable(&self) -> usize {
         if self.closed.is_some() {
             0
+        } else if self.config.release == ReleasePolicy::BufferLimited {
+            let sent = self.snd_nxt.saturating_sub(self.buffer.base());
+            self.buffer.free() + usize::try_from(sent).unwrap_or(usize::MAX)
         } else {
             self.buffer.free()
         }
@@ -758,7 +803,7 @@ impl SessionSender {
     /// session once the whole stream is acknowledged.
     fn after_progress(&mut self) {
         let release = match self.config.release {
-            ReleasePolicy::SlowestReceiver => self.cums.min_key(),
+            ReleasePolicy::SlowestReceiver | ReleasePolicy::BufferLimited => self.cums.min_key(),
             ReleasePolicy::Quorum(f) => {
                 let n = self.cums.len();
                 let need = ((f.clamp(0.0, 1.0) * n as f64).ceil() as usize).clamp(1, n.max(1));
@@ -773,9 +818,7 @@ impl SessionSender {
             // SMO §II quorum release: data the quorum acknowledged is freed.
             // A member still missing some of it is evicted only when it
             // needs a repair of freed data (see `next_repair`).
-            self.buffer.release(r);
-            self.log.release_below(r);
-            self.coded_release(r);
+            self.release_below(r);
         }
         if self.data_open && self.slots.is_empty() && self.closed.is_none() {
             self.closed = Some(CloseReason::NoReceivers);
@@ -1037,9 +1080,12 @@ impl SessionSender {
                 continue;
             }
             if start < self.buffer.base() {
-                // Freed by a quorum release: these members cannot be repaired.
-                for id in entry.remove().ids {
-                    self.remove(id, "fell behind the quorum: its data was released", true);
+                // Freed by a quorum or buffer-limited release: these
+                // members cannot be repaired.
+                let ids = entry.remove().ids;
+                let why = self.released_reason();
+                for id in ids {
+                    self.remove(id, why, true);
                 }
                 self.after_progress();
                 continue;
@@ -1218,8 +1264,9 @@ impl SessionSender {
         let cumulative = m.cumulative;
         self.queue_repairs(now, id, lost);
         if rto && cumulative < self.buffer.base() {
-            // Its retransmission timer fired for data a quorum release freed.
-            self.remove(id, "fell behind the quorum: its data was released", true);
+            // Its retransmission timer fired for data a quorum or
+            // buffer-limited release freed.
+            self.remove(id, self.released_reason(), true);
             self.after_progress();
         } else if stalled {
             self.remove(id, "stalled: no progress within the stall timeout", true);
