@@ -9,6 +9,8 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+mod common;
+use common::Scratch;
 use fanout_netns::{require_netns, LanTopology, NsChild};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr};
@@ -27,13 +29,6 @@ fn file_size() -> usize {
     } else {
         32 << 20
     }
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fanout-mc-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
@@ -85,6 +80,8 @@ struct Run {
     sender: serde_json::Value,
     receivers: Vec<(bool, Option<serde_json::Value>)>,
     outs: Vec<PathBuf>,
+    /// Holds `outs`; removed when the run is dropped.
+    _scratch: Scratch,
 }
 
 /// One session: sender on host 0, receivers on hosts 1..=8; `extra(i)` adds
@@ -100,7 +97,8 @@ fn session(
         eprintln!("skipped: {reason}");
         return None;
     }
-    let dir = temp_dir(tag);
+    let scratch = Scratch::new(&format!("mc-{tag}"));
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     let data = write_random(&src, data_len, 7);
     let lan = LanTopology::new(RECEIVERS + 1).expect("LAN");
@@ -147,6 +145,7 @@ fn session(
         sender,
         receivers,
         outs,
+        _scratch: scratch,
     };
     let _ = std::fs::remove_file(&src);
     Some((run, data))
@@ -199,7 +198,6 @@ fn eight_receivers_get_identical_files_with_two_lossy() {
         run.sender["seconds"].as_f64().unwrap(),
         run.sender["goodput_bps"].as_f64().unwrap() / 1e6
     );
-    let _ = std::fs::remove_dir_all(run.outs[0].parent().unwrap());
 }
 
 #[test]
@@ -252,5 +250,4 @@ fn a_killed_receiver_is_evicted_and_the_rest_complete() {
         .filter(|m| !m["left"].is_null())
         .collect();
     assert_eq!(left.len(), 1, "{}", run.sender["members"]);
-    let _ = std::fs::remove_dir_all(run.outs[0].parent().unwrap());
 }

@@ -5,6 +5,7 @@
 
 use fanout_netns::{LanTopology, NsChild};
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -59,4 +60,30 @@ pub fn wait_ok(child: &mut NsChild, limit: Duration) -> bool {
         panic!("process {} did not finish within {limit:?}", child.pid())
     });
     status.success()
+}
+
+/// A fresh scratch directory `$TMPDIR/fanout-LABEL-PID`, removed when
+/// dropped — also when the test panics, so a failed run of a 256 MiB test
+/// leaves nothing behind.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// Creates it (emptied first if a killed run left it).
+    pub fn new(label: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fanout-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        Scratch(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
