@@ -125,13 +125,16 @@ impl CatchUpServer {
 
     fn on_request(&mut self, now: Instant, from: SocketAddr, member_id: u64, end: u64) {
         // The credential is the session id (random, 64 bits) and a live
-        // member id, from any address: a receiver behind an ACK merger
-        // carries its merger's member id and asks from its own host
-        // (`docs/mctcp.md`, "Late joins through mergers"). Reflection is
-        // not possible: the catch-up transfer handshakes with the
-        // requesting address before sending any data, and at most
-        // MAX_CATCH_UPS run.
-        let member = self.session.members().any(|(id, ..)| id.0 == member_id);
+        // member id, asked from that member's host — or from any host when
+        // the member is an ACK merger: a receiver behind it carries the
+        // merger's member id and asks from its own host (`docs/mctcp.md`,
+        // "Late joins through mergers"). Reflection is not possible: the
+        // catch-up transfer handshakes with the requesting address before
+        // sending any data, and at most MAX_CATCH_UPS run.
+        let session = &self.session;
+        let member = session.members().any(|(id, addr, ..)| {
+            id.0 == member_id && (addr.ip() == from.ip() || session.is_merger(id))
+        });
         let ok = member
             && end > 0
             && end <= self.session.snd_nxt()
@@ -385,25 +388,23 @@ mod tests {
         let snd_nxt = s.snd_nxt();
         assert!(snd_nxt > 0, "data went out");
         let at = |port: u16| SocketAddr::new(member.ip(), port);
-        // Refused: another member id, a range beyond what was sent, an
+        // Refused: a stranger's IP (the member is a receiver, not an ACK
+        // merger), another member id, a range beyond what was sent, an
         // empty range, another session.
+        let stranger: SocketAddr = "10.0.0.66:9000".parse().unwrap();
+        s.handle_datagram(now, stranger, &request(sid, id, snd_nxt));
         s.handle_datagram(now, at(9001), &request(sid, id + 1, snd_nxt));
         s.handle_datagram(now, at(9002), &request(sid, id, snd_nxt + 1));
         s.handle_datagram(now, at(9003), &request(sid, id, 0));
         s.handle_datagram(now, at(9004), &request(sid + 1, id, snd_nxt));
         assert_eq!(s.active(), 0);
         // (the other-session request reached the session, which drops it)
-        assert_eq!(s.catch_up_stats().refused, 3);
-        // Accepted: a receiver on another host behind an ACK merger, which
-        // names its merger's member id.
-        let behind_merger: SocketAddr = "10.0.0.66:9000".parse().unwrap();
-        s.handle_datagram(now, behind_merger, &request(sid, id, snd_nxt));
-        assert_eq!(s.active(), 1);
+        assert_eq!(s.catch_up_stats().refused, 4);
         // Accepted: the member, from its catch-up port; a repeat is absorbed
         // by the running catch-up.
         s.handle_datagram(now, at(9100), &request(sid, id, snd_nxt));
         s.handle_datagram(now, at(9100), &request(sid, id, snd_nxt));
-        assert_eq!((s.active(), s.catch_up_stats().started), (2, 2));
+        assert_eq!((s.active(), s.catch_up_stats().started), (1, 1));
         let to_catch_up = sent(&mut s, now)
             .into_iter()
             .filter(|(to, _)| *to == at(9100))
@@ -416,7 +417,7 @@ mod tests {
         assert_eq!(s.active(), MAX_CATCH_UPS);
         assert_eq!(
             s.catch_up_stats().refused,
-            3 + 100 - (MAX_CATCH_UPS as u64 - 2)
+            4 + 100 - (MAX_CATCH_UPS as u64 - 1)
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
