@@ -59,44 +59,54 @@ fn delay_and_loss_match_the_configuration() {
     }
     let _serial = one_at_a_time();
     let topo = Topology::parse(PAIR, "pair").unwrap();
-    let lab = Lab::build(&topo).unwrap();
-    let names = lab.namespace_names();
-    // 50 000 probes: the loss estimate's σ is 0.001, so ±10% of 5% is 5σ.
-    let config = ProbeConfig {
-        from: "a".into(),
-        to: "b".into(),
-        count: 50_000,
-        interval: Duration::from_micros(100),
-        payload: 100,
-        port: 47_001,
-    };
-    let report = lab.probe(&config).unwrap();
-    let expected = expected_one_way(&topo, 0, 1, 100 + IP_UDP_OVERHEAD).unwrap();
-    let expected_ms = expected.as_secs_f64() * 1e3;
-    eprintln!("expected one-way {expected_ms:.3} ms; measured {report:?}");
-    assert!(
-        (report.delay_p50_ms - expected_ms).abs() < 1.0,
-        "median one-way delay {:.3} ms vs {expected_ms:.3} ms configured",
-        report.delay_p50_ms
-    );
-    assert!(
-        (report.loss - 0.05).abs() < 0.005,
-        "loss {:.4} vs 0.05 configured",
-        report.loss
-    );
-    assert_eq!(report.duplicates, 0);
-    let mut lab = lab;
-    let emu = lab.stop_emulator().unwrap();
-    eprintln!("emulator: {:?} realtime {}", emu.lateness, emu.realtime);
-    assert!(emu.valid, "{:?}", emu.invalid_reason);
-    // Every probe lost was lost by the link's loss model: nothing else
-    // (TUN queues, the receiving kernel) dropped any.
-    let a_to_b = &emu.links[0];
-    let lost: u64 = a_to_b.drops.values().sum();
-    assert_eq!(lost, report.sent - report.received, "{a_to_b:?}");
-    assert_eq!(a_to_b.drops.keys().collect::<Vec<_>>(), ["random_loss"]);
-    drop(lab);
-    assert!(namespaces_gone(&names), "namespaces left: {names:?}");
+    // A run the emulator marks invalid (it fell behind its lateness bound:
+    // this shared 2-core VM is sometimes descheduled for milliseconds) is
+    // discarded and re-taken, as a lab user would; three invalid runs in a
+    // row fail the test.
+    for attempt in 1..=3 {
+        let mut lab = Lab::build(&topo).unwrap();
+        let names = lab.namespace_names();
+        // 50 000 probes: the loss estimate's σ is 0.001, so ±10% of 5% is 5σ.
+        let config = ProbeConfig {
+            from: "a".into(),
+            to: "b".into(),
+            count: 50_000,
+            interval: Duration::from_micros(100),
+            payload: 100,
+            port: 47_001,
+        };
+        let report = lab.probe(&config).unwrap();
+        let emu = lab.stop_emulator().unwrap();
+        drop(lab);
+        assert!(namespaces_gone(&names), "namespaces left: {names:?}");
+        eprintln!("emulator: {:?} realtime {}", emu.lateness, emu.realtime);
+        if !emu.valid {
+            eprintln!("run {attempt} invalid ({:?}): re-taken", emu.invalid_reason);
+            continue;
+        }
+        let expected = expected_one_way(&topo, 0, 1, 100 + IP_UDP_OVERHEAD).unwrap();
+        let expected_ms = expected.as_secs_f64() * 1e3;
+        eprintln!("expected one-way {expected_ms:.3} ms; measured {report:?}");
+        assert!(
+            (report.delay_p50_ms - expected_ms).abs() < 1.0,
+            "median one-way delay {:.3} ms vs {expected_ms:.3} ms configured",
+            report.delay_p50_ms
+        );
+        assert!(
+            (report.loss - 0.05).abs() < 0.005,
+            "loss {:.4} vs 0.05 configured",
+            report.loss
+        );
+        assert_eq!(report.duplicates, 0);
+        // Every probe lost was lost by the link's loss model: nothing else
+        // (TUN queues, the receiving kernel) dropped any.
+        let a_to_b = &emu.links[0];
+        let lost: u64 = a_to_b.drops.values().sum();
+        assert_eq!(lost, report.sent - report.received, "{a_to_b:?}");
+        assert_eq!(a_to_b.drops.keys().collect::<Vec<_>>(), ["random_loss"]);
+        return;
+    }
+    panic!("the emulator fell behind in three runs in a row");
 }
 
 /// A sender and three hosts behind a router; the group has two of them.
