@@ -30,6 +30,11 @@ pub struct TransportConfig {
     pub ack: AckPolicy,
     /// Pace transmissions at gain · cwnd / srtt (on by default).
     pub pacing: bool,
+    /// Sending time the pacer's bucket holds at high rates (it never holds
+    /// fewer than 10 segments; [`fanout_core::pacing::Pacer::with_burst_time`]).
+    /// A runtime that may wake up to `x` late for a pacing deadline needs
+    /// more than `x` here, or it loses sending credit on every late wake-up.
+    pub pacing_burst: Duration,
     /// Close the session after this long without hearing the peer.
     pub idle_timeout: Duration,
     /// Give up connecting after this long.
@@ -67,6 +72,7 @@ impl Default for TransportConfig {
             rto: RtoConfig::default(),
             ack: AckPolicy::default(),
             pacing: true,
+            pacing_burst: fanout_core::pacing::DEFAULT_BURST_TIME,
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             linger: Duration::from_secs(2),

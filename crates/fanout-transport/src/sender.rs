@@ -104,7 +104,7 @@ impl Sender {
         now: Instant,
     ) -> Self {
         let mss = config.max_payload();
-        let mut pacer = Pacer::new(mss);
+        let mut pacer = Pacer::new(mss).with_burst_time(config.pacing_burst);
         if !config.pacing {
             pacer = Pacer::disabled();
         }

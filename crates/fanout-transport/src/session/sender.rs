@@ -218,7 +218,7 @@ impl SessionSender {
     pub fn new(config: SessionConfig, session_id: u64, now: Instant) -> Self {
         let mss = config.transport.max_payload();
         let pacer = if config.transport.pacing {
-            Pacer::new(mss)
+            Pacer::new(mss).with_burst_time(config.transport.pacing_burst)
         } else {
             Pacer::disabled()
         };
