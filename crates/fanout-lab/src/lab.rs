@@ -17,6 +17,7 @@ use crate::emu::{EmuReport, Emulator};
 use crate::error::LabError;
 use crate::kernel::{KernelNet, KernelReport};
 use crate::topo::{Host, Profile, Topology};
+use crate::tun_offload::{set_offload, TUN_F_CSUM, TUN_F_USO4, TUN_F_USO6};
 use fanout_netns::Netns;
 use std::net::Ipv4Addr;
 
@@ -233,8 +234,15 @@ fn build_host(host: &Host) -> Result<(LabHost, tun::Device), LabError> {
             config.tun_name(TUN_IF).platform_config(|p| {
                 // Addresses and routes are set with `ip` below.
                 p.ensure_root_privileges(false);
+                // Every read and write starts with a `virtio_net_hdr`.
+                p.vnet_hdr(true);
             });
-            tun::Device::new(&config)
+            let device = tun::Device::new(&config)?;
+            // Like a NIC with checksum and UDP segmentation offload: the
+            // emulator completes checksums and splits UDP GSO packets
+            // (emu/offload.rs), not the sending process's `sendmsg`.
+            set_offload(&device, TUN_F_CSUM | TUN_F_USO4 | TUN_F_USO6)?;
+            Ok::<_, tun::Error>(device)
         })?
         .map_err(|e| LabError::Tun {
             host: host.name.clone(),

@@ -31,10 +31,11 @@ mod routing;
 mod run;
 mod tcp;
 pub mod topo;
+mod tun_offload;
 
 pub use emu::{
     classify, Classified, Core, CoreCounters, EmuPacket, EmuReport, Emulator, Lateness,
-    LatenessSummary, LinkReport, Snapshot,
+    LatenessSummary, LinkReport, OffloadCounters, Snapshot,
 };
 pub use error::LabError;
 pub use kernel::KernelReport;

@@ -115,8 +115,9 @@ impl Core {
         self.events.keys().next().map(|&(t, _)| t)
     }
 
-    /// A datagram host `host` sent, read at `now`.
-    pub fn ingress(&mut self, host: usize, bytes: &[u8], now: Instant) {
+    /// A datagram host `host` sent, read at `now`; `csum_valid` travels
+    /// with it to [`Core::advance`]'s `deliver`.
+    pub fn ingress(&mut self, host: usize, bytes: &[u8], csum_valid: bool, now: Instant) {
         let now = now.max(self.clock_floor);
         self.counters.ingress_packets += 1;
         self.counters.ingress_bytes += bytes.len() as u64;
@@ -153,14 +154,15 @@ impl Core {
         let packet = EmuPacket {
             bytes: Arc::from(&bytes[..len]),
             targets,
+            csum_valid,
         };
         self.forward(host, packet, now);
     }
 
     /// Processes every event due at or before `now`, in order, each at its
-    /// scheduled time; `deliver(host, datagram, scheduled)` releases a
-    /// packet to a host.
-    pub fn advance(&mut self, now: Instant, mut deliver: impl FnMut(usize, &[u8], Instant)) {
+    /// scheduled time; `deliver(host, datagram, csum_valid, scheduled)`
+    /// releases a packet to a host.
+    pub fn advance(&mut self, now: Instant, mut deliver: impl FnMut(usize, &[u8], bool, Instant)) {
         while let Some(entry) = self.events.first_entry() {
             let (t, _) = *entry.key();
             if t > now {
@@ -192,14 +194,14 @@ impl Core {
         node: usize,
         mut packet: EmuPacket,
         t: Instant,
-        deliver: &mut impl FnMut(usize, &[u8], Instant),
+        deliver: &mut impl FnMut(usize, &[u8], bool, Instant),
     ) {
         if node < self.hosts {
             if let Some(pos) = packet.targets.iter().position(|&h| h == node) {
                 packet.targets.swap_remove(pos);
                 self.counters.delivered_packets += 1;
                 self.counters.delivered_bytes += packet.bytes.len() as u64;
-                deliver(node, &packet.bytes, t);
+                deliver(node, &packet.bytes, packet.csum_valid, t);
             }
         }
         if !packet.targets.is_empty() {
@@ -221,6 +223,7 @@ impl Core {
             let copy = EmuPacket {
                 bytes: Arc::clone(&packet.bytes),
                 targets,
+                csum_valid: packet.csum_valid,
             };
             if let Offer::Started(done) = self.links[l].offer(copy, now) {
                 self.schedule(done, Event::TxDone(l));
@@ -289,7 +292,7 @@ mod tests {
 
     fn run_all(core: &mut Core) -> Vec<(usize, usize, Instant)> {
         let mut out = Vec::new();
-        core.advance(Instant::from_nanos(u64::MAX), |h, b, t| {
+        core.advance(Instant::from_nanos(u64::MAX), |h, b, _, t| {
             out.push((h, b.len(), t))
         });
         out
@@ -300,7 +303,12 @@ mod tests {
         let topo = Topology::parse(STAR, "star").unwrap();
         let mut core = Core::new(&topo);
         // 1000 bytes at 8 Mbit/s = 1 ms per link; 10 ms + 1 ms delays.
-        core.ingress(0, &udp([10, 78, 0, 1], [10, 78, 0, 2], 1000), Instant::ZERO);
+        core.ingress(
+            0,
+            &udp([10, 78, 0, 1], [10, 78, 0, 2], 1000),
+            false,
+            Instant::ZERO,
+        );
         let out = run_all(&mut core);
         let expect = Instant::ZERO + Duration::from_millis(1 + 10 + 1 + 1);
         assert_eq!(out, [(1, 1000, expect)]);
@@ -311,7 +319,12 @@ mod tests {
     fn multicast_copies_once_per_branch_and_skips_the_sender() {
         let topo = Topology::parse(STAR, "star").unwrap();
         let mut core = Core::new(&topo);
-        core.ingress(0, &udp([10, 78, 0, 1], [239, 1, 1, 1], 500), Instant::ZERO);
+        core.ingress(
+            0,
+            &udp([10, 78, 0, 1], [239, 1, 1, 1], 500),
+            false,
+            Instant::ZERO,
+        );
         let mut out = run_all(&mut core);
         out.sort();
         let at = |ms: u64| Instant::ZERO + Duration::from_micros(500 + 10_000 + 500 + ms * 1000);
@@ -324,15 +337,45 @@ mod tests {
     fn unknown_destinations_and_control_are_counted() {
         let topo = Topology::parse(STAR, "star").unwrap();
         let mut core = Core::new(&topo);
-        core.ingress(1, &udp([10, 78, 0, 2], [10, 9, 9, 9], 100), Instant::ZERO);
-        core.ingress(1, &udp([10, 78, 0, 2], [239, 9, 9, 9], 100), Instant::ZERO);
-        core.ingress(1, &udp([10, 78, 0, 2], [224, 0, 0, 22], 100), Instant::ZERO);
-        core.ingress(1, &[1, 2, 3], Instant::ZERO);
+        core.ingress(
+            1,
+            &udp([10, 78, 0, 2], [10, 9, 9, 9], 100),
+            false,
+            Instant::ZERO,
+        );
+        core.ingress(
+            1,
+            &udp([10, 78, 0, 2], [239, 9, 9, 9], 100),
+            false,
+            Instant::ZERO,
+        );
+        core.ingress(
+            1,
+            &udp([10, 78, 0, 2], [224, 0, 0, 22], 100),
+            false,
+            Instant::ZERO,
+        );
+        core.ingress(1, &[1, 2, 3], false, Instant::ZERO);
         let c = *core.counters();
         assert_eq!(
             (c.no_route_packets, c.control_packets, c.malformed_packets),
             (2, 1, 1)
         );
         assert!(run_all(&mut core).is_empty());
+    }
+
+    #[test]
+    fn the_checksum_flag_reaches_every_copy() {
+        let topo = Topology::parse(STAR, "star").unwrap();
+        let mut core = Core::new(&topo);
+        let to_group = udp([10, 78, 0, 1], [239, 1, 1, 1], 500);
+        core.ingress(0, &to_group, true, Instant::ZERO);
+        core.ingress(0, &to_group, false, Instant::from_nanos(1_000_000_000));
+        let mut flags = Vec::new();
+        core.advance(Instant::from_nanos(u64::MAX), |h, _, valid, _| {
+            flags.push((h, valid))
+        });
+        flags.sort();
+        assert_eq!(flags, [(1, false), (1, true), (2, false), (2, true)]);
     }
 }

@@ -4,10 +4,12 @@
 
 mod core;
 mod lateness;
+mod offload;
 mod packet;
 mod runner;
 
 pub use self::core::{Core, CoreCounters};
 pub use lateness::{Lateness, LatenessSummary};
+pub use offload::OffloadCounters;
 pub use packet::{classify, Classified, EmuPacket};
 pub use runner::{EmuReport, Emulator, LinkReport, Snapshot};

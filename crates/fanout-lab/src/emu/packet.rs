@@ -19,6 +19,9 @@ pub struct EmuPacket {
     pub bytes: Arc<[u8]>,
     /// Destination hosts this copy serves (one for unicast).
     pub targets: Vec<usize>,
+    /// Whether its L4 checksum is known to be valid (computed or verified
+    /// by the emulator): delivered with `VIRTIO_NET_HDR_F_DATA_VALID`.
+    pub csum_valid: bool,
 }
 
 impl WireSize for EmuPacket {

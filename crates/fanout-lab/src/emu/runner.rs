@@ -4,6 +4,7 @@
 
 use super::core::{Core, CoreCounters};
 use super::lateness::{Lateness, LatenessSummary};
+use super::offload::{Offload, OffloadCounters, RX_HDR_PLAIN, RX_HDR_VALID, VNET_HDR_LEN};
 use crate::error::LabError;
 use crate::topo::Topology;
 use fanout_core::Instant;
@@ -30,8 +31,9 @@ const WAKER: Token = Token(usize::MAX - 2);
 const READ_BURST: usize = 64;
 /// Longest the loop sleeps without an event (stop checks are wake-ups).
 const IDLE_CAP: Duration = Duration::from_millis(100);
-/// Read buffer: an IPv4 datagram is at most 64 KiB.
-const BUF: usize = 65_536;
+/// Read buffer: the `virtio_net_hdr`, then an IPv4 datagram (or UDP GSO
+/// super-packet) of at most 64 KiB.
+const BUF: usize = VNET_HDR_LEN + 65_536;
 /// How often the loop publishes link counters for [`Emulator::snapshot`].
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(20);
 /// SCHED_FIFO priority of the emulator thread (1–99; low, so kernel
@@ -66,11 +68,18 @@ pub struct EmuReport {
     pub counters: CoreCounters,
     /// Writes into a TUN device that failed (the packet is lost).
     pub write_errors: u64,
+    /// The NIC offloads the emulator performed (UDP GSO splits, checksums)
+    /// and the reads it dropped for malformed offload headers.
+    pub offload: OffloadCounters,
     /// Release lateness (actual minus scheduled delivery time).
     pub lateness: LatenessSummary,
     /// Whether the emulator thread ran under SCHED_FIFO (`chrt`); without
     /// it, other load on the machine delays releases more.
     pub realtime: bool,
+    /// CPU seconds (user + system) of the emulator thread. Its writes into
+    /// the hosts' TUN devices carry the receiving kernels' IP/UDP input
+    /// path too, so this is the machine's cost of the emulated network.
+    pub cpu_s: f64,
     /// False when p99 lateness exceeded the topology's bound, or the
     /// emulator failed.
     pub valid: bool,
@@ -142,6 +151,8 @@ impl Emulator {
             clock: Clock::new(),
             lateness: Lateness::default(),
             write_errors: 0,
+            offload: Offload::default(),
+            out: Vec::with_capacity(BUF),
             stop: Arc::clone(&stop),
             names: topo.node_names().iter().map(|s| (*s).to_owned()).collect(),
             ends: topo.links.iter().map(|l| (l.from, l.to)).collect(),
@@ -189,13 +200,21 @@ impl Drop for Emulator {
     }
 }
 
+/// CPU seconds the calling thread has used (0 if the clock is unavailable).
+fn thread_cpu_seconds() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+}
+
 fn failed(reason: &str) -> EmuReport {
     EmuReport {
         wall_s: 0.0,
         counters: CoreCounters::default(),
         write_errors: 0,
+        offload: OffloadCounters::default(),
         lateness: Lateness::default().summary(),
         realtime: false,
+        cpu_s: 0.0,
         valid: false,
         invalid_reason: Some(reason.to_owned()),
         links: Vec::new(),
@@ -212,6 +231,9 @@ struct Loop {
     clock: Clock,
     lateness: Lateness,
     write_errors: u64,
+    offload: Offload,
+    /// A datagram with its `virtio_net_hdr`, as written to a device.
+    out: Vec<u8>,
     stop: Arc<AtomicBool>,
     names: Vec<String>,
     ends: Vec<(usize, usize)>,
@@ -313,24 +335,37 @@ impl Loop {
 
     /// Delivers everything due now.
     fn release(&mut self) {
-        let (clock, devices) = (&self.clock, &self.devices);
+        let (clock, devices, out) = (&self.clock, &self.devices, &mut self.out);
         let (lateness, errors) = (&mut self.lateness, &mut self.write_errors);
-        self.core.advance(clock.now(), |host, bytes, due| {
-            let late = clock.now().saturating_duration_since(due);
-            lateness.record(late);
-            if devices[host].send(bytes).is_err() {
-                *errors += 1;
-            }
-        });
+        self.core
+            .advance(clock.now(), |host, bytes, csum_valid, due| {
+                let late = clock.now().saturating_duration_since(due);
+                lateness.record(late);
+                out.clear();
+                out.extend_from_slice(if csum_valid {
+                    &RX_HDR_VALID
+                } else {
+                    &RX_HDR_PLAIN
+                });
+                out.extend_from_slice(bytes);
+                if devices[host].send(out).is_err() {
+                    *errors += 1;
+                }
+            });
     }
 
-    /// Reads one datagram from device `i` into the core; false when the
-    /// device had none (or failed).
+    /// Reads one packet from device `i` into the core (a UDP GSO
+    /// super-packet as its datagrams, all stamped with the read time);
+    /// false when the device had none (or failed).
     fn read_one(&mut self, i: usize, buf: &mut [u8]) -> bool {
         match self.devices[i].recv(buf) {
             Ok(n) => {
                 let now = self.clock.now();
-                self.core.ingress(i, &buf[..n], now);
+                let core = &mut self.core;
+                // A malformed read is counted by `offload` and dropped.
+                let _ = self.offload.process(&mut buf[..n], |datagram, csum_valid| {
+                    core.ingress(i, datagram, csum_valid, now);
+                });
                 true
             }
             Err(_) => false,
@@ -395,8 +430,10 @@ impl Loop {
             wall_s: self.clock.now().as_secs_f64(),
             counters: *self.core.counters(),
             write_errors: self.write_errors,
+            offload: *self.offload.counters(),
             lateness,
             realtime: self.realtime,
+            cpu_s: thread_cpu_seconds(),
             valid: invalid_reason.is_none(),
             invalid_reason,
             links,
