@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_lab::bench::results::{machine, Results};
 use fanout_lab::bench::suite::{parse_size, Suite};
-use fanout_lab::bench::{plot, report, run_suite, Selection};
+use fanout_lab::bench::{merge, peers, plot, report, run_suite, Selection};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -46,13 +46,19 @@ pub struct BenchArgs {
     /// Keep each run's directory (received files, every program's output).
     #[arg(long)]
     keep: bool,
+    /// Fail when a peer (uftp, udpcast) is not installed instead of
+    /// installing its Debian package with apt-get.
+    #[arg(long)]
+    no_install: bool,
 }
 
 /// Arguments of `fanout lab report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Results JSON written by `fanout lab bench --out`.
-    results: PathBuf,
+    /// Results JSON written by `fanout lab bench --out`; several are merged
+    /// into one report (e.g. a slow scenario run once, the others twice).
+    #[arg(required = true, num_args = 1..)]
+    results: Vec<PathBuf>,
     /// The Markdown report to write.
     #[arg(long, default_value = "docs/benchmarks.md", value_name = "FILE")]
     out: PathBuf,
@@ -107,6 +113,15 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
         Some(s) => Some(Duration::try_from_secs_f64(s).context("--timeout: want seconds ≥ 0")?),
         None => None,
     };
+    let selected: Vec<_> = suite
+        .tools
+        .iter()
+        .filter(|t| args.tools.is_empty() || args.tools.contains(&t.name))
+        .cloned()
+        .collect();
+    peers::ensure_installed(&selected, !args.no_install, &mut |line| {
+        eprintln!("fanout lab bench: {line}")
+    })?;
     let temp = args.work_dir.is_none();
     let work = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("fanout-bench-{}", std::process::id()))
@@ -172,20 +187,26 @@ fn relative(path: &Path, base: &Path) -> String {
 
 /// Runs `fanout lab report`.
 pub fn report_cmd(args: ReportArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&args.results)
-        .with_context(|| format!("reading {}", args.results.display()))?;
-    let results: Results = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{}: not a `fanout lab bench` results file",
-            args.results.display()
-        )
-    })?;
+    let mut parts = Vec::with_capacity(args.results.len());
+    for path in &args.results {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let part: Results = serde_json::from_str(&text).with_context(|| {
+            format!("{}: not a `fanout lab bench` results file", path.display())
+        })?;
+        parts.push(part);
+    }
+    let results = merge::merge(parts).map_err(anyhow::Error::msg)?;
     let base = args.out.parent().unwrap_or(Path::new(""));
     plot::write_all(&results, &args.img_dir)
         .with_context(|| format!("writing plots into {}", args.img_dir.display()))?;
     let regen = format!(
         "fanout lab report {} --out {} --img-dir {}",
-        args.results.display(),
+        args.results
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
         args.out.display(),
         args.img_dir.display()
     );

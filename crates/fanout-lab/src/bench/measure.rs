@@ -240,6 +240,7 @@ fn failed(error: String) -> RunResult {
         wire_per_file_byte: 0.0,
         lateness_p99_us: 0,
         realtime: false,
+        emulator_cpu_s: None,
         drops: BTreeMap::new(),
         load_before: [0.0; 3],
         load_after: [0.0; 3],
@@ -492,6 +493,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         wire_per_file_byte: sender_link_bytes as f64 / size as f64,
         lateness_p99_us: p99,
         realtime,
+        emulator_cpu_s: f.emu.as_ref().map(|e| e.cpu_s),
         drops,
         tcp,
         sender_log_tail: format!(

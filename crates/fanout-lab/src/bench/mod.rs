@@ -11,7 +11,9 @@
 //! source. A run whose emulator fell behind is kept and marked invalid.
 
 pub mod measure;
+pub mod merge;
 pub mod payload;
+pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod results;
@@ -124,11 +126,20 @@ pub fn run_suite(
         keep: sel.keep,
     };
     let runs = sel.runs.max(1);
-    let total = scenarios.len() * tools.len() * runs as usize;
+    let pairs = scenarios
+        .iter()
+        .map(|s| tools.iter().filter(|t| t.runs_in(&s.name)).count())
+        .sum::<usize>();
+    let total = pairs * runs as usize;
     let mut results = Vec::with_capacity(total);
     'all: for scn in &scenarios {
+        // The command line's --timeout overrides the scenario's and the suite's.
+        let ctx = Context {
+            timeout: sel.timeout.unwrap_or_else(|| suite.timeout_for(scn)),
+            ..ctx.clone()
+        };
         for run in 1..=runs {
-            for tool in &tools {
+            for tool in tools.iter().filter(|t| t.runs_in(&scn.name)) {
                 if ctx
                     .cancel
                     .as_ref()

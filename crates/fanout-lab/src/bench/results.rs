@@ -79,6 +79,9 @@ pub struct RunResult {
     pub lateness_p99_us: u64,
     /// The emulator thread ran under SCHED_FIFO.
     pub realtime: bool,
+    /// CPU seconds of the emulator thread (absent in older results).
+    #[serde(default)]
+    pub emulator_cpu_s: Option<f64>,
     /// Drops on all links, by reason.
     pub drops: BTreeMap<String, u64>,
     /// 1-, 5-, 15-minute load averages before the run.

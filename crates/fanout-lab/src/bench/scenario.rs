@@ -157,6 +157,7 @@ mod tests {
             }),
             competing_tcp: None,
             queue_packets: Some(50),
+            timeout: None,
         }
     }
 

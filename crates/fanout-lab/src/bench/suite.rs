@@ -10,6 +10,7 @@
 //! kind = "uftp"            # fanout | uftp | udpcast
 //! args = ["-R", "95000"]   # extra sender arguments
 //! rate = "fixed 95 Mbit/s (-R 95000)"   # how its rate is set, for the report
+//! scenarios = ["d"]        # run only in these scenarios (default: all)
 //!
 //! [[scenario]]
 //! name = "b"
@@ -23,6 +24,7 @@
 //! slow = { receivers = 1, rate = "20Mbit" }   # the first receivers' links
 //! competing_tcp = { bottleneck_rate = "100Mbit", delay = "10ms", cc = "cubic" }
 //! queue_packets = 100      # DropTail length of every link (default 100)
+//! timeout = "900s"         # this scenario's per-run timeout (default: the suite's)
 //! ```
 
 use crate::error::LabError;
@@ -64,6 +66,17 @@ pub struct ToolSpec {
     pub args: Vec<String>,
     /// How its sending rate is set, in words, for the report.
     pub rate: String,
+    /// Scenarios it runs in (empty: all), e.g. a variant meant for one
+    /// network only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<String>,
+}
+
+impl ToolSpec {
+    /// Whether this tool runs in scenario `name`.
+    pub fn runs_in(&self, name: &str) -> bool {
+        self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == name)
+    }
 }
 
 /// A slower group of receivers in a scenario.
@@ -139,6 +152,10 @@ pub struct ScenarioSpec {
     /// simulator's 100).
     #[serde(default)]
     pub queue_packets: Option<u32>,
+    /// Per-run timeout of this scenario (default: the suite's), e.g. for a
+    /// lossy path where TCP-friendly tools need minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -170,6 +187,15 @@ pub struct Suite {
 }
 
 impl Suite {
+    /// The per-run timeout of `scenario`: its own, else the suite's.
+    pub fn timeout_for(&self, scenario: &ScenarioSpec) -> Duration {
+        scenario
+            .timeout
+            .as_deref()
+            .and_then(|t| parse_duration(t).ok())
+            .unwrap_or(self.timeout)
+    }
+
     /// Reads and validates a suite file.
     pub fn load(path: &std::path::Path) -> Result<Self, LabError> {
         let text = std::fs::read_to_string(path).map_err(|source| LabError::Read {
@@ -214,6 +240,13 @@ impl Suite {
             if self.tools[..i].iter().any(|o| o.name == t.name) {
                 return Err(format!("tool {:?} is defined twice", t.name));
             }
+            if let Some(s) = t
+                .scenarios
+                .iter()
+                .find(|s| !self.scenarios.iter().any(|o| &o.name == *s))
+            {
+                return Err(format!("tool {:?}: no scenario {s:?}", t.name));
+            }
         }
         for (i, s) in self.scenarios.iter().enumerate() {
             check_name("scenario", &s.name)?;
@@ -223,6 +256,9 @@ impl Suite {
             let at = format!("scenario {:?}", s.name);
             if s.receivers == 0 || s.receivers > MAX_RECEIVERS {
                 return Err(format!("{at}: receivers: want 1 to {MAX_RECEIVERS}"));
+            }
+            if let Some(t) = &s.timeout {
+                parse_duration(t).map_err(|e| format!("{at}: timeout: {e}"))?;
             }
             if !(0.0..1.0).contains(&s.loss) {
                 return Err(format!("{at}: loss {} outside [0, 1)", s.loss));
@@ -288,6 +324,11 @@ mod tests {
         assert_eq!(names, ["a", "b", "c", "d", "e", "f"]);
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
+        // (d)'s TCP-friendly runs need minutes; the fair-window variant of
+        // fanout runs there only.
+        assert!(s.timeout_for(&s.scenarios[3]) > s.timeout);
+        let fair = s.tool("fanout-fair").unwrap();
+        assert!(fair.runs_in("d") && !fair.runs_in("b"));
     }
 
     #[test]
@@ -300,5 +341,7 @@ mod tests {
         assert!(e(&base.replace("size = \"200MiB\"", "size = \"0\"")).contains("size"));
         assert!(e(&base.replace("loss = 0.01", "loss = 1.5")).contains("loss"));
         assert!(e("").contains("at least one"));
+        assert!(e(&base.replace("scenarios = [\"d\"]", "scenarios = [\"z\"]")).contains("\"z\""));
+        assert!(e(&base.replace("timeout = \"1200s\"", "timeout = \"soon\"")).contains("timeout"));
     }
 }

@@ -224,6 +224,7 @@ mod tests {
             kind,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             rate: "r".into(),
+            scenarios: Vec::new(),
         }
     }
 

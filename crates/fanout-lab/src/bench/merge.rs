@@ -1,0 +1,153 @@
+//! One report from several `fanout lab bench` invocations (e.g. the slow
+//! lossy scenario run once, the others several times): their results are
+//! merged into one [`Results`], keeping every run and saying which
+//! invocations and machines states they came from.
+
+use super::results::Results;
+
+/// Merges `parts` (at least one) in order. All must be for the same file
+/// size and machine (cores, kernel). Tools and scenarios are the union by
+/// name (first definition kept); runs are concatenated; `command` lists
+/// every invocation, one per line; the machine notes keep the first part's
+/// hardware and start load and the last part's end load, and join each
+/// differing version or date with "; ". Scenarios end up sorted by name.
+pub fn merge(parts: Vec<Results>) -> Result<Results, String> {
+    let mut parts = parts.into_iter();
+    let mut all = parts.next().ok_or("no results to merge")?;
+    for (i, p) in parts.enumerate() {
+        let which = format!("results file {}", i + 2);
+        if p.size != all.size {
+            return Err(format!(
+                "{which}: file size {} differs from {}",
+                p.size, all.size
+            ));
+        }
+        let (m, n) = (&all.machine, &p.machine);
+        if (m.cores, &m.kernel) != (n.cores, &n.kernel) {
+            return Err(format!(
+                "{which}: taken on another machine ({} cores, kernel {})",
+                n.cores, n.kernel
+            ));
+        }
+        all.command = format!("{}\n{}", all.command, p.command);
+        all.runs = all.runs.max(p.runs);
+        let m = &mut all.machine;
+        m.date = join_distinct(&m.date, &n.date);
+        m.load_end = n.load_end;
+        m.fanout_release_build &= n.fanout_release_build;
+        for (k, v) in &n.versions {
+            let joined = m.versions.get(k).map_or(v.clone(), |w| join_distinct(w, v));
+            m.versions.insert(k.clone(), joined);
+        }
+        for t in p.tools {
+            if !all.tools.iter().any(|u| u.name == t.name) {
+                all.tools.push(t);
+            }
+        }
+        for s in p.scenarios {
+            if !all.scenarios.iter().any(|u| u.name == s.name) {
+                all.scenarios.push(s);
+            }
+        }
+        all.results.extend(p.results);
+    }
+    all.scenarios.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(all)
+}
+
+/// `a`, or `a; b` when `b` is different and not already listed.
+fn join_distinct(a: &str, b: &str) -> String {
+    if a.split("; ").any(|x| x == b) {
+        a.to_owned()
+    } else {
+        format!("{a}; {b}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::results::Machine;
+    use crate::bench::suite::{ScenarioSpec, ToolKind, ToolSpec};
+
+    fn part(date: &str, fanout: &str, scenario: &str, tools: &[&str]) -> Results {
+        Results {
+            suite: "s.toml".into(),
+            command: format!("fanout lab bench --only {scenario}"),
+            size: 1 << 20,
+            runs: 1,
+            machine: Machine {
+                cores: 2,
+                cpu_model: "cpu".into(),
+                kernel: "6.18".into(),
+                load_start: [1.0; 3],
+                load_end: [2.0; 3],
+                date: date.into(),
+                versions: [("fanout".to_owned(), fanout.to_owned())].into(),
+                fanout_release_build: true,
+            },
+            tools: tools
+                .iter()
+                .map(|t| ToolSpec {
+                    name: (*t).into(),
+                    kind: ToolKind::Fanout,
+                    args: Vec::new(),
+                    rate: "r".into(),
+                    scenarios: Vec::new(),
+                })
+                .collect(),
+            scenarios: vec![ScenarioSpec {
+                name: scenario.into(),
+                title: "t".into(),
+                receivers: 1,
+                sender_rate: "1Gbit".into(),
+                receiver_rate: "1Gbit".into(),
+                delay: "1ms".into(),
+                receiver_delay: None,
+                loss: 0.0,
+                slow: None,
+                competing_tcp: None,
+                queue_packets: None,
+                timeout: None,
+            }],
+            results: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unions_tools_and_scenarios_and_records_both_invocations() {
+        let mut d = part("15:00", "0.1.0 (git a)", "d", &["fanout", "fanout-fair"]);
+        d.runs = 1;
+        let mut b = part("16:00", "0.1.0 (git b)", "b", &["fanout", "uftp"]);
+        b.runs = 2;
+        let m = merge(vec![d, b]).unwrap();
+        let names = |v: Vec<&str>| v.join(",");
+        assert_eq!(
+            names(m.tools.iter().map(|t| t.name.as_str()).collect()),
+            "fanout,fanout-fair,uftp"
+        );
+        assert_eq!(
+            names(m.scenarios.iter().map(|s| s.name.as_str()).collect()),
+            "b,d"
+        );
+        assert_eq!(m.runs, 2);
+        assert_eq!(m.command.lines().count(), 2);
+        assert_eq!(m.machine.date, "15:00; 16:00");
+        assert_eq!(m.machine.versions["fanout"], "0.1.0 (git a); 0.1.0 (git b)");
+    }
+
+    #[test]
+    fn refuses_other_sizes_and_machines() {
+        let mut other = part("x", "v", "b", &["fanout"]);
+        other.size = 2 << 20;
+        assert!(merge(vec![part("x", "v", "d", &["fanout"]), other])
+            .unwrap_err()
+            .contains("size"));
+        let mut other = part("x", "v", "b", &["fanout"]);
+        other.machine.cores = 4;
+        assert!(merge(vec![part("x", "v", "d", &["fanout"]), other])
+            .unwrap_err()
+            .contains("machine"));
+        assert!(merge(Vec::new()).is_err());
+    }
+}
