@@ -75,7 +75,21 @@ fn link<'a>(links: &'a [LinkReport], from: &str, to: &str) -> &'a LinkReport {
         .unwrap_or_else(|| panic!("no link {from} -> {to} in {links:?}"))
 }
 
+/// [`measure_once`], re-taken (at most 3 times, as the self-check does)
+/// when the emulator marks the run invalid: it fell behind on a machine
+/// busy with other work, and its figures would not be the model's.
 fn measure(profile: Profile) -> Measured {
+    for attempt in 1..=3 {
+        match measure_once(profile) {
+            Ok(m) => return m,
+            Err(reason) => eprintln!("  run {attempt} invalid ({reason}): re-taken"),
+        }
+    }
+    panic!("{profile}: the emulator fell behind in 3 runs");
+}
+
+/// One measurement; `Err` (why) when the emulator fell behind.
+fn measure_once(profile: Profile) -> Result<Measured, String> {
     let topo = crosscheck(profile);
     let mut lab = Lab::build(&topo).unwrap();
     let names = lab.namespace_names();
@@ -105,7 +119,11 @@ fn measure(profile: Profile) -> Measured {
                 "  emulator lateness {:?} realtime {}",
                 emu.lateness, emu.realtime
             );
-            assert!(emu.valid, "{:?}", emu.invalid_reason);
+            if !emu.valid {
+                drop(lab);
+                assert!(namespaces_gone(&names), "namespaces left: {names:?}");
+                return Err(emu.invalid_reason.unwrap_or_default());
+            }
             emu.links
         }
         Profile::Kernel => {
@@ -126,7 +144,7 @@ fn measure(profile: Profile) -> Measured {
     };
     drop(lab);
     assert!(namespaces_gone(&names), "namespaces left: {names:?}");
-    measured
+    Ok(measured)
 }
 
 #[test]

@@ -4,29 +4,12 @@
 //! process behind. Skipped without namespace support unless
 //! FANOUT_NETNS_REQUIRED=1.
 
+#[path = "common/lab_cli.rs"]
+mod lab_cli;
+
+use lab_cli::{fanout, skip};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
-
-fn skip() -> bool {
-    if let Some(reason) = fanout_netns::require_netns() {
-        eprintln!("skipped: {reason}");
-        return true;
-    }
-    false
-}
-
-fn fanout() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fanout"))
-}
-
-/// A fresh directory for this test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fanout-lab-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use std::process::{Output, Stdio};
 
 fn write_topology(dir: &Path, commands: &str) -> PathBuf {
     // This file tests the run's mechanics (commands, output, teardown), not
@@ -73,7 +56,7 @@ fn runs_a_transfer_and_reports_every_command() {
     if skip() {
         return;
     }
-    let dir = scratch("transfer");
+    let dir = lab_cli::scratch("lab", "transfer");
     let file = dir.join("payload.bin");
     let bytes: Vec<u8> = (0..2_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(&file, &bytes).unwrap();
@@ -131,7 +114,7 @@ fn a_timeout_kills_the_commands_and_fails_the_run() {
     if skip() {
         return;
     }
-    let dir = scratch("timeout");
+    let dir = lab_cli::scratch("lab", "timeout");
     let topo = write_topology(
         &dir,
         "[[command]]\nhost = \"a\"\ncmd = \"sleep 30\"\n[[command]]\nhost = \"b\"\ncmd = \"true\"\n",
@@ -152,87 +135,17 @@ fn a_timeout_kills_the_commands_and_fails_the_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// PIDs of processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmdline).contains(marker) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
 #[test]
 fn killing_a_run_midway_leaves_nothing_behind() {
     if skip() {
         return;
     }
-    let dir = scratch("kill");
+    let dir = lab_cli::scratch("lab", "kill");
     // A unique sleep length marks our processes.
     let marker = format!("777.{}", std::process::id());
-    let commands = format!(
-        "[[command]]\nhost = \"a\"\ncmd = \"sleep {marker}\"\n\
-         [[command]]\nhost = \"b\"\ncmd = \"sleep {marker}\"\nbackground = true\n"
-    );
+    let commands = lab_cli::sleeping_commands(&marker);
     let topo = write_topology(&dir, &commands);
-    let mut child = fanout()
-        .args(["lab", "run", "--timeout", "120"])
-        .arg(&topo)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let prefix = format!("{}{}-", fanout_netns::NAME_PREFIX, child.id());
-    let ours = || {
-        fanout_netns::list_namespaces()
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.starts_with(&prefix))
-            .collect::<Vec<_>>()
-    };
-    // Wait until the lab is up and both commands run.
-    let mut up = false;
-    for _ in 0..300 {
-        if ours().len() == 2 && processes_with(&marker).len() >= 2 {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(up, "lab never came up: {:?}", ours());
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mut exited = None;
-    for _ in 0..600 {
-        if let Some(s) = child.try_wait().unwrap() {
-            exited = Some(s);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let Some(status) = exited else {
-        let _ = child.kill();
-        panic!("fanout lab run did not stop within 30 s of SIGTERM");
-    };
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!status.success(), "a cancelled run must fail");
-    assert!(stdout.contains("Cancelled"), "stdout: {stdout}");
-    assert_eq!(ours(), Vec::<String>::new(), "namespaces left behind");
-    assert_eq!(
-        processes_with(&marker),
-        Vec::<u32>::new(),
-        "processes left behind"
-    );
+    // Up: the two hosts.
+    lab_cli::sigterm_midway_leaves_nothing(&[], &topo, 2, &marker);
     let _ = std::fs::remove_dir_all(&dir);
 }
