@@ -199,6 +199,12 @@ fn print_emulator(e: &EmuReport) {
             Some(why) => format!("INVALID: {why}"),
         }
     );
+    let o = &e.offload;
+    println!(
+        "  offloads: {} UDP GSO packets split into {} datagrams, {} checksums filled, {} malformed \
+         dropped; emulator CPU {:.2} s",
+        o.gso_packets, o.gso_segments, o.csum_filled, o.malformed, e.cpu_s
+    );
     print_links(&e.links);
 }
 
