@@ -241,7 +241,6 @@ fn failed(error: String) -> RunResult {
         lateness_p99_us: 0,
         realtime: false,
         emulator_cpu_s: None,
-        machine_cpu_s: None,
         drops: BTreeMap::new(),
         load_before: [0.0; 3],
         load_after: [0.0; 3],
@@ -300,7 +299,6 @@ fn measure(
         std::thread::sleep(Duration::from_secs_f64(c.warmup_s));
         flow = Some((source, sink));
     }
-    let busy_before = machine_busy_s();
     let mut receivers = Vec::with_capacity(names.len());
     for (name, cmd) in names.iter().zip(&plan.receivers) {
         receivers.push(spawn(&lab, name, &dir.join(name), &cmd.argv, ctx)?);
@@ -368,9 +366,6 @@ fn measure(
     }
     drop(flow_stop(flow));
     let emu = lab.stop_emulator();
-    let machine_cpu_s = busy_before
-        .zip(machine_busy_s())
-        .map(|(before, after)| after - before);
     drop(lab);
     Ok(figures(
         Figures {
@@ -384,7 +379,6 @@ fn measure(
             names: &names,
             emu,
             tcp: tcp_at_end.map(|end| end.saturating_sub(tcp_at_start)),
-            machine_cpu_s,
         },
         error,
     ))
@@ -409,30 +403,6 @@ struct Figures<'a> {
     names: &'a [String],
     emu: Option<EmuReport>,
     tcp: Option<u64>,
-    machine_cpu_s: Option<f64>,
-}
-
-/// Busy CPU seconds of the whole machine since boot (`/proc/stat`).
-fn machine_busy_s() -> Option<f64> {
-    let ticks = busy_ticks(&std::fs::read_to_string("/proc/stat").ok()?)?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
-    Some(ticks as f64 / hz as f64)
-}
-
-/// Busy ticks (user + nice + system + irq + softirq + steal; idle and
-/// iowait left out, guest time already inside user) of `/proc/stat`'s
-/// `cpu` line.
-fn busy_ticks(stat: &str) -> Option<u64> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    // user nice system idle iowait irq softirq steal ...
-    let at = |i: usize| v.get(i).copied().unwrap_or(0);
-    (v.len() >= 4).then(|| at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
 }
 
 fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
@@ -524,7 +494,6 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         lateness_p99_us: p99,
         realtime,
         emulator_cpu_s: f.emu.as_ref().map(|e| e.cpu_s),
-        machine_cpu_s: f.machine_cpu_s,
         drops,
         tcp,
         sender_log_tail: format!(
@@ -541,22 +510,6 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn busy_ticks_leave_out_idle_and_iowait() {
-        let stat = "cpu  100 2 30 5000 40 6 7 8 9 0\ncpu0 50 1 15 2500 20 3 3 4 0 0\n";
-        assert_eq!(busy_ticks(stat), Some(100 + 2 + 30 + 6 + 7 + 8));
-        assert_eq!(
-            busy_ticks("cpu  1 2 3 4\n"),
-            Some(6),
-            "old kernels: 4 fields"
-        );
-        assert_eq!(busy_ticks("cpu0 1 2 3 4\n"), None, "the total line only");
-        assert_eq!(busy_ticks("cpu  1 x 3 4\n"), None);
-        assert_eq!(busy_ticks("cpu  1 2\n"), None);
-        let now = machine_busy_s().unwrap();
-        assert!(now > 0.0);
-    }
 
     #[test]
     fn parses_dash_and_bash_times() {

@@ -49,9 +49,6 @@ pub struct Stats {
     /// CPU seconds of every process of the run together (sender, all
     /// receivers, the emulator) per counted run: what the machine spent.
     pub total_cpu: Vec<f64>,
-    /// The machine's busy CPU seconds minus `total_cpu`, per counted run:
-    /// other work (the bench itself, kernel threads, anything else).
-    pub other_cpu: Vec<f64>,
     /// Receivers verified / receivers, over all runs.
     pub verified: (usize, usize),
     /// TCP and tool Mbit/s per counted run (fairness scenarios).
@@ -250,8 +247,8 @@ pub fn markdown(res: &Results, img_rel: &str, regen: &str, notes: Option<&str>) 
         md,
         "Load averages below count the suite's own processes too (the emulator thread and 5 to 17 \
          programs per run), so a 1-minute load near the number of cores is what the suite itself \
-         makes. The *all CPU s* and *other CPU s* columns give each run's own CPU seconds and what \
-         anything else took meanwhile.\n"
+         makes; the notes say whether anything else ran. The *all CPU s* column gives each run's own \
+         CPU seconds.\n"
     );
     let _ = writeln!(md, "Reproduce:\n\n```sh\n{}\n{regen}\n```\n", res.command);
     let _ = writeln!(md, "## Machine\n");
@@ -333,10 +330,6 @@ pub fn markdown(res: &Results, img_rel: &str, regen: &str, notes: Option<&str>) 
          - **all CPU s**: the sender's, every receiver's and the emulator thread's CPU seconds together \
          (the emulator's writes into the hosts' TUN devices carry their kernels' receive path): what \
          the machine spent on the run; near cores × wall s, the run was bound by the machine's CPU.\n\
-         - **other CPU s**: the machine's busy CPU seconds (`/proc/stat`) from the receivers' start \
-         until the emulator stopped, minus *all CPU s*: the bench's own polling (and in (f) the \
-         competing TCP flow's sender and receiver), kernel threads, and any other work on the \
-         machine. Near zero: nothing else competed.\n\
          - **verified**: received files with the source's size and BLAKE3 hash, over all runs.\n\
          - **runs ok / valid**: completed with every file verified / of those, runs whose emulator \
          kept its p99 release lateness within 1 ms. Figures come from valid runs; if none was valid they \
@@ -474,8 +467,8 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
     let (base_wall, base_wire) = (median(&base.wall), median(&base.wire));
     let _ = writeln!(
         md,
-        "| tool | runs ok / valid / total | wall s | goodput Mbit/s (slowest / mean) | wire B/B | sender CPU s | receiver CPU s | all CPU s | other CPU s | verified | wall vs fanout | wire vs fanout |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| tool | runs ok / valid / total | wall s | goodput Mbit/s (slowest / mean) | wire B/B | sender CPU s | receiver CPU s | all CPU s | verified | wall vs fanout | wire vs fanout |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for t in &res.tools {
         let st = stats_of(res, &s.name, &t.name);
@@ -493,7 +486,7 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
         };
         let _ = writeln!(
             md,
-            "| {}{mark} | {} / {} / {} | {} | {goodput} | {} | {} | {} | {} | {} | {} / {} | {} | {} |",
+            "| {}{mark} | {} / {} / {} | {} | {goodput} | {} | {} | {} | {} | {} / {} | {} | {} |",
             t.name,
             st.ok,
             st.ok_valid,
@@ -503,7 +496,6 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
             spread(&st.sender_cpu, 2),
             spread(&st.receiver_cpu, 2),
             spread(&st.total_cpu, 1),
-            spread(&st.other_cpu, 1),
             st.verified.0,
             st.verified.1,
             ratio(median(&st.wall), base_wall),

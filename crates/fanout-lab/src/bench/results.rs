@@ -82,12 +82,6 @@ pub struct RunResult {
     /// CPU seconds of the emulator thread (absent in older results).
     #[serde(default)]
     pub emulator_cpu_s: Option<f64>,
-    /// Busy CPU seconds of the whole machine (`/proc/stat`: user, nice,
-    /// system, irq, softirq, steal) from the receivers' start until the
-    /// emulator stopped; minus the run's own programs and emulator, what
-    /// other work took (absent in older results).
-    #[serde(default)]
-    pub machine_cpu_s: Option<f64>,
     /// Drops on all links, by reason.
     pub drops: BTreeMap<String, u64>,
     /// 1-, 5-, 15-minute load averages before the run.
