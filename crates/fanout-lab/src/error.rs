@@ -61,4 +61,20 @@ impl LabError {
             source,
         }
     }
+
+    /// The text of a file a loader parses, or a [`LabError::Read`] naming it.
+    pub(crate) fn read_text(path: &std::path::Path) -> Result<String, Self> {
+        std::fs::read_to_string(path).map_err(|source| LabError::Read {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Turns messages into [`LabError::Topology`] errors about `origin`.
+    pub(crate) fn in_file(origin: &str) -> impl Fn(String) -> Self + Copy + '_ {
+        move |message| LabError::Topology {
+            file: origin.to_owned(),
+            message,
+        }
+    }
 }

@@ -244,19 +244,12 @@ pub struct Topology {
 impl Topology {
     /// Reads and validates a topology file.
     pub fn load(path: &std::path::Path) -> Result<Self, LabError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LabError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text, &path.display().to_string())
+        Self::parse(&LabError::read_text(path)?, &path.display().to_string())
     }
 
     /// Parses and validates topology text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, LabError> {
-        let err = |message: String| LabError::Topology {
-            file: origin.to_owned(),
-            message,
-        };
+        let err = LabError::in_file(origin);
         let file: TopologyFile = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         resolve(file, origin).map_err(err)
     }

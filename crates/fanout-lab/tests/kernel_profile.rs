@@ -25,7 +25,10 @@ use fanout_io::Clock;
 use fanout_lab::{
     Lab, LinkReport, ProbeConfig, ProbeReport, Profile, TcpSink, TcpSource, Topology,
 };
-use std::net::{Ipv4Addr, UdpSocket};
+#[path = "common/multicast.rs"]
+mod multicast;
+
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -247,51 +250,27 @@ fn kernel_multicast_reaches_the_static_members_only() {
     let lab = Lab::build(&topo).unwrap();
     let names = lab.namespace_names();
     assert_eq!(names.len(), 5, "four hosts and the switch: {names:?}");
-    let group = Ipv4Addr::new(239, 77, 1, 1);
     // Every receiver joins, "other" too: membership is the file's, so the
-    // bridge must not learn "other" from its IGMP report.
-    let bind = |name: &str| {
-        let h = lab.host(name).unwrap();
-        let ip = h.ip();
-        h.netns()
-            .run_in(move || {
-                let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 47_012))?;
-                s.join_multicast_v4(&group, &ip)?;
-                s.set_read_timeout(Some(Duration::from_millis(500)))?;
-                Ok::<_, std::io::Error>(s)
-            })
-            .unwrap()
-            .unwrap()
-    };
-    let (m1, m2, other) = (bind("m1"), bind("m2"), bind("other"));
-    // Let the IGMP reports go out (and be dropped at the ports).
-    std::thread::sleep(Duration::from_millis(300));
-    let s = lab.host("s").unwrap();
-    let s_ip = s.ip();
-    let tx = s
-        .netns()
-        .run_in(move || UdpSocket::bind((s_ip, 0)))
-        .unwrap()
-        .unwrap();
-    for i in 0..20u8 {
-        tx.send_to(&[i; 64], (group, 47_012)).unwrap();
-    }
-    let count = |sock: &UdpSocket| {
-        let mut buf = [0u8; 128];
-        let mut n = 0;
-        while sock.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-        n
-    };
-    let (c1, c2, c3) = (count(&m1), count(&m2), count(&other));
+    // bridge must not learn "other" from its IGMP report (the 300 ms let
+    // the reports go out, and be dropped at the ports).
+    let counts = multicast::received_per_joiner(
+        &lab,
+        "s",
+        &["m1", "m2", "other"],
+        Ipv4Addr::new(239, 77, 1, 1),
+        47_012,
+        Duration::from_millis(300),
+    );
     let k = lab.kernel_report().unwrap();
     for l in &k.links {
         eprintln!("{l:?}");
     }
-    assert_eq!((c1, c2, c3), (20, 20, 0));
+    assert_eq!(counts, [multicast::SENT, multicast::SENT, 0]);
     // One copy crossed the sender's uplink per datagram.
-    assert_eq!(link(&k.links, "s", "sw").tx_packets, 20);
+    assert_eq!(
+        link(&k.links, "s", "sw").tx_packets,
+        u64::from(multicast::SENT)
+    );
     // "other" did report its membership; the port dropped it.
     assert!(link(&k.links, "other", "sw").drops["igmp_filtered"] >= 1);
     drop(lab);

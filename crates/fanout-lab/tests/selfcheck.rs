@@ -5,7 +5,10 @@
 //! unless FANOUT_NETNS_REQUIRED=1.
 
 use fanout_lab::{expected_one_way, Lab, ProbeConfig, Topology, IP_UDP_OVERHEAD};
-use std::net::{Ipv4Addr, UdpSocket};
+#[path = "common/multicast.rs"]
+mod multicast;
+
+use std::net::Ipv4Addr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -158,45 +161,23 @@ fn multicast_reaches_the_group_members_only() {
     let _serial = one_at_a_time();
     let topo = Topology::parse(STAR, "star").unwrap();
     let mut lab = Lab::build(&topo).unwrap();
-    let group = Ipv4Addr::new(239, 77, 1, 1);
-    let bind = |name: &str| {
-        let h = lab.host(name).unwrap();
-        let ip = h.ip();
-        h.netns()
-            .run_in(move || {
-                let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 47_002))?;
-                s.join_multicast_v4(&group, &ip)?;
-                s.set_read_timeout(Some(Duration::from_millis(500)))?;
-                Ok::<_, std::io::Error>(s)
-            })
-            .unwrap()
-            .unwrap()
-    };
-    let (m1, m2, other) = (bind("m1"), bind("m2"), bind("other"));
-    let s = lab.host("s").unwrap();
-    let s_ip = s.ip();
-    let tx = s
-        .netns()
-        .run_in(move || UdpSocket::bind((s_ip, 0)))
-        .unwrap()
-        .unwrap();
-    for i in 0..20u8 {
-        tx.send_to(&[i; 64], (group, 47_002)).unwrap();
-    }
-    let count = |sock: &UdpSocket| {
-        let mut buf = [0u8; 128];
-        let mut n = 0;
-        while sock.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-        n
-    };
-    assert_eq!(count(&m1), 20);
-    assert_eq!(count(&m2), 20);
-    assert_eq!(count(&other), 0);
+    let counts = multicast::received_per_joiner(
+        &lab,
+        "s",
+        &["m1", "m2", "other"],
+        Ipv4Addr::new(239, 77, 1, 1),
+        47_002,
+        Duration::ZERO,
+    );
+    assert_eq!(counts, [multicast::SENT, multicast::SENT, 0]);
     let emu = lab.stop_emulator().unwrap();
     // One copy crossed the sender's uplink per datagram.
-    assert_eq!(emu.links[0].tx_packets, 20, "{:?}", emu.links[0]);
+    assert_eq!(
+        emu.links[0].tx_packets,
+        u64::from(multicast::SENT),
+        "{:?}",
+        emu.links[0]
+    );
 }
 
 #[test]
