@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_lab::bench::results::{machine, Results};
 use fanout_lab::bench::suite::{parse_size, Suite};
-use fanout_lab::bench::{merge, peers, plot, report, run_suite, Selection};
+use fanout_lab::bench::{merge, plot, report, run_suite, Selection};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -113,15 +113,6 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
         Some(s) => Some(Duration::try_from_secs_f64(s).context("--timeout: want seconds ≥ 0")?),
         None => None,
     };
-    let selected: Vec<_> = suite
-        .tools
-        .iter()
-        .filter(|t| args.tools.is_empty() || args.tools.contains(&t.name))
-        .cloned()
-        .collect();
-    peers::ensure_installed(&selected, !args.no_install, &mut |line| {
-        eprintln!("fanout lab bench: {line}")
-    })?;
     let temp = args.work_dir.is_none();
     let work = args.work_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("fanout-bench-{}", std::process::id()))
@@ -134,6 +125,7 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
         timeout,
         work: work.clone(),
         keep: args.keep,
+        install_peers: !args.no_install,
         cancel: Some(cancel),
     };
     let machine = machine(&fanout_version(&args.suite), !cfg!(debug_assertions));

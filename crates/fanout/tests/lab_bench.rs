@@ -17,13 +17,9 @@ fn skip() -> bool {
         eprintln!("skipped: {reason}");
         return true;
     }
-    let missing: Vec<&str> = ["uftp", "uftpd", "udp-sender", "udp-receiver"]
-        .into_iter()
-        .filter(|p| {
-            !std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .any(|d| d.join(p).is_file())
-        })
-        .collect();
+    let suite = fanout_lab::bench::suite::Suite::load(std::path::Path::new(SUITE)).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing = fanout_lab::bench::peers::missing_packages(&suite.tools, &path);
     if !missing.is_empty() {
         let why = format!("peers not installed: {missing:?} (apt-get install uftp udpcast)");
         assert!(std::env::var_os("FANOUT_NETNS_REQUIRED").is_none(), "{why}");

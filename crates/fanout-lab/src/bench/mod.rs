@@ -50,6 +50,9 @@ pub struct Selection {
     pub work: PathBuf,
     /// Keep run directories.
     pub keep: bool,
+    /// Install the selected peers' missing Debian packages with apt-get
+    /// (false: fail naming them; [`peers::ensure_installed`]).
+    pub install_peers: bool,
     /// Stops the suite early.
     pub cancel: Option<Arc<AtomicBool>>,
 }
@@ -106,6 +109,7 @@ pub fn run_suite(
         .filter(|t| pick(&sel.tools, &t.name))
         .cloned()
         .collect();
+    peers::ensure_installed(&tools, sel.install_peers, progress)?;
     let size = sel.size.unwrap_or(suite.size);
     std::fs::create_dir_all(&sel.work)
         .map_err(|e| LabError::io(format!("creating {}", sel.work.display()), e))?;
