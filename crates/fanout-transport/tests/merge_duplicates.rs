@@ -6,98 +6,20 @@
 
 #![allow(clippy::single_range_in_vec_init)] // one SACK block is the common case
 
+#[path = "common/merge.rs"]
+mod merge;
+
 use fanout_core::time::Instant;
-use fanout_core::{drain, Engine};
-use fanout_transport::merge::{JoinMerge, Merger, MergerConfig};
-use fanout_transport::wire::{decode_frames, AckFrame, ConnectFrame, Frame, Header, HeaderFlags};
-use std::net::SocketAddr;
+use fanout_core::Engine;
+use fanout_transport::merge::Merger;
+use fanout_transport::wire::{AckFrame, Frame};
+use merge::{ack, acks_to, datagram, established, outputs, receiver_addr, sender_addr};
 
-const SESSION: u64 = 7;
-
-fn parent() -> SocketAddr {
-    "10.0.0.1:5000".parse().unwrap()
-}
-
-fn child(i: usize) -> SocketAddr {
-    format!("10.0.1.{}:7000", i + 1).parse().unwrap()
-}
-
-fn datagram(session_id: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    Header {
-        flags: HeaderFlags::default(),
-        session_id,
-        packet_number: pn,
-    }
-    .encode(&mut out);
-    for f in frames {
-        f.encode(&mut out);
-    }
-    out
-}
-
-fn ack(cumulative: u64, sack: Vec<std::ops::Range<u64>>) -> Frame<'static> {
-    Frame::Ack(AckFrame {
-        cumulative,
-        window: 1 << 20,
-        timestamp_echo: 1,
-        ack_delay_us: 0,
-        sack,
-    })
-}
+const SESSION: u64 = merge::ESTABLISHED_SESSION;
 
 /// Merged ACKs the merger sends its parent now.
 fn acks_up(m: &mut Merger, now: Instant) -> Vec<AckFrame> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    drain(m, now, &mut buf, 10_000, |t, b| {
-        if t.destination != parent() {
-            return;
-        }
-        let (_, body) = Header::decode(b).unwrap();
-        for f in decode_frames(body).flatten() {
-            if let Frame::Ack(a) = f {
-                out.push(a);
-            }
-        }
-    });
-    out
-}
-
-/// A merger with `n` children, established in session [`SESSION`].
-fn established(n: usize) -> Merger {
-    let t = Instant::ZERO;
-    let mut m = Merger::new(
-        MergerConfig {
-            join: JoinMerge::Count(n),
-            ..MergerConfig::new(parent())
-        },
-        t,
-    );
-    let connect = Frame::Connect(ConnectFrame {
-        sends_data: false,
-        max_payload: 1400,
-        window: 1 << 20,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
-    });
-    for i in 0..n {
-        m.handle_datagram(t, child(i), &datagram(0, 0, std::slice::from_ref(&connect)));
-    }
-    acks_up(&mut m, t);
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
-        max_payload: 1400,
-        window: 0,
-        timestamp: 0,
-        member_id: 3,
-        start_offset: 0,
-    });
-    m.handle_datagram(t, parent(), &datagram(SESSION, 0, &[accept]));
-    acks_up(&mut m, t);
-    assert!(m.is_established());
-    m
+    acks_to(&outputs(m, now), sender_addr())
 }
 
 #[test]
@@ -107,7 +29,7 @@ fn a_hole_all_children_share_goes_up_once_per_round() {
     let t = Instant::ZERO;
     let mut pn = 1u32;
     let mut send = |m: &mut Merger, c: usize, f: Frame<'static>| {
-        m.handle_datagram(t, child(c), &datagram(SESSION, pn, &[f]));
+        m.handle_datagram(t, receiver_addr(c), &datagram(SESSION, pn, &[f]));
         pn += 1;
     };
     for c in 0..N {

@@ -13,35 +13,26 @@
 //! * The top merger killed: the mergers below re-attach to the sender, the
 //!   sender evicts the dead member ("stalled"), and everything completes.
 
+#[path = "common/merge.rs"]
+mod merge;
+
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
 use fanout_transport::wire::{decode_frames, AckFrame, Frame, Header};
 use fanout_transport::{CloseReason, Receiver, Sender};
+use merge::{acked_set, datagram, merger_addr, random_data, receiver_addr, sender_addr};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 const HOP: Duration = Duration::from_millis(5);
-const SENDER: &str = "10.0.0.1:5000";
 /// Where the test's catch-up sender runs (the CLI serves catch-ups on the
 /// session socket; a second address keeps this harness simple).
 const CATCH_UP: &str = "10.0.0.1:5001";
 const GROUP: &str = "239.1.1.1:7000";
 const KEEPALIVE: Duration = Duration::from_millis(250);
-
-fn sender_addr() -> SocketAddr {
-    SENDER.parse().unwrap()
-}
-
-fn merger_addr(i: usize) -> SocketAddr {
-    format!("10.0.2.{}:6000", i + 1).parse().unwrap()
-}
-
-fn receiver_addr(i: usize) -> SocketAddr {
-    format!("10.0.1.{}:7000", i + 1).parse().unwrap()
-}
 
 /// A receiver's catch-up socket.
 fn catch_up_addr(i: usize) -> SocketAddr {
@@ -296,23 +287,6 @@ impl Net {
         }
         n
     }
-}
-
-fn acked_set(a: &AckFrame) -> RangeSet {
-    let mut s = RangeSet::new();
-    if a.cumulative > 0 {
-        s.insert(0..a.cumulative);
-    }
-    for r in &a.sack {
-        s.insert(r.clone());
-    }
-    s
-}
-
-fn random_data(n: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0; n];
-    Rng::new(seed).fill(&mut v);
-    v
 }
 
 fn multicast(join: JoinPolicy) -> SessionConfig {
@@ -616,18 +590,6 @@ fn nobody_reattaches_while_every_merger_lives() {
     assert!(net.left.is_empty(), "{:?}", net.left);
 }
 
-fn datagram(session_id: u64, frame: Frame<'_>) -> Vec<u8> {
-    let mut d = Vec::new();
-    Header {
-        flags: Default::default(),
-        session_id,
-        packet_number: 0,
-    }
-    .encode(&mut d);
-    frame.encode(&mut d);
-    d
-}
-
 #[test]
 fn the_silence_watch_starts_at_the_join_upstream() {
     // A merger created at 0 whose parent accepts at 5 s must not take the
@@ -651,7 +613,11 @@ fn the_silence_watch_starts_at_the_join_upstream() {
         start_offset: 0,
     };
     let t0 = Instant::ZERO;
-    m.handle_datagram(t0, receiver_addr(0), &datagram(0, Frame::Connect(connect)));
+    m.handle_datagram(
+        t0,
+        receiver_addr(0),
+        &datagram(0, 0, &[Frame::Connect(connect)]),
+    );
     let mut buf = Vec::new();
     drain(&mut m, t0, &mut buf, 100, |_, _| {});
     let t = Instant::ZERO + Duration::from_secs(5);
@@ -660,7 +626,7 @@ fn the_silence_watch_starts_at_the_join_upstream() {
         member_id: 3,
         ..connect
     };
-    m.handle_datagram(t, parent, &datagram(7, Frame::Accept(accept)));
+    m.handle_datagram(t, parent, &datagram(7, 0, &[Frame::Accept(accept)]));
     assert!(m.is_established());
     let mut to = Vec::new();
     let later = t + Duration::from_millis(1);

@@ -6,15 +6,19 @@
 //! hostile member over an in-memory wire (5 ms per hop, deterministic),
 //! as in `tests/merge_tree.rs`.
 
+#[path = "common/merge.rs"]
+mod merge;
+
 use fanout_core::time::Instant;
-use fanout_core::{drain, Engine, Rng};
+use fanout_core::{drain, Engine};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MAX_SUBTREE_RECEIVERS};
 use fanout_transport::session::policy::RepairPolicy;
 use fanout_transport::session::{SessionConfig, SessionSender, MAX_SESSION_ROSTER_ENTRIES};
 use fanout_transport::wire::{
-    decode_frames, AckFrame, ConnectFrame, Frame, Header, HeaderFlags, RosterEntry, RosterFrame,
+    decode_frames, AckFrame, ConnectFrame, Frame, Header, RosterEntry, RosterFrame,
 };
 use fanout_transport::Receiver;
+use merge::{datagram, merger_addr, random_data, receiver_addr, sender_addr};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -22,20 +26,8 @@ use std::time::Duration;
 const HOP: Duration = Duration::from_millis(5);
 const SESSION: u64 = 42;
 
-fn sender_addr() -> SocketAddr {
-    "10.0.0.1:5000".parse().unwrap()
-}
-
 fn group() -> SocketAddr {
     "239.1.1.1:7000".parse().unwrap()
-}
-
-fn merger_addr(i: usize) -> SocketAddr {
-    format!("10.0.2.{}:6000", i + 1).parse().unwrap()
-}
-
-fn receiver_addr(i: usize) -> SocketAddr {
-    format!("10.0.1.{}:7000", i + 1).parse().unwrap()
 }
 
 fn hostile_addr() -> SocketAddr {
@@ -230,12 +222,6 @@ impl Net {
     }
 }
 
-fn random_data(n: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0; n];
-    Rng::new(seed).fill(&mut v);
-    v
-}
-
 /// The DATA offset of a datagram from the sender, if it carries one.
 fn data_offset(bytes: &[u8]) -> Option<u64> {
     let (_, body) = Header::decode(bytes).ok()?;
@@ -243,20 +229,6 @@ fn data_offset(bytes: &[u8]) -> Option<u64> {
         Ok(Frame::Data(d)) => Some(d.offset),
         _ => None,
     })
-}
-
-fn datagram(pn: u32, session_id: u64, frames: &[Frame<'_>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    Header {
-        flags: HeaderFlags::default(),
-        session_id,
-        packet_number: pn,
-    }
-    .encode(&mut out);
-    for f in frames {
-        f.encode(&mut out);
-    }
-    out
 }
 
 /// Sender ← M0 ← {M1, M2} ← 4 receivers each, plus `direct` receivers
@@ -584,7 +556,7 @@ fn a_lying_roster_stays_bounded_and_releases_nothing_a_receiver_lacks() {
             entries,
         });
         pages += 1;
-        let d = datagram(pn, SESSION, &[ack, page]);
+        let d = datagram(SESSION, pn, &[ack, page]);
         pn += 1;
         net.send(hostile_addr(), sender_addr(), d);
     });

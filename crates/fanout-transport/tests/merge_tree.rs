@@ -3,36 +3,28 @@
 //! wire with per-hop delay and loss. The sender runs unchanged in unicast
 //! fan-out mode: a merger is one member standing for its subtree.
 
+#[path = "common/merge.rs"]
+mod merge;
+
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
 use fanout_transport::session::{SessionConfig, SessionSender, SessionStats};
-use fanout_transport::wire::{
-    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
-};
+use fanout_transport::wire::{decode_frames, CloseFrame, ConnectFrame, DataFrame, Frame, Header};
 use fanout_transport::{CloseReason, Receiver};
+use merge::{
+    ack, acked_set, acks_to, connect, datagram, established, merger_addr, outputs, random_data,
+    receiver_addr, sender_addr,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 const HOP: Duration = Duration::from_millis(5);
-const SENDER: &str = "10.0.0.1:5000";
 /// The session's multicast group: every receiver listens on it (mergers
 /// do not: they would relay each segment to children that lack it).
 const GROUP: &str = "239.1.1.1:7000";
-
-fn sender_addr() -> SocketAddr {
-    SENDER.parse().unwrap()
-}
-
-fn merger_addr(i: usize) -> SocketAddr {
-    format!("10.0.2.{}:6000", i + 1).parse().unwrap()
-}
-
-fn receiver_addr(i: usize) -> SocketAddr {
-    format!("10.0.1.{}:7000", i + 1).parse().unwrap()
-}
 
 enum Node {
     Sender(Box<SessionSender>),
@@ -259,24 +251,6 @@ impl Net {
             );
         }
     }
-}
-
-/// The offsets an ACK acknowledges.
-fn acked_set(a: &AckFrame) -> RangeSet {
-    let mut s = RangeSet::new();
-    if a.cumulative > 0 {
-        s.insert(0..a.cumulative);
-    }
-    for r in &a.sack {
-        s.insert(r.clone());
-    }
-    s
-}
-
-fn random_data(n: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0; n];
-    Rng::new(seed).fill(&mut v);
-    v
 }
 
 fn merger_config(parent: SocketAddr, children: usize) -> MergerConfig {
@@ -717,97 +691,6 @@ fn a_bogus_child_is_evicted_before_it_stalls_the_subtree() {
 }
 
 // ---- the engine alone, fed datagrams by hand -------------------------------
-
-fn datagram(session_id: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
-    let mut b = Vec::new();
-    Header {
-        flags: HeaderFlags::default(),
-        session_id,
-        packet_number: pn,
-    }
-    .encode(&mut b);
-    for f in frames {
-        f.encode(&mut b);
-    }
-    b
-}
-
-fn connect() -> Frame<'static> {
-    Frame::Connect(ConnectFrame {
-        sends_data: false,
-        max_payload: 1400,
-        window: 1 << 20,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
-    })
-}
-
-/// What a merger sent: (destination, frames decoded).
-fn outputs(m: &mut Merger, now: Instant) -> Vec<(SocketAddr, Header, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut buf = Vec::new();
-    drain(m, now, &mut buf, 10_000, |t, b| {
-        let (h, body) = Header::decode(b).unwrap();
-        out.push((t.destination, h, body.to_vec()));
-    });
-    out
-}
-
-fn acks_to(out: &[(SocketAddr, Header, Vec<u8>)], to: SocketAddr) -> Vec<AckFrame> {
-    out.iter()
-        .filter(|(d, _, _)| *d == to)
-        .flat_map(|(_, _, body)| {
-            decode_frames(body)
-                .filter_map(|f| match f {
-                    Ok(Frame::Ack(a)) => Some(a),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-/// A merger with `n` children admitted at offset 0 in session 7.
-fn established(n: usize) -> Merger {
-    let parent = sender_addr();
-    let mut m = Merger::new(
-        MergerConfig {
-            join: JoinMerge::Count(n),
-            ..MergerConfig::new(parent)
-        },
-        Instant::ZERO,
-    );
-    let t = Instant::ZERO;
-    for i in 0..n {
-        m.handle_datagram(t, receiver_addr(i), &datagram(0, 0, &[connect()]));
-    }
-    let out = outputs(&mut m, t);
-    assert_eq!(out.len(), 1, "one merged CONNECT: {out:?}");
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
-        max_payload: 1400,
-        window: 0,
-        timestamp: 0,
-        member_id: 3,
-        start_offset: 0,
-    });
-    m.handle_datagram(t, parent, &datagram(7, 0, &[accept]));
-    let out = outputs(&mut m, t);
-    assert_eq!(out.len(), n, "ACCEPT relayed to each child");
-    assert!(m.is_established());
-    m
-}
-
-fn ack(cumulative: u64, sack: Vec<std::ops::Range<u64>>) -> Frame<'static> {
-    Frame::Ack(AckFrame {
-        cumulative,
-        window: 1 << 20,
-        timestamp_echo: 1,
-        ack_delay_us: 0,
-        sack,
-    })
-}
 
 #[test]
 fn joins_merge_by_count_into_one_connect_with_the_smallest_options() {
