@@ -7,9 +7,11 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -26,11 +28,9 @@ impl Drop for Proc {
     }
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fanout-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for a test, removed when dropped (panics included).
+fn temp_dir(tag: &str) -> common::Scratch {
+    common::Scratch::new(&format!("test-{tag}"))
 }
 
 fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
@@ -94,7 +94,8 @@ fn json(out: &Output) -> serde_json::Value {
 }
 
 fn transfer_with_loss(loss: &str, len: usize, seed: u64) {
-    let dir = temp_dir(&format!("loss{loss}"));
+    let scratch = temp_dir(&format!("loss{loss}"));
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     let data = write_random(&src, len, seed);
     let out = dir.join("got");
@@ -122,7 +123,6 @@ fn transfer_with_loss(loss: &str, len: usize, seed: u64) {
             "{s}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -137,7 +137,8 @@ fn transfer_completes_under_ten_percent_loss() {
 
 #[test]
 fn hostile_datagrams_at_live_endpoints_are_counted_not_fatal() {
-    let dir = temp_dir("hostile");
+    let scratch = temp_dir("hostile");
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     let data = write_random(&src, 16 << 20, 4);
     let out = dir.join("got.bin");
@@ -193,12 +194,12 @@ fn hostile_datagrams_at_live_endpoints_are_counted_not_fatal() {
     assert!(drops(&r) > 1000, "receiver drops {}", r["drops"]);
     assert!(drops(&s) > 100, "sender drops {}", s["drops"]);
     assert!(r["drops"].get("malformed").is_some(), "{}", r["drops"]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn killed_sender_leaves_no_complete_looking_file() {
-    let dir = temp_dir("killed");
+    let scratch = temp_dir("killed");
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     write_random(&src, 64 << 20, 5);
     let out = dir.join("got.bin");
@@ -226,7 +227,6 @@ fn killed_sender_leaves_no_complete_looking_file() {
     assert!(!recv.status.success(), "an incomplete transfer must fail");
     assert!(!out.exists(), "no final file");
     assert!(!dir.join("got.bin.part").exists(), "partial file removed");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! process behind. Skipped without namespace support unless
 //! FANOUT_NETNS_REQUIRED=1.
 
+mod common;
 #[path = "common/lab_cli.rs"]
 mod lab_cli;
 
@@ -56,7 +57,8 @@ fn runs_a_transfer_and_reports_every_command() {
     if skip() {
         return;
     }
-    let dir = lab_cli::scratch("lab", "transfer");
+    let scratch = common::Scratch::new("lab-transfer");
+    let dir = scratch.path();
     let file = dir.join("payload.bin");
     let bytes: Vec<u8> = (0..2_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(&file, &bytes).unwrap();
@@ -74,7 +76,7 @@ fn runs_a_transfer_and_reports_every_command() {
         out = out_dir.display(),
         file = file.display()
     );
-    let topo = write_topology(&dir, &commands);
+    let topo = write_topology(dir, &commands);
     let out = fanout()
         .args(["lab", "run", "--json", "--timeout", "60"])
         .arg(&topo)
@@ -106,7 +108,6 @@ fn runs_a_transfer_and_reports_every_command() {
     for ns in report["namespaces"].as_array().unwrap() {
         assert!(!live.iter().any(|l| l == ns.as_str().unwrap()), "{ns} left");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -114,9 +115,10 @@ fn a_timeout_kills_the_commands_and_fails_the_run() {
     if skip() {
         return;
     }
-    let dir = lab_cli::scratch("lab", "timeout");
+    let scratch = common::Scratch::new("lab-timeout");
+    let dir = scratch.path();
     let topo = write_topology(
-        &dir,
+        dir,
         "[[command]]\nhost = \"a\"\ncmd = \"sleep 30\"\n[[command]]\nhost = \"b\"\ncmd = \"true\"\n",
     );
     let out = fanout()
@@ -132,7 +134,6 @@ fn a_timeout_kills_the_commands_and_fails_the_run() {
     assert_eq!(report["commands"][0]["signal"], 9);
     assert_eq!(report["commands"][1]["exit_code"], 0);
     assert!(report["wall_s"].as_f64().unwrap() < 5.0, "{report:#}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -140,12 +141,12 @@ fn killing_a_run_midway_leaves_nothing_behind() {
     if skip() {
         return;
     }
-    let dir = lab_cli::scratch("lab", "kill");
+    let scratch = common::Scratch::new("lab-kill");
+    let dir = scratch.path();
     // A unique sleep length marks our processes.
     let marker = format!("777.{}", std::process::id());
     let commands = lab_cli::sleeping_commands(&marker);
-    let topo = write_topology(&dir, &commands);
+    let topo = write_topology(dir, &commands);
     // Up: the two hosts.
     lab_cli::sigterm_midway_leaves_nothing(&[], &topo, 2, &marker);
-    let _ = std::fs::remove_dir_all(&dir);
 }

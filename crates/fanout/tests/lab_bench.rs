@@ -6,7 +6,8 @@
 //! (`apt-get install uftp udpcast`, as .ci/run does); skipped without
 //! namespace support unless FANOUT_NETNS_REQUIRED=1.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
 const SUITE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../benchmarks/suite.toml");
@@ -29,11 +30,9 @@ fn skip() -> bool {
     false
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fanout-lab-bench-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory, removed when dropped (panics included).
+fn scratch() -> common::Scratch {
+    common::Scratch::new("lab-bench-test")
 }
 
 #[test]
@@ -41,7 +40,8 @@ fn fanout_uftp_and_udpcast_side_by_side_every_file_verified() {
     if skip() {
         return;
     }
-    let dir = scratch();
+    let scratch = scratch();
+    let dir = scratch.path();
     let results = dir.join("results.json");
     let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
         .args([
@@ -130,5 +130,4 @@ fn fanout_uftp_and_udpcast_side_by_side_every_file_verified() {
         let body = std::fs::read_to_string(img.join(svg)).unwrap();
         assert!(body.contains("<svg") && body.contains("udpcast"), "{svg}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

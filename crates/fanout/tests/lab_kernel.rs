@@ -5,6 +5,7 @@
 //! and no process behind. Skipped without namespace support unless
 //! FANOUT_NETNS_REQUIRED=1.
 
+mod common;
 #[path = "common/lab_cli.rs"]
 mod lab_cli;
 
@@ -47,9 +48,10 @@ fn the_report_names_the_profile_and_the_kernel_counters() {
     if skip() {
         return;
     }
-    let dir = lab_cli::scratch("labk", "report");
+    let scratch = common::Scratch::new("labk-report");
+    let dir = scratch.path();
     let topo = write_topology(
-        &dir,
+        dir,
         "",
         "[[command]]\nhost = \"a\"\ncmd = \"echo from-a\"\n",
     );
@@ -79,7 +81,6 @@ fn the_report_names_the_profile_and_the_kernel_counters() {
     assert!(links[2]["drops"]["random_loss"].is_u64(), "{report:#}");
     assert_eq!(report["namespaces"].as_array().unwrap().len(), 3);
     assert_eq!(report["commands"][0]["stdout"], "from-a\n");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -87,8 +88,9 @@ fn what_the_kernel_cannot_emulate_is_refused_by_name() {
     if skip() {
         return;
     }
-    let dir = lab_cli::scratch("labk", "refuse");
-    let topo = write_topology(&dir, "delay = \"5ms\"", "");
+    let scratch = common::Scratch::new("labk-refuse");
+    let dir = scratch.path();
+    let topo = write_topology(dir, "delay = \"5ms\"", "");
     let out = fanout()
         .args(["lab", "run", "--profile", "kernel"])
         .arg(&topo)
@@ -101,7 +103,6 @@ fn what_the_kernel_cannot_emulate_is_refused_by_name() {
         stderr.contains("link a -> sw: delay 5ms") && stderr.contains("netem"),
         "{stderr}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -109,12 +110,12 @@ fn killing_a_kernel_run_midway_leaves_nothing_behind() {
     if skip() {
         return;
     }
-    let dir = lab_cli::scratch("labk", "kill");
+    let scratch = common::Scratch::new("labk-kill");
+    let dir = scratch.path();
     // A unique sleep length marks our processes.
     let marker = format!("778.{}", std::process::id());
     let commands = lab_cli::sleeping_commands(&marker);
-    let topo = write_topology(&dir, "", &commands);
+    let topo = write_topology(dir, "", &commands);
     // Up: two hosts and the switch.
     lab_cli::sigterm_midway_leaves_nothing(&["--profile", "kernel"], &topo, 3, &marker);
-    let _ = std::fs::remove_dir_all(&dir);
 }

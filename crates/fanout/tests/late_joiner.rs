@@ -12,6 +12,8 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+mod common;
+
 use fanout_netns::{require_netns, LanConfig, LanTopology, NsChild, RateLimit};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr};
@@ -92,9 +94,8 @@ fn session(tag: &str, late: bool) -> Option<(serde_json::Value, Vec<serde_json::
         eprintln!("skipped: {reason}");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!("fanout-late-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new(&format!("late-{tag}"));
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     let mut data = vec![0u8; FILE_BYTES];
     fanout_core::Rng::new(11).fill(&mut data);
@@ -176,7 +177,6 @@ fn session(tag: &str, late: bool) -> Option<(serde_json::Value, Vec<serde_json::
             i + 1
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Some((sender, reports, progress_at_join))
 }
 

@@ -58,9 +58,8 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("fanout-merge-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("merge");
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     let mut data = vec![0u8; FILE_BYTES];
     fanout_core::Rng::new(41).fill(&mut data);
@@ -161,5 +160,4 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
         at_sender <= merged && 3 * at_sender <= 2 * receiver_acks,
         "sender {at_sender}, mergers {merged}, receivers {receiver_acks}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,12 +56,11 @@ fn receiver(lan: &LanTopology, host: usize, group: &str, from: &str, out: &Path)
     )
 }
 
-/// A fresh directory holding a random `payload.bin`; returns both.
-fn payload(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, Vec<u8>) {
-    let dir = std::env::temp_dir().join(format!("fanout-relay-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("payload.bin");
+/// A fresh directory (removed on drop) holding a random `payload.bin`;
+/// returns both and the bytes.
+fn payload(tag: &str) -> (common::Scratch, std::path::PathBuf, Vec<u8>) {
+    let dir = common::Scratch::new(&format!("relay-{tag}"));
+    let src = dir.path().join("payload.bin");
     let mut data = vec![0u8; FILE_BYTES];
     fanout_core::Rng::new(21).fill(&mut data);
     std::fs::File::create(&src)
@@ -79,7 +78,7 @@ fn a_relay_forwards_a_file_to_a_second_group() {
     }
     let (dir, src, data) = payload("plain");
     let lan = LanTopology::new(7).expect("LAN");
-    let out = |h: usize| dir.join(format!("got{h}.bin"));
+    let out = |h: usize| dir.path().join(format!("got{h}.bin"));
     let mut behind: Vec<(usize, NsChild)> = BEHIND
         .iter()
         .map(|&h| (h, receiver(&lan, h, G2, RELAY, &out(h))))
@@ -173,7 +172,6 @@ fn a_relay_forwards_a_file_to_a_second_group() {
         relayed["goodput_bps"].as_f64().unwrap() / 1e6,
         relayed["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20,
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn part_len(out: &Path) -> u64 {
@@ -195,13 +193,13 @@ fn a_relay_with_a_spool_serves_a_late_downstream_joiner() {
         ..LanConfig::default()
     };
     let lan = LanTopology::with_config(5, &config).expect("LAN");
-    let out = |h: usize| dir.join(format!("got{h}.bin"));
+    let out = |h: usize| dir.path().join(format!("got{h}.bin"));
     let mut rx: Vec<(usize, NsChild)> = [2, 3]
         .iter()
         .map(|&h| (h, receiver(&lan, h, G2, RELAY, &out(h))))
         .collect();
     let relay_ip = lan.host(1).ipv4().to_string();
-    let spool = dir.join("relay.spool");
+    let spool = dir.path().join("relay.spool");
     let mut relay = spawn(
         &lan,
         1,
@@ -289,5 +287,4 @@ fn a_relay_with_a_spool_serves_a_late_downstream_joiner() {
         sent["seconds"].as_f64().unwrap(),
         relayed["seconds"].as_f64().unwrap(),
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

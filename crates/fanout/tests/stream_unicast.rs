@@ -10,6 +10,8 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::UdpSocket;
 use std::path::PathBuf;
@@ -226,9 +228,8 @@ fn a_late_joiner_gets_the_suffix_from_its_start() {
 
 #[test]
 fn a_file_goes_to_several_receivers_by_unicast_fan_out() {
-    let dir = std::env::temp_dir().join(format!("fanout-unicast-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("unicast");
+    let dir = scratch.path();
     let src = dir.join("payload.bin");
     let data = random(5 << 20, 13);
     std::fs::write(&src, &data).unwrap();
@@ -268,5 +269,4 @@ fn a_file_goes_to_several_receivers_by_unicast_fan_out() {
         assert!(r.wait_ok(), "receiver {i} failed");
         assert!(std::fs::read(&outs[i]).unwrap() == data, "receiver {i}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -33,8 +33,8 @@ fn a_receivers_line_is_echoed_by_the_sender_to_every_receiver() {
         return;
     }
     let lan = LanTopology::new(4).expect("LAN");
-    let dir = std::env::temp_dir().join(format!("fanout-upstream-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::Scratch::new("upstream");
+    let dir = scratch.path();
     let up_file = dir.join("upstream.txt");
 
     // Three receivers; the first asks a question upstream.
@@ -135,5 +135,4 @@ fn a_receivers_line_is_echoed_by_the_sender_to_every_receiver() {
             assert_eq!(t["upstream_bytes_acked"], 22, "{t}");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,7 +2,7 @@
 //! among them the teardown check: a `fanout lab run` killed with SIGTERM
 //! midway must fail its run and leave no namespace and no process behind.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -19,15 +19,6 @@ pub fn skip() -> bool {
 /// The CLI under test.
 pub fn fanout() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fanout"))
-}
-
-/// A fresh directory for a test's files, named after the test binary
-/// (`tag`), this process and `name`.
-pub fn scratch(tag: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fanout-{tag}-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// PIDs of processes whose command line contains `marker`.
