@@ -299,9 +299,14 @@ fn default_ip(index: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, 78, hi, lo)
 }
 
-fn check_name(kind: &str, name: &str) -> Result<(), String> {
+/// Longest host or router name.
+const MAX_NODE_NAME: usize = 32;
+
+/// Checks that `name` (of a `kind`: host, tool, …) is 1 to `max_len` of
+/// `[A-Za-z0-9_-]`.
+pub(crate) fn check_name(kind: &str, name: &str, max_len: usize) -> Result<(), String> {
     let ok = !name.is_empty()
-        && name.len() <= 32
+        && name.len() <= max_len
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -309,7 +314,7 @@ fn check_name(kind: &str, name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{kind} name {name:?}: want 1 to 32 of [A-Za-z0-9_-]"
+            "{kind} name {name:?}: want 1 to {max_len} of [A-Za-z0-9_-]"
         ))
     }
 }
@@ -338,7 +343,7 @@ fn resolve(file: TopologyFile, origin: &str) -> Result<Topology, String> {
     let mut addrs: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
     let mut hosts = Vec::with_capacity(file.hosts.len());
     for (i, h) in file.hosts.into_iter().enumerate() {
-        check_name("host", &h.name)?;
+        check_name("host", &h.name, MAX_NODE_NAME)?;
         check_cc(&format!("host {:?}", h.name), &h.tcp_cc)?;
         let ip = h.ip.unwrap_or_else(|| default_ip(i));
         if ip.is_multicast() || ip.is_loopback() || ip.is_unspecified() || ip.is_broadcast() {
@@ -361,7 +366,7 @@ fn resolve(file: TopologyFile, origin: &str) -> Result<Topology, String> {
     }
     let mut routers = Vec::with_capacity(file.routers.len());
     for r in file.routers {
-        check_name("router", &r.name)?;
+        check_name("router", &r.name, MAX_NODE_NAME)?;
         if nodes
             .insert(r.name.clone(), hosts.len() + routers.len())
             .is_some()

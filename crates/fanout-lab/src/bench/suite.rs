@@ -28,6 +28,7 @@
 //! ```
 
 use crate::error::LabError;
+use crate::topo::check_name;
 use fanout_sim::units::{parse_bytes, parse_duration, parse_rate_bps};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -36,6 +37,8 @@ use std::time::Duration;
 pub const MAX_SIZE: u64 = 8 << 30;
 /// Most receivers per scenario (each a namespace and a file copy).
 pub const MAX_RECEIVERS: usize = 64;
+/// Longest tool or scenario name.
+const MAX_NAME: usize = 24;
 /// Default per-run timeout.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default file size.
@@ -229,7 +232,7 @@ impl Suite {
             return Err("a suite needs at least one [[tool]] and one [[scenario]]".into());
         }
         for (i, t) in self.tools.iter().enumerate() {
-            check_name("tool", &t.name)?;
+            check_name("tool", &t.name, MAX_NAME)?;
             if self.tools[..i].iter().any(|o| o.name == t.name) {
                 return Err(format!("tool {:?} is defined twice", t.name));
             }
@@ -242,7 +245,7 @@ impl Suite {
             }
         }
         for (i, s) in self.scenarios.iter().enumerate() {
-            check_name("scenario", &s.name)?;
+            check_name("scenario", &s.name, MAX_NAME)?;
             if self.scenarios[..i].iter().any(|o| o.name == s.name) {
                 return Err(format!("scenario {:?} is defined twice", s.name));
             }
@@ -287,21 +290,6 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("size {s:?}: want 1 byte to {} GiB", MAX_SIZE >> 30));
     }
     Ok(size)
-}
-
-fn check_name(kind: &str, name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 24
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{kind} name {name:?}: want 1 to 24 of [A-Za-z0-9_-]"
-        ))
-    }
 }
 
 #[cfg(test)]
