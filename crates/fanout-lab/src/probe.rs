@@ -11,6 +11,7 @@ use fanout_core::time::duration_nanos;
 use fanout_io::Clock;
 use serde::Serialize;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Most probes one run may send (the receiver keeps one sample each).
@@ -21,6 +22,14 @@ const HEADER: usize = 16;
 const RCVBUF: usize = 16 << 20;
 /// IPv4 + UDP header bytes, for wire sizes.
 pub const IP_UDP_OVERHEAD: u32 = 28;
+/// After the last send, the probe ends once no probe has arrived for this
+/// long: longer than any configured path delay, and than the pauses a
+/// shared VM's scheduler sometimes gives the emulator.
+const STRAGGLER_QUIET: Duration = Duration::from_secs(2);
+/// Longest wait for stragglers after the last send.
+const STRAGGLER_CAP: Duration = Duration::from_secs(10);
+/// How often the sending thread looks at the receiver's progress.
+const STRAGGLER_POLL: Duration = Duration::from_millis(10);
 
 /// What to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,8 +73,9 @@ pub struct ProbeReport {
 
 impl Lab {
     /// Sends `config.count` UDP datagrams from one host to another, paced
-    /// at `config.interval`, and reports delay and loss. Waits up to 1 s
-    /// after the last send for stragglers.
+    /// at `config.interval`, and reports delay and loss. After the last
+    /// send it waits for stragglers until every probe has arrived, or none
+    /// has for 2 s (`STRAGGLER_QUIET`), or 10 s (`STRAGGLER_CAP`) have passed.
     pub fn probe(&self, config: &ProbeConfig) -> Result<ProbeReport, LabError> {
         if config.count == 0 || config.count > MAX_PROBES {
             return Err(invalid(format!(
@@ -102,13 +112,12 @@ impl Lab {
             .run_in(|| UdpSocket::bind(src_addr))?
             .map_err(|e| LabError::io(format!("binding {src_addr} in {}", src.name()), e))?;
         let clock = Clock::new();
-        let done = std::sync::atomic::AtomicBool::new(false);
+        let progress = Progress::default();
         let count = config.count;
         let (samples, duplicates) = std::thread::scope(|scope| {
-            let receiver = scope.spawn(|| receive(&rx, &clock, count, &done));
+            let receiver = scope.spawn(|| receive(&rx, &clock, count, &progress));
             let sent = send(&tx, dst_addr, &clock, config);
-            std::thread::sleep(Duration::from_secs(1));
-            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            progress.await_stragglers(&clock, count);
             let got = receiver.join().unwrap_or_default();
             sent.map(|()| got)
         })
@@ -145,18 +154,47 @@ fn send(
     Ok(())
 }
 
-/// Collects one-way delays (ns) by sequence number until `done`.
-fn receive(
-    rx: &UdpSocket,
-    clock: &Clock,
-    count: u32,
-    done: &std::sync::atomic::AtomicBool,
-) -> (Vec<u64>, u64) {
+/// What the receiving thread has collected so far, shared with the
+/// sending thread that decides when the probe is over.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Distinct probes received.
+    received: AtomicU64,
+    /// Clock time of the latest arrival, ns.
+    last_arrival_ns: AtomicU64,
+    /// Set when the receiver should stop.
+    done: AtomicBool,
+}
+
+impl Progress {
+    /// Called after the last send: returns (and tells the receiver to stop)
+    /// once all `count` probes arrived, or none arrived for
+    /// [`STRAGGLER_QUIET`], or [`STRAGGLER_CAP`] passed.
+    fn await_stragglers(&self, clock: &Clock, count: u32) {
+        let sent_all = clock.now();
+        loop {
+            let now = clock.now();
+            let last = self.last_arrival_ns.load(Ordering::Relaxed);
+            let quiet_since = sent_all.max(fanout_core::Instant::from_nanos(last));
+            if self.received.load(Ordering::Relaxed) >= u64::from(count)
+                || now.saturating_duration_since(quiet_since) >= STRAGGLER_QUIET
+                || now.saturating_duration_since(sent_all) >= STRAGGLER_CAP
+            {
+                break;
+            }
+            std::thread::sleep(STRAGGLER_POLL);
+        }
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Collects one-way delays (ns) by sequence number until told to stop.
+fn receive(rx: &UdpSocket, clock: &Clock, count: u32, progress: &Progress) -> (Vec<u64>, u64) {
     let mut seen = vec![false; count as usize];
     let mut delays = Vec::with_capacity(count as usize);
     let mut duplicates = 0;
     let mut buf = [0u8; 2048];
-    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+    while !progress.done.load(Ordering::Relaxed) {
         let Ok(n) = rx.recv(&mut buf) else {
             continue;
         };
@@ -177,7 +215,9 @@ fn receive(
             duplicates += 1;
         } else {
             delays.push(now.saturating_sub(sent));
+            progress.received.fetch_add(1, Ordering::Relaxed);
         }
+        progress.last_arrival_ns.store(now, Ordering::Relaxed);
     }
     (delays, duplicates)
 }

@@ -200,9 +200,9 @@ fn a_run_slower_than_its_lateness_bound_is_invalid() {
         port: 47_003,
     };
     let report = lab.probe(&config).unwrap();
-    assert_eq!(report.received, 200);
     let emu = lab.stop_emulator().unwrap();
-    assert_eq!(emu.lateness.releases, 200);
+    assert_eq!(report.received, 200, "{report:?}\n{emu:#?}");
+    assert_eq!(emu.lateness.releases, 200, "{emu:#?}");
     assert!(!emu.valid);
     let why = emu.invalid_reason.unwrap();
     assert!(why.contains("fell behind"), "{why}");
