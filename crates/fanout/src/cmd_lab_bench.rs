@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_lab::bench::results::{machine, Results};
 use fanout_lab::bench::suite::{parse_size, Suite};
-use fanout_lab::bench::{merge, plot, report, run_suite, Selection};
+use fanout_lab::bench::{merge, plot, report, run_suite, work_dir, Selection};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -40,7 +40,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Scratch directory for the payload and the received files (default:
-    /// a fresh one under the temporary directory, removed at the end).
+    /// a fresh one in memory under /dev/shm when it has room, else under the
+    /// temporary directory; removed at the end).
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
     /// Keep each run's directory (received files, every program's output).
@@ -114,9 +115,15 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
         None => None,
     };
     let temp = args.work_dir.is_none();
-    let work = args.work_dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("fanout-bench-{}", std::process::id()))
-    });
+    let work = match &args.work_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let peak = work_dir::peak_bytes(&suite, &args.only, size);
+            let (dir, why) = work_dir::default_work_dir(args.keep, peak);
+            eprintln!("fanout lab bench: work directory {} ({why})", dir.display());
+            dir
+        }
+    };
     let selection = Selection {
         scenarios: args.only.clone(),
         tools: args.tools.clone(),

@@ -20,6 +20,7 @@ pub mod results;
 pub mod scenario;
 pub mod suite;
 pub mod tool;
+pub mod work_dir;
 
 use crate::error::LabError;
 use measure::Context;

@@ -68,6 +68,8 @@ pub struct EmuReport {
     pub counters: CoreCounters,
     /// Writes into a TUN device that failed (the packet is lost).
     pub write_errors: u64,
+    /// Times the emulator set its wake-up timer.
+    pub timer_sets: u64,
     /// The NIC offloads the emulator performed (UDP GSO splits, checksums)
     /// and the reads it dropped for malformed offload headers.
     pub offload: OffloadCounters,
@@ -158,6 +160,8 @@ impl Emulator {
             ends: topo.links.iter().map(|l| (l.from, l.to)).collect(),
             bound: topo.max_lateness_p99,
             realtime: false,
+            armed: None,
+            arms: 0,
         };
         let thread = std::thread::Builder::new()
             .name("lab emulator".into())
@@ -211,6 +215,7 @@ fn failed(reason: &str) -> EmuReport {
         wall_s: 0.0,
         counters: CoreCounters::default(),
         write_errors: 0,
+        timer_sets: 0,
         offload: OffloadCounters::default(),
         lateness: Lateness::default().summary(),
         realtime: false,
@@ -239,6 +244,10 @@ struct Loop {
     ends: Vec<(usize, usize)>,
     bound: Duration,
     realtime: bool,
+    /// The deadline the timer is set for (it has fired once it is past).
+    armed: Option<Instant>,
+    /// Times the timer was set.
+    arms: u64,
 }
 
 /// Puts the calling thread under SCHED_FIFO with `chrt` (util-linux), the
@@ -385,12 +394,18 @@ impl Loop {
         if until >= IDLE_CAP {
             return Ok(Some(IDLE_CAP));
         }
-        self.timer
-            .set(
-                Expiration::OneShot(TimeSpec::from_duration(until)),
-                TimerSetTimeFlags::empty(),
-            )
-            .map_err(std::io::Error::from)?;
+        // Reprogramming the timer costs a hypervisor exit in a VM: skip it
+        // when it is already set for this deadline and has not fired.
+        if self.armed != Some(deadline) {
+            self.timer
+                .set(
+                    Expiration::OneShot(TimeSpec::from_duration(until)),
+                    TimerSetTimeFlags::empty(),
+                )
+                .map_err(std::io::Error::from)?;
+            self.armed = Some(deadline);
+            self.arms += 1;
+        }
         // The timer wakes us precisely; epoll's own timeout is a safety net.
         Ok(Some(until + Duration::from_millis(2)))
     }
@@ -430,6 +445,7 @@ impl Loop {
             wall_s: self.clock.now().as_secs_f64(),
             counters: *self.core.counters(),
             write_errors: self.write_errors,
+            timer_sets: self.arms,
             offload: *self.offload.counters(),
             lateness,
             realtime: self.realtime,
