@@ -16,6 +16,7 @@
 use crate::emu::{EmuReport, Emulator};
 use crate::error::LabError;
 use crate::kernel::{KernelNet, KernelReport};
+use crate::steering::Steering;
 use crate::topo::{Host, Profile, Topology};
 use crate::tun_offload::{set_offload, TUN_F_CSUM, TUN_F_USO4, TUN_F_USO6};
 use fanout_netns::Netns;
@@ -103,7 +104,8 @@ impl Lab {
             hosts.push(lab_host);
             devices.push(device);
         }
-        let emulator = Emulator::start(topo, devices)?;
+        let steering = topo.receive_steering.then(|| steer_input(&hosts)).flatten();
+        let emulator = Emulator::start(topo, devices, steering)?;
         Ok(Lab {
             net: Net::Emulator(Some(emulator)),
             hosts,
@@ -260,6 +262,20 @@ fn build_host(host: &Host) -> Result<(LabHost, tun::Device), LabError> {
         },
         device,
     ))
+}
+
+/// Steers the hosts' packet input away from the emulator's CPU (see
+/// [`Steering`]); `None` (and a note) with one CPU, or if it could not be
+/// set on every host.
+fn steer_input(hosts: &[LabHost]) -> Option<Steering> {
+    let steering = Steering::plan()?;
+    for host in hosts {
+        if let Err(e) = steering.steer(&host.netns, TUN_IF) {
+            eprintln!("fanout-lab: note: no receive steering ({e}); the emulator runs the hosts' packet input");
+            return None;
+        }
+    }
+    Some(steering)
 }
 
 #[cfg(test)]

@@ -69,6 +69,8 @@ struct TopologyFile {
     tcp_cc: Option<String>,
     #[serde(default)]
     max_lateness_p99: Option<HumanDuration>,
+    #[serde(default = "default_receive_steering")]
+    receive_steering: bool,
     #[serde(default)]
     profile: Profile,
     #[serde(default, rename = "host")]
@@ -81,6 +83,10 @@ struct TopologyFile {
     groups: Vec<GroupFile>,
     #[serde(default, rename = "command")]
     commands: Vec<CommandFile>,
+}
+
+fn default_receive_steering() -> bool {
+    true
 }
 
 fn default_seed() -> u64 {
@@ -227,6 +233,9 @@ pub struct Topology {
     pub timeout: Duration,
     /// A run whose p99 lateness exceeds this is invalid.
     pub max_lateness_p99: Duration,
+    /// Whether the emulator keeps a CPU of its own and the hosts' packet
+    /// input runs on the others ([`crate::Steering`]; default true).
+    pub receive_steering: bool,
     /// What carries the links (checked to fit the topology).
     pub profile: Profile,
     /// Hosts.
@@ -467,6 +476,7 @@ fn resolve(file: TopologyFile, origin: &str) -> Result<Topology, String> {
         max_lateness_p99: file
             .max_lateness_p99
             .map_or(DEFAULT_MAX_LATENESS_P99, |d| d.0),
+        receive_steering: file.receive_steering,
         profile: file.profile,
         hosts,
         routers,

@@ -205,6 +205,13 @@ fn print_emulator(e: &EmuReport) {
          dropped; emulator CPU {:.2} s",
         o.gso_packets, o.gso_segments, o.csum_filled, o.malformed, e.cpu_s
     );
+    match &e.steering {
+        Some(s) => println!(
+            "  receive steering: emulator on CPU {}, hosts' packet input on CPUs {:?}",
+            s.emulator_cpu, s.input_cpus
+        ),
+        None => println!("  receive steering: off (the emulator ran the hosts' packet input)"),
+    }
     print_links(&e.links);
 }
 

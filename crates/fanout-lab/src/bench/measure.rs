@@ -240,6 +240,7 @@ fn failed(error: String) -> RunResult {
         wire_per_file_byte: 0.0,
         lateness_p99_us: 0,
         realtime: false,
+        receive_steering: false,
         emulator_cpu_s: None,
         drops: BTreeMap::new(),
         load_before: [0.0; 3],
@@ -452,6 +453,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
     let (mut sender_link_bytes, mut feedback_bytes, mut drops) = (0, 0, BTreeMap::new());
     let (mut valid, mut invalid_reason, mut p99, mut realtime) =
         (false, Some("no emulator report".to_owned()), 0, false);
+    let mut receive_steering = false;
     if let Some(emu) = &f.emu {
         for l in &emu.links {
             if l.from == SENDER {
@@ -468,6 +470,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         invalid_reason.clone_from(&emu.invalid_reason);
         p99 = emu.lateness.p99_us;
         realtime = emu.realtime;
+        receive_steering = emu.steering.is_some();
     }
     let tcp = match (f.scn.competing_tcp.as_ref(), f.tcp, wall_s) {
         (Some(_), Some(bytes), Some(w)) if w > 0.0 => Some(TcpShare {
@@ -493,6 +496,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         wire_per_file_byte: sender_link_bytes as f64 / size as f64,
         lateness_p99_us: p99,
         realtime,
+        receive_steering,
         emulator_cpu_s: f.emu.as_ref().map(|e| e.cpu_s),
         drops,
         tcp,

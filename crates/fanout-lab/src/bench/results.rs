@@ -79,6 +79,10 @@ pub struct RunResult {
     pub lateness_p99_us: u64,
     /// The emulator thread ran under SCHED_FIFO.
     pub realtime: bool,
+    /// The emulator had a CPU of its own and the hosts' packet input ran
+    /// on the others (false in older results).
+    #[serde(default)]
+    pub receive_steering: bool,
     /// CPU seconds of the emulator thread (absent in older results).
     #[serde(default)]
     pub emulator_cpu_s: Option<f64>,

@@ -6,6 +6,7 @@ use super::core::{Core, CoreCounters};
 use super::lateness::{Lateness, LatenessSummary};
 use super::offload::{Offload, OffloadCounters, RX_HDR_PLAIN, RX_HDR_VALID, VNET_HDR_LEN};
 use crate::error::LabError;
+use crate::steering::Steering;
 use crate::topo::Topology;
 use fanout_core::Instant;
 use fanout_io::Clock;
@@ -82,6 +83,9 @@ pub struct EmuReport {
     /// the hosts' TUN devices carry the receiving kernels' IP/UDP input
     /// path too, so this is the machine's cost of the emulated network.
     pub cpu_s: f64,
+    /// The emulator's CPU and the CPUs running the hosts' packet input
+    /// (receive steering); `None` when the emulator ran that input itself.
+    pub steering: Option<Steering>,
     /// False when p99 lateness exceeded the topology's bound, or the
     /// emulator failed.
     pub valid: bool,
@@ -112,7 +116,12 @@ pub struct Emulator {
 impl Emulator {
     /// Starts the emulator thread over `devices` (one per host, in host
     /// order), which it owns and closes when it ends.
-    pub fn start(topo: &Topology, devices: Vec<tun::Device>) -> Result<Self, LabError> {
+    /// With `steering`, the thread pins itself to the emulator's CPU.
+    pub fn start(
+        topo: &Topology,
+        devices: Vec<tun::Device>,
+        steering: Option<Steering>,
+    ) -> Result<Self, LabError> {
         let poll = Poll::new().map_err(|e| LabError::io("creating epoll", e))?;
         let waker = Arc::new(
             mio::Waker::new(poll.registry(), WAKER)
@@ -162,6 +171,7 @@ impl Emulator {
             realtime: false,
             armed: None,
             arms: 0,
+            steering,
         };
         let thread = std::thread::Builder::new()
             .name("lab emulator".into())
@@ -220,6 +230,7 @@ fn failed(reason: &str) -> EmuReport {
         lateness: Lateness::default().summary(),
         realtime: false,
         cpu_s: 0.0,
+        steering: None,
         valid: false,
         invalid_reason: Some(reason.to_owned()),
         links: Vec::new(),
@@ -248,6 +259,8 @@ struct Loop {
     armed: Option<Instant>,
     /// Times the timer was set.
     arms: u64,
+    /// Set on start; cleared if the thread could not be pinned.
+    steering: Option<Steering>,
 }
 
 /// Puts the calling thread under SCHED_FIFO with `chrt` (util-linux), the
@@ -272,6 +285,9 @@ fn set_realtime() -> bool {
 impl Loop {
     fn run(&mut self) -> EmuReport {
         self.realtime = set_realtime();
+        if self.steering.as_ref().is_some_and(|s| !s.pin_emulator()) {
+            self.steering = None;
+        }
         let error = self.pump().err();
         self.report(error)
     }
@@ -450,6 +466,7 @@ impl Loop {
             lateness,
             realtime: self.realtime,
             cpu_s: thread_cpu_seconds(),
+            steering: self.steering.clone(),
             valid: invalid_reason.is_none(),
             invalid_reason,
             links,
