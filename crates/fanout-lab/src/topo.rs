@@ -568,6 +568,9 @@ mod tests {
         assert_eq!(t.groups[0].members, [0, 1]);
         assert_eq!(t.commands[0].cmd, "echo 10.78.0.9 10.78.0.1");
         assert_eq!(t.max_lateness_p99, DEFAULT_MAX_LATENESS_P99);
+        assert!(t.receive_steering);
+        let off = Topology::parse(&format!("receive_steering = false\n{TWO}"), "x").unwrap();
+        assert!(!off.receive_steering);
     }
 
     fn error_of(text: &str) -> String {

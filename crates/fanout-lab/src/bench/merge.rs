@@ -109,6 +109,7 @@ mod tests {
                 competing_tcp: None,
                 queue_packets: None,
                 timeout: None,
+                receive_steering: false,
             }],
             results: Vec::new(),
         }

@@ -69,6 +69,7 @@ pub fn text(s: &ScenarioSpec) -> String {
     let mut out = String::new();
     // Seed of the link models' loss draws: the same for every tool.
     out.push_str("seed = 1\n");
+    let _ = writeln!(out, "receive_steering = {}", s.receive_steering);
     let mut hosts = vec![SENDER.to_owned()];
     hosts.extend((0..s.receivers).map(receiver_name));
     for h in &hosts {
@@ -158,7 +159,16 @@ mod tests {
             competing_tcp: None,
             queue_packets: Some(50),
             timeout: None,
+            receive_steering: false,
         }
+    }
+
+    #[test]
+    fn steering_is_off_unless_the_scenario_asks() {
+        assert!(!topology(&spec()).unwrap().receive_steering);
+        let mut s = spec();
+        s.receive_steering = true;
+        assert!(topology(&s).unwrap().receive_steering);
     }
 
     #[test]

@@ -159,6 +159,13 @@ pub struct ScenarioSpec {
     /// lossy path where TCP-friendly tools need minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Receive steering in this scenario's lab ([`crate::Steering`]).
+    /// Off by default here: the emulator then runs every host's packet
+    /// input itself, so each tool's CPU time is its own. Steered, that
+    /// input runs in softirq context on the other CPUs and is charged to
+    /// whichever process is running there, the sender's included.
+    #[serde(default)]
+    pub receive_steering: bool,
 }
 
 #[derive(Debug, Deserialize)]
