@@ -201,6 +201,13 @@ fn describe(s: &ScenarioSpec) -> String {
     } else {
         d.push_str("; DropTail queues of 100 packets");
     }
+    if s.receive_steering {
+        d.push_str(
+            "; receive steering: the emulator on a CPU of its own, the hosts' packet input on \
+             the others (so per-process CPU includes some of other hosts' input; all CPU s is \
+             complete)",
+        );
+    }
     d
 }
 
