@@ -4,7 +4,7 @@
 //! VMs the page cache's writeback of the received files (16 × 200 MiB in
 //! scenario (e)) to the virtual disk delays the emulator thread, whose
 //! p99 release lateness measured 1.1–1.5 ms with the files on disk and
-//! 0.5 ms on tmpfs (docs/lab.md). The transfer tools write the same files
+//! 0.46–1.16 ms on tmpfs (docs/lab.md, "Capacity"). The transfer tools write the same files
 //! either way; only where the kernel keeps them changes.
 
 use super::suite::Suite;
