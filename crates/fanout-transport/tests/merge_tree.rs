@@ -13,8 +13,8 @@ use fanout_transport::session::{SessionConfig, SessionSender, SessionStats};
 use fanout_transport::wire::{decode_frames, CloseFrame, ConnectFrame, DataFrame, Frame, Header};
 use fanout_transport::{CloseReason, Receiver};
 use merge::{
-    ack, acked_set, acks_to, connect, datagram, established, merger_addr, outputs, random_data,
-    receiver_addr, sender_addr,
+    accept, ack, acked_set, acks_to, connect, datagram, established, merger_addr, outputs,
+    random_data, receiver_addr, sender_addr,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -763,16 +763,8 @@ fn joins_merge_by_timer_and_late_children_are_admitted_locally() {
         decode_frames(&out[0].2).next(),
         Some(Ok(Frame::Connect(_)))
     ));
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
-        max_payload: 1400,
-        window: 0,
-        timestamp: 0,
-        member_id: 1,
-        start_offset: 0,
-    });
     let t2 = t0 + hold + Duration::from_millis(10);
-    m.handle_datagram(t2, parent, &datagram(9, 0, &[accept]));
+    m.handle_datagram(t2, parent, &datagram(9, 0, &[accept(1)]));
     let accepts = outputs(&mut m, t2);
     assert_eq!(accepts.len(), 2);
     assert!(accepts.iter().all(|(_, h, _)| h.session_id == 9));
@@ -973,15 +965,7 @@ fn early_data_from_the_sender_is_held_bounded_and_checked() {
     // session id from a stranger.
     r.handle_datagram(now, sender_addr(), &data(9, 200_000, &chunk));
     r.handle_datagram(now, receiver_addr(9), &data(7, 201_000, &chunk));
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
-        max_payload: 1400,
-        window: 0,
-        timestamp: 0,
-        member_id: 3,
-        start_offset: 0,
-    });
-    r.handle_datagram(now, merger_addr(0), &datagram(7, 0, &[accept]));
+    r.handle_datagram(now, merger_addr(0), &datagram(7, 0, &[accept(3)]));
     assert_eq!(r.session_id(), Some(7));
     assert_eq!(r.peer(), Some(merger_addr(0)));
     let held = r.stats().payload_bytes_received;

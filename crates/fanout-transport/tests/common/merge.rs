@@ -64,6 +64,18 @@ pub fn datagram(session_id: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
     out
 }
 
+/// The sender's (or a merger's) ACCEPT giving member id `member_id`.
+pub fn accept(member_id: u64) -> Frame<'static> {
+    Frame::Accept(ConnectFrame {
+        sends_data: true,
+        max_payload: 1400,
+        window: 0,
+        timestamp: 0,
+        member_id,
+        start_offset: 0,
+    })
+}
+
 /// A receiver's CONNECT (offset 0, 1400-byte segments, 1 MiB window).
 pub fn connect() -> Frame<'static> {
     Frame::Connect(ConnectFrame {
@@ -130,15 +142,7 @@ pub fn established(n: usize) -> Merger {
     }
     let out = outputs(&mut m, t);
     assert_eq!(out.len(), 1, "one merged CONNECT: {out:?}");
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
-        max_payload: 1400,
-        window: 0,
-        timestamp: 0,
-        member_id: 3,
-        start_offset: 0,
-    });
-    m.handle_datagram(t, parent, &datagram(ESTABLISHED_SESSION, 0, &[accept]));
+    m.handle_datagram(t, parent, &datagram(ESTABLISHED_SESSION, 0, &[accept(3)]));
     let out = outputs(&mut m, t);
     assert_eq!(out.len(), n, "ACCEPT relayed to each child");
     assert!(m.is_established());
