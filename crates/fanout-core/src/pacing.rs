@@ -159,6 +159,19 @@ impl Pacer {
         } else {
             u64::MAX
         };
+        self.resize_burst();
+    }
+
+    /// Lowers the rate to at most `bytes_per_sec` (a rate cap set on top
+    /// of [`Pacer::set_rate`]; at least 1 byte/s).
+    pub fn cap_rate(&mut self, bytes_per_sec: u64) {
+        self.rate = self.rate.min(bytes_per_sec.max(1));
+        self.resize_burst();
+    }
+
+    /// The bucket holds `burst_time` of sending at the current rate, within
+    /// its bounds.
+    fn resize_burst(&mut self) {
         let timed = (self.rate as u128 * self.burst_time.as_nanos() / 1_000_000_000) as u64;
         self.burst = timed.clamp(self.min_burst, MAX_BURST_BYTES.max(self.min_burst));
     }

@@ -251,7 +251,7 @@ pub fn figures(
             FlowFigures {
                 label: f.label.clone(),
                 goodput_bps: goodput_bps(sim, f.receiver, from, to),
-                retransmitted_bytes: stats.retransmitted_bytes,
+                retransmitted_bytes: stats.repair_bytes,
                 recovery_episodes: stats.recovery_episodes,
                 rto_events: stats.rto_events,
             }

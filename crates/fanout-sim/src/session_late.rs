@@ -167,7 +167,8 @@ impl CatchUps {
         }
         let peer = SocketAddr::new(addr.ip(), catch_up_port(addr.port()));
         let id = self.session_id ^ (0xCA7C_0000 + self.flows.len() as u64);
-        let s = BulkSender::new(self.config.clone(), peer, id, now, Some(start));
+        let config = fanout_transport::session::SessionConfig::unicast(self.config.clone());
+        let s = BulkSender::new(config, peer, id, now, Some(start));
         self.flows.push((peer, s));
     }
 

@@ -1,6 +1,8 @@
-//! fanout transport sessions as scenario flows (`kind = "transfer"`): a bulk
-//! [`Sender`] fed from an endless (or sized) source and a [`Receiver`] whose
-//! application reads everything at once.
+//! Transfers to one receiver as scenario flows (`kind = "transfer"`): a
+//! bulk sender — the session engine with one member, offered to the
+//! receiver, exactly what `fanout send --to` runs — fed from an endless (or
+//! sized) source, and a listening [`Receiver`] whose application reads
+//! everything at once.
 //!
 //! ```toml
 //! [[flow]]
@@ -22,7 +24,8 @@ use crate::sim::Simulator;
 use crate::units::{Bytes, HumanDuration};
 use fanout_core::cc::CcAlgorithm;
 use fanout_core::{Engine, Instant, Transmit};
-use fanout_transport::{Receiver, Sender, TransportConfig};
+use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::{Receiver, TransportConfig};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,23 +33,23 @@ use std::time::Duration;
 /// Zeros the bulk source writes from.
 const SOURCE_CHUNK: [u8; 16 << 10] = [0; 16 << 10];
 
-/// A sender application: connects at `start`, writes `total` bytes (or
-/// forever), then finishes.
+/// A sender application: offers itself to its receiver at `start`, writes
+/// `total` bytes (or forever), then finishes.
 #[derive(Debug)]
 pub struct BulkSender {
-    config: TransportConfig,
+    config: SessionConfig,
     peer: SocketAddr,
     session_id: u64,
     start: Instant,
     total: Option<u64>,
     written: u64,
-    sender: Option<Sender>,
+    sender: Option<SessionSender>,
 }
 
 impl BulkSender {
     /// A sender of `total` bytes (`None`: endless) to `peer` from `start`.
     pub fn new(
-        config: TransportConfig,
+        config: SessionConfig,
         peer: SocketAddr,
         session_id: u64,
         start: Instant,
@@ -64,7 +67,7 @@ impl BulkSender {
     }
 
     /// The session, once started.
-    pub fn sender(&self) -> Option<&Sender> {
+    pub fn sender(&self) -> Option<&SessionSender> {
         self.sender.as_ref()
     }
 
@@ -108,12 +111,9 @@ impl Engine for BulkSender {
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if self.sender.is_none() && now >= self.start {
-            self.sender = Some(Sender::connect(
-                self.config.clone(),
-                self.peer,
-                self.session_id,
-                now,
-            ));
+            let mut s = SessionSender::new(self.config.clone(), self.session_id, now);
+            s.offer(now, self.peer);
+            self.sender = Some(s);
         }
         self.feed();
         self.sender.as_mut()?.poll_transmit(now, buf)
@@ -138,9 +138,9 @@ impl SimApp for BulkSender {
         self.sender
             .as_ref()
             .map_or_else(AppProbe::default, |s| AppProbe {
-                delivered_bytes: s.bytes_acked(),
+                delivered_bytes: s.bytes_acked_by_all(),
                 cwnd_bytes: Some(s.cwnd()),
-                srtt: Some(s.srtt()),
+                srtt: Some(s.session_rtt()),
                 rate_bps: None,
             })
     }
@@ -268,6 +268,7 @@ impl FlowFactory for TransferFlows {
             config.pacing = p;
         }
         let start = Instant::ZERO + t.start.map_or(Duration::ZERO, |d| d.0);
+        let session = SessionConfig::unicast(config.clone());
         let session_id = 0x5EED_0000 + self.flows.len() as u64;
         let receiver = sim
             .add_app(to, Box::new(SinkReceiver::new(config.clone())))
@@ -276,7 +277,7 @@ impl FlowFactory for TransferFlows {
             .add_app(
                 from,
                 Box::new(BulkSender::new(
-                    config,
+                    session,
                     to,
                     session_id,
                     start,

@@ -116,7 +116,7 @@ mod tests {
             .encode(&mut out);
             crate::wire::Frame::Data(crate::wire::DataFrame {
                 offset: fanout_core::codec::VARINT_MAX - payload.len() as u64,
-                timestamp: 0,
+                timestamp: crate::wire::WireTimestamp(0),
                 fin: false,
                 message_end: false,
                 payload: &payload,

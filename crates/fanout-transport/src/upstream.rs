@@ -22,7 +22,7 @@
 //!   [`MAX_UPSTREAM_RTO_BACKOFFS`] expiries in a row without any
 //!   UPSTREAM_ACK the upstream stream fails (the session itself goes on).
 
-use crate::wire::{Frame, UpstreamAckFrame, UpstreamFrame};
+use crate::wire::{Frame, UpstreamAckFrame, UpstreamFrame, WireTimestamp};
 use fanout_core::pacing::Pacer;
 use fanout_core::rtt::{RtoConfig, RttEstimator};
 use fanout_core::time::Instant;
@@ -208,11 +208,10 @@ impl UpstreamOut {
             self.stats.bytes_acked += drained;
             self.una = ack.cumulative;
             self.nxt = self.nxt.max(self.una);
-            // RFC 7323-style sample: the echo is our own clock (µs).
-            let rtt = (now.as_nanos() / 1_000) as u32;
-            let us = rtt.wrapping_sub(ack.timestamp_echo);
-            if us < 60_000_000 {
-                self.rtt.on_sample(Duration::from_micros(u64::from(us)));
+            // RFC 7323-style sample: the echo is our own clock.
+            let rtt = ack.timestamp_echo.elapsed(now);
+            if rtt < Duration::from_secs(60) {
+                self.rtt.on_sample(rtt);
             }
             self.cwnd = (self.cwnd + drained.max(1)).min(UPSTREAM_SEND_BUFFER as u64);
         }
@@ -263,16 +262,11 @@ impl UpstreamOut {
         self.rto_deadline = Some(now + self.rtt.rto());
     }
 
-    /// Encodes the next UPSTREAM frame into `out` if the windows and the
-    /// pacer allow one now; `header` writes the datagram header first.
-    pub fn poll_transmit(
-        &mut self,
-        now: Instant,
-        out: &mut Vec<u8>,
-        header: impl FnOnce(&mut Vec<u8>),
-    ) -> bool {
+    /// The next UPSTREAM frame, encoded, if the windows and the pacer allow
+    /// one now.
+    pub fn poll_frame(&mut self, now: Instant) -> Option<Vec<u8>> {
         if self.failed {
-            return false;
+            return None;
         }
         let end = self.end();
         let limit = self.limit.min(self.una.saturating_add(self.cwnd));
@@ -286,12 +280,12 @@ impl UpstreamOut {
                 // probes it.
                 self.rearm(now);
             }
-            return false;
+            return None;
         }
         let release = self.pacer.next_send_time(now, len.max(1));
         if release > now {
             self.pacing_wake = Some(release);
-            return false;
+            return None;
         }
         self.pacing_wake = None;
         let probe = len == 0 && !send_fin;
@@ -303,14 +297,14 @@ impl UpstreamOut {
             .range(start..start + len as usize)
             .copied()
             .collect();
-        header(out);
+        let mut out = Vec::with_capacity(bytes.len() + 16);
         Frame::Upstream(UpstreamFrame {
             offset: self.nxt,
-            timestamp: (now.as_nanos() / 1_000) as u32,
+            timestamp: WireTimestamp::at(now),
             fin: send_fin,
             payload: &bytes,
         })
-        .encode(out);
+        .encode(&mut out);
         if self.nxt < self.high {
             self.stats.retransmitted_bytes += len.min(self.high - self.nxt);
         }
@@ -323,6 +317,6 @@ impl UpstreamOut {
         if self.rto_deadline.is_none() {
             self.rearm(now);
         }
-        true
+        Some(out)
     }
 }

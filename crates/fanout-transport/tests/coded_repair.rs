@@ -9,6 +9,7 @@ use fanout_core::{drain, Engine, Rng};
 use fanout_transport::fec::{self, BlockGeometry};
 use fanout_transport::session::policy::{FairScaling, RepairPolicy, WindowPolicy};
 use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{decode_frames, Frame, Header, HeaderFlags, RepairFrame};
 use fanout_transport::{CloseReason, Receiver, TransportConfig};
 use proptest::prelude::*;
@@ -219,11 +220,9 @@ fn member_with_holes(data: &[u8], t: usize, missing: &[usize]) -> (Receiver, Blo
     drain(&mut m, Instant::ZERO, &mut buf, 8, |_, _| {});
     let mut accept = Vec::new();
     header(&mut accept);
-    Frame::Accept(fanout_transport::wire::ConnectFrame {
-        sends_data: true,
+    Frame::Accept(fanout_transport::wire::AcceptFrame {
         max_payload: 1400,
-        window: 0,
-        timestamp: 0,
+        timestamp_echo: WireTimestamp(0),
         member_id: 1,
         start_offset: 0,
     })
@@ -236,7 +235,7 @@ fn member_with_holes(data: &[u8], t: usize, missing: &[usize]) -> (Receiver, Blo
         header(&mut d);
         Frame::Data(fanout_transport::wire::DataFrame {
             offset: r.start,
-            timestamp: 1,
+            timestamp: WireTimestamp(1),
             fin: false,
             message_end: false,
             payload: &data[r.start as usize..r.end as usize],

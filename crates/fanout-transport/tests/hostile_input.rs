@@ -4,19 +4,22 @@
 //!
 //! Engine scripts feed arbitrary datagrams — half of them behind a valid
 //! header of the session, so the frame decoder and the engine logic see
-//! them — into a live [`Sender`] or [`Receiver`] at increasing times, run
-//! their timers and drain their output. Nothing may panic, and every refused
-//! datagram must be counted in `stats().drops` under the right reason.
+//! them — into a live session of one ([`SessionSender`] offered to one
+//! receiver) or [`Receiver`] at increasing times, run their timers and
+//! drain their output. Nothing may panic, and every refused datagram must
+//! be counted in `stats().drops` under the right reason.
 
 use fanout_core::codec::{Reader, Writer};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
+use fanout_transport::session::{SessionConfig, SessionSender};
 use fanout_transport::wire::{
-    accept_header, decode_frames, AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame, DataFrame,
-    Frame, Header, HeaderFlags, SkipFrame, UpstreamAckFrame, UpstreamFrame, MAX_ACK_INTERVAL_US,
+    accept_header, decode_frames, AcceptFrame, AckFrame, AckFrequencyFrame, CatchUpFrame,
+    CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags, OfferFrame, SkipFrame,
+    UpstreamAckFrame, UpstreamFrame, WireTimestamp, MAX_ACK_INTERVAL_US,
 };
-use fanout_transport::{Receiver, Sender, TransportConfig};
+use fanout_transport::{Receiver, TransportConfig};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -65,7 +68,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
         12 => (off.clone(), any::<u32>(), any::<bool>(), any::<bool>(), len.clone())
             .prop_map(|(offset, timestamp, fin, message_end, len)| {
                 let payload = vec![0x5a; len as usize];
-                enc(Frame::Data(DataFrame { offset, timestamp, fin, message_end, payload: &payload }))
+                enc(Frame::Data(DataFrame { offset, timestamp: WireTimestamp(timestamp), fin, message_end, payload: &payload }))
             }),
         12 => (off.clone(), 0u64..70_000, any::<u32>(), 0u64..100_000,
               proptest::collection::vec((off.clone(), len), 0..6))
@@ -74,12 +77,17 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
                     .into_iter()
                     .map(|(s, l)| s.max(cumulative)..s.max(cumulative) + l.max(1))
                     .collect();
-                enc(Frame::Ack(AckFrame { cumulative, window, timestamp_echo, ack_delay_us, sack }))
+                enc(Frame::Ack(AckFrame { cumulative, window, timestamp_echo: WireTimestamp(timestamp_echo), ack_delay_us, sack }))
             }),
-        2 => (any::<bool>(), 0u64..2000, 0u64..100_000, any::<u32>(), any::<bool>())
-            .prop_map(|(sends_data, max_payload, window, timestamp, accept)| {
-                let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id: 1, start_offset: 0 };
-                enc(if accept { Frame::Accept(c) } else { Frame::Connect(c) })
+        2 => (0u8..4, 0u64..2000, 0u64..100_000, any::<u32>(), 0u64..30_000)
+            .prop_map(|(kind, max_payload, window, timestamp, offset)| {
+                let timestamp = WireTimestamp(timestamp);
+                enc(match kind {
+                    0 => Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: offset }),
+                    1 => Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: 1, start_offset: offset }),
+                    2 => Frame::Offer(OfferFrame { max_payload, timestamp }),
+                    _ => Frame::CatchUp(CatchUpFrame { member_id: 1, end: offset }),
+                })
             }),
         2 => (off, 0u64..5000).prop_map(|(offset, len)| enc(Frame::Skip(SkipFrame { offset, len }))),
         2 => (1u32..=64, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us }))),
@@ -89,10 +97,10 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
         1 => (0u64..70_000, any::<u32>(), any::<bool>(), 0usize..1300)
             .prop_map(|(offset, timestamp, fin, len)| {
                 let payload = vec![0x3c; len];
-                enc(Frame::Upstream(UpstreamFrame { offset, timestamp, fin, payload: &payload }))
+                enc(Frame::Upstream(UpstreamFrame { offset, timestamp: WireTimestamp(timestamp), fin, payload: &payload }))
             }),
         1 => (0u64..70_000, 0u64..70_000, any::<u32>()).prop_map(|(cumulative, window, timestamp_echo)| {
-            enc(Frame::UpstreamAck(UpstreamAckFrame { cumulative, window, timestamp_echo }))
+            enc(Frame::UpstreamAck(UpstreamAckFrame { cumulative, window, timestamp_echo: WireTimestamp(timestamp_echo) }))
         }),
         // Rare: they end the session.
         1 => (0u64..3, any::<bool>()).prop_map(|(code, reset)| {
@@ -184,20 +192,20 @@ struct SenderModel {
 }
 
 impl SenderModel {
-    fn write(&mut self, s: &mut Sender, data: &[u8]) {
+    fn write(&mut self, s: &mut SessionSender, data: &[u8]) {
         let n = s.write(data);
         self.written.extend_from_slice(&data[..n]);
     }
 
-    fn finish(&mut self, s: &mut Sender) {
-        if !s.is_closed() {
+    fn finish(&mut self, s: &mut SessionSender) {
+        if s.close_reason().is_none() {
             s.finish();
             self.finished = true;
         }
     }
 
     /// Runs timers and drains the sender, checking every DATA frame.
-    fn pump(&mut self, s: &mut Sender, now: Instant) -> Result<(), TestCaseError> {
+    fn pump(&mut self, s: &mut SessionSender, now: Instant) -> Result<(), TestCaseError> {
         let mut buf = Vec::new();
         let mut sent = Vec::new();
         drain(s, now, &mut buf, 256, |_, d| sent.push(d.to_vec()));
@@ -219,37 +227,43 @@ impl SenderModel {
     }
 }
 
-fn accept_datagram(pn: u32) -> Vec<u8> {
+/// The listener's answer to the sender's OFFER: its CONNECT.
+fn connect_datagram(pn: u32) -> Vec<u8> {
     control(
         pn,
-        Frame::Accept(ConnectFrame {
-            sends_data: false,
+        Frame::Connect(ConnectFrame {
             max_payload: 1200,
             window: 64 << 10,
-            timestamp: 0,
-            member_id: 1,
-            start_offset: 0,
+            timestamp: WireTimestamp(0),
+            resume_from: 0,
         }),
     )
 }
 
+/// A session of one, offered to the peer.
+fn session_of_one(now: Instant) -> SessionSender {
+    let mut s = SessionSender::new(SessionConfig::unicast(config()), SESSION, now);
+    assert!(s.offer(now, peer_addr()));
+    s
+}
+
 fn drive_sender(connected: bool, finish: bool, script: &[Step]) -> Result<(), TestCaseError> {
     let mut now = Instant::ZERO;
-    let mut s = Sender::connect(config(), peer_addr(), SESSION, now);
+    let mut s = session_of_one(now);
     let mut model = SenderModel::default();
     let mut pn = 0u32;
     if connected {
         model.pump(&mut s, now)?;
         now += Duration::from_millis(10);
-        s.handle_datagram(now, peer_addr(), &accept_datagram(pn));
+        s.handle_datagram(now, peer_addr(), &connect_datagram(pn));
         pn += 1;
-        prop_assert!(!s.is_closed());
+        prop_assert_eq!(s.member_count(), 1);
         model.write(&mut s, &[0xa5; 20_000]);
         if finish {
             model.finish(&mut s);
         }
         model.pump(&mut s, now)?;
-        prop_assert!(s.in_flight() > 0);
+        prop_assert!(s.snd_nxt() > 0);
     }
     for step in script {
         now += step.advance;
@@ -260,7 +274,8 @@ fn drive_sender(connected: bool, finish: bool, script: &[Step]) -> Result<(), Te
             peer_addr()
         };
         let before = s.stats().clone();
-        let was_closed = s.is_closed();
+        let was_closed = s.close_reason().is_some();
+        let was_member = s.member_count() > 0;
         s.handle_datagram(now, from, &d);
         let after = s.stats();
         prop_assert_eq!(after.datagrams_received, before.datagrams_received + 1);
@@ -270,13 +285,19 @@ fn drive_sender(connected: bool, finish: bool, script: &[Step]) -> Result<(), Te
                 prop_assert_eq!(dropped(reason), 1);
                 prop_assert_eq!(after.drops.total(), before.drops.total() + 1);
             }
-            Ok((h, _)) if h.session_id != SESSION => {
+            Ok(_) if was_closed => prop_assert_eq!(dropped(DropReason::SessionClosed), 1),
+            // A member's datagram of another session; a stranger's (joins
+            // included: only the invited peer is admitted).
+            Ok((h, _))
+                if h.session_id != SESSION && !step.from_stranger && s.member_count() > 0 =>
+            {
                 prop_assert_eq!(dropped(DropReason::UnknownSession), 1);
             }
             Ok(_) if step.from_stranger => {
                 prop_assert_eq!(dropped(DropReason::UnknownPeer), 1);
             }
-            Ok((_, body)) if !was_closed && frames_malformed(body) => {
+            // (A RESET before the bad frame ends the member first.)
+            Ok((_, body)) if was_member && s.member_count() > 0 && frames_malformed(body) => {
                 prop_assert_eq!(dropped(DropReason::MalformedFrame), 1);
             }
             Ok(_) => {}
@@ -290,7 +311,8 @@ fn drive_sender(connected: bool, finish: bool, script: &[Step]) -> Result<(), Te
         model.pump(&mut s, now)?;
         while s.poll_event().is_some() {}
         // An ACK of bytes never sent is refused (AckOfUnsent).
-        prop_assert!(s.bytes_acked() <= model.written.len() as u64);
+        prop_assert!(s.bytes_acked_by_all() <= model.written.len() as u64);
+        prop_assert!(s.member_count() <= 1, "only the invited peer joins");
     }
     Ok(())
 }
@@ -301,19 +323,27 @@ fn drive_receiver(connected: bool, script: &[Step]) -> Result<(), TestCaseError>
     let mut session: Option<u64> = None;
     let mut pn = 0u32;
     if connected {
-        let connect = control(
+        // The sender's OFFER, then (after the listener's CONNECT) its ACCEPT.
+        let offer = control(
             pn,
-            Frame::Connect(ConnectFrame {
-                sends_data: true,
+            Frame::Offer(OfferFrame {
                 max_payload: 1200,
-                window: 0,
-                timestamp: 0,
-                member_id: 0,
+                timestamp: WireTimestamp(0),
+            }),
+        );
+        r.handle_datagram(now, peer_addr(), &offer);
+        pump(&mut r, now);
+        let accept = control(
+            pn + 1,
+            Frame::Accept(AcceptFrame {
+                max_payload: 1200,
+                timestamp_echo: WireTimestamp(0),
+                member_id: 1,
                 start_offset: 0,
             }),
         );
-        pn += 1;
-        r.handle_datagram(now, peer_addr(), &connect);
+        pn += 2;
+        r.handle_datagram(now, peer_addr(), &accept);
         session = Some(SESSION);
         prop_assert_eq!(r.peer(), Some(peer_addr()));
         pump(&mut r, now);
@@ -343,17 +373,16 @@ fn drive_receiver(connected: bool, script: &[Step]) -> Result<(), TestCaseError>
                 prop_assert_eq!(total, 1);
             }
             Ok((h, body)) => {
-                let connect = matches!(
-                    decode_frames(body).next(),
-                    Some(Ok(Frame::Connect(c))) if c.sends_data
-                );
+                let offer = matches!(decode_frames(body).next(), Some(Ok(Frame::Offer(_))));
                 let ours = peer_before == Some((from, h.session_id));
                 match peer_before {
-                    // A stranger's CONNECT is answered with a busy RESET (or
+                    // A stranger's OFFER is answered with a busy RESET (or
                     // counted once the refusal queue is full).
-                    Some(_) if !ours && connect => {}
+                    Some(_) if !ours && offer => {}
                     Some(_) if !ours => prop_assert_eq!(total, 1),
-                    None if !connect => prop_assert_eq!(total, 1),
+                    // Listening or joining: only the first frame counts,
+                    // and what is not the handshake is refused once.
+                    None => prop_assert!(total <= 1),
                     _ if !was_closed && frames_malformed(body) => {
                         let mf = DropReason::MalformedFrame;
                         prop_assert_eq!(after.drops.get(mf) - before.drops.get(mf), 1);
@@ -381,7 +410,7 @@ proptest! {
                                    magic: bool) {
         let mut bytes = bytes;
         if magic && bytes.len() >= 3 {
-            bytes[..3].copy_from_slice(b"FO\x01");
+            bytes[..3].copy_from_slice(&[b'F', b'O', fanout_transport::wire::VERSION]);
         }
         match Header::decode(&bytes) {
             Ok((h, rest)) => {
@@ -453,11 +482,11 @@ fn non_minimal_varints_decode_to_the_same_frame() {
 
 fn mid_segment_cumulative_ack() {
     let mut now = Instant::ZERO;
-    let mut s = Sender::connect(config(), peer_addr(), SESSION, now);
+    let mut s = session_of_one(now);
     let mut model = SenderModel::default();
     model.pump(&mut s, now).unwrap();
     now += Duration::from_millis(10);
-    s.handle_datagram(now, peer_addr(), &accept_datagram(0));
+    s.handle_datagram(now, peer_addr(), &connect_datagram(0));
     model.write(&mut s, &[0xa5; 20_000]);
     model.pump(&mut s, now).unwrap();
     // Let the RTO fire so every segment is deemed lost.
@@ -466,9 +495,10 @@ fn mid_segment_cumulative_ack() {
     let ack = control(
         1,
         Frame::Ack(AckFrame {
-            cumulative: 1201, // inside the second 1200-byte segment
+            // Inside the second segment.
+            cumulative: config().max_payload() + 1,
             window: 0,
-            timestamp_echo: 0,
+            timestamp_echo: WireTimestamp(0),
             ack_delay_us: 0,
             sack: vec![],
         }),

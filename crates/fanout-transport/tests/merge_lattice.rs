@@ -4,7 +4,7 @@
 
 use fanout_transport::merge::ack_meet::older_timestamp;
 use fanout_transport::merge::AckSummary;
-use fanout_transport::wire::{AckFrame, MAX_SACK_RANGES};
+use fanout_transport::wire::{AckFrame, WireTimestamp, MAX_SACK_RANGES};
 use proptest::prelude::*;
 
 /// Offsets are drawn from a small space so that children's ranges overlap,
@@ -24,7 +24,7 @@ fn arb_frame(base_ts: u32) -> impl Strategy<Value = AckFrame> {
             window,
             // Echoes within one half of the 32-bit circle (RFC 7323 §5.2),
             // possibly across the wrap.
-            timestamp_echo: base_ts.wrapping_add(ts),
+            timestamp_echo: WireTimestamp(base_ts.wrapping_add(ts)),
             ack_delay_us: delay,
             // As the decoder admits them: start >= cumulative, any order,
             // possibly overlapping or touching the cumulative point.
@@ -90,7 +90,7 @@ proptest! {
     #[test]
     fn the_frame_is_sound((a, b, c) in three()) {
         let m = a.meet(&b).meet(&c);
-        let f = m.to_frame(0);
+        let f = m.to_frame(WireTimestamp(0));
         prop_assert!(f.sack.len() <= MAX_SACK_RANGES);
         prop_assert_eq!(f.cumulative, m.cumulative);
         prop_assert_eq!(f.cumulative + f.window, m.window_end);
@@ -107,7 +107,7 @@ proptest! {
     #[test]
     fn the_echo_is_the_oldest((a, b, c) in three()) {
         let m = a.meet(&b).meet(&c);
-        let echoes: Vec<u32> = [&a, &b, &c].iter().filter_map(|s| s.timestamp_echo).collect();
+        let echoes: Vec<WireTimestamp> = [&a, &b, &c].iter().filter_map(|s| s.timestamp_echo).collect();
         match m.timestamp_echo {
             None => prop_assert!(echoes.is_empty()),
             Some(t) => {

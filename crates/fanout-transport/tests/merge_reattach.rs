@@ -5,8 +5,8 @@
 //!
 //! * A late *file* joiner behind a merger starts at the subtree's position
 //!   and fetches the missed prefix from the session sender (its data
-//!   source), the way `fanout recv` does (a unicast transfer, here the
-//!   transport's own `Sender`/`Receiver` pair): the whole file arrives, and
+//!   source), the way `fanout recv` does (a unicast transfer: a session of
+//!   one offered to the joiner's catch-up socket): the whole file arrives, and
 //!   the merged ACK never goes backwards nor takes back a SACK range.
 //! * A lower merger killed mid-transfer: its receivers re-attach to the
 //!   merger above (resume CONNECT), and everything completes.
@@ -20,8 +20,9 @@ use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
+use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{decode_frames, AckFrame, Frame, Header};
-use fanout_transport::{CloseReason, Receiver, Sender};
+use fanout_transport::{CloseReason, Receiver};
 use merge::{acked_set, datagram, merger_addr, random_data, receiver_addr, sender_addr};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -43,7 +44,8 @@ enum Node {
     Session(Box<SessionSender>),
     Merger(Box<Merger>),
     Receiver(Box<Receiver>),
-    Unicast(Box<Sender>),
+    /// A transfer to one receiver (the late joiner's catch-up).
+    Unicast(Box<SessionSender>),
 }
 
 impl Node {
@@ -345,7 +347,8 @@ fn a_late_file_joiner_behind_a_merger_gets_the_whole_file() {
         assert_ne!(r.peer(), Some(s), "feedback still goes to the merger");
         prefix_end = Some(end);
         let cfg = SessionConfig::default().transport;
-        let mut tx = Sender::connect(cfg.clone(), catch_up_addr(3), 9, n.now);
+        let mut tx = SessionSender::new(SessionConfig::unicast(cfg.clone()), 9, n.now);
+        assert!(tx.offer(n.now, catch_up_addr(3)));
         assert_eq!(tx.write(&n.data[..end]), end);
         tx.finish();
         n.nodes
@@ -521,12 +524,10 @@ fn a_resuming_child_behind_the_subtree_is_sent_on() {
         }
         .encode(&mut d);
         Frame::Connect(fanout_transport::wire::ConnectFrame {
-            sends_data: false,
             max_payload: 1200,
             window: 1 << 20,
-            timestamp: 0,
-            member_id: 0,
-            start_offset: 1000,
+            timestamp: WireTimestamp(0),
+            resume_from: 1000,
         })
         .encode(&mut d);
         let mut ack = d[..0].to_vec();
@@ -539,7 +540,7 @@ fn a_resuming_child_behind_the_subtree_is_sent_on() {
         Frame::Ack(AckFrame {
             cumulative: 1000,
             window: 1 << 20,
-            timestamp_echo: 0,
+            timestamp_echo: WireTimestamp(0),
             ack_delay_us: 0,
             sack: vec![],
         })
@@ -605,12 +606,10 @@ fn the_silence_watch_starts_at_the_join_upstream() {
         Instant::ZERO,
     );
     let connect = fanout_transport::wire::ConnectFrame {
-        sends_data: false,
         max_payload: 1400,
         window: 1 << 20,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
+        timestamp: WireTimestamp(0),
+        resume_from: 0,
     };
     let t0 = Instant::ZERO;
     m.handle_datagram(
@@ -621,10 +620,11 @@ fn the_silence_watch_starts_at_the_join_upstream() {
     let mut buf = Vec::new();
     drain(&mut m, t0, &mut buf, 100, |_, _| {});
     let t = Instant::ZERO + Duration::from_secs(5);
-    let accept = fanout_transport::wire::ConnectFrame {
-        sends_data: true,
+    let accept = fanout_transport::wire::AcceptFrame {
+        max_payload: 1400,
+        timestamp_echo: WireTimestamp(0),
         member_id: 3,
-        ..connect
+        start_offset: 0,
     };
     m.handle_datagram(t, parent, &datagram(7, 0, &[Frame::Accept(accept)]));
     assert!(m.is_established());

@@ -14,6 +14,7 @@ use fanout_core::{drain, Engine};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MAX_SUBTREE_RECEIVERS};
 use fanout_transport::session::policy::RepairPolicy;
 use fanout_transport::session::{SessionConfig, SessionSender, MAX_SESSION_ROSTER_ENTRIES};
+use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{
     decode_frames, AckFrame, ConnectFrame, Frame, Header, RosterEntry, RosterFrame,
 };
@@ -482,17 +483,15 @@ fn a_lying_roster_stays_bounded_and_releases_nothing_a_receiver_lacks() {
     net.receiver(genuine, sender_addr());
     net.nodes.insert(hostile_addr(), Node::Raw(Vec::new()));
     let connect = Frame::Connect(ConnectFrame {
-        sends_data: false,
         max_payload: 1400,
         window: 1 << 24,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
+        timestamp: WireTimestamp(0),
+        resume_from: 0,
     });
     net.send(hostile_addr(), sender_addr(), datagram(0, 0, &[connect]));
     let mut pn = 1u32;
     let mut highest = 0u64;
-    let mut echo = 0u32;
+    let mut echo = WireTimestamp(0);
     // Most the liar acknowledged beyond what the genuine receiver held.
     let mut gap = 0u64;
     let mut next_flood = Instant::ZERO;

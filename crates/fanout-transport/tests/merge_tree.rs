@@ -10,6 +10,7 @@ use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
 use fanout_transport::session::{SessionConfig, SessionSender, SessionStats};
+use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{decode_frames, CloseFrame, ConnectFrame, DataFrame, Frame, Header};
 use fanout_transport::{CloseReason, Receiver};
 use merge::{
@@ -704,12 +705,10 @@ fn joins_merge_by_count_into_one_connect_with_the_smallest_options() {
     );
     let t = Instant::ZERO;
     let small = Frame::Connect(ConnectFrame {
-        sends_data: false,
         max_payload: 1200,
         window: 1 << 16,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
+        timestamp: WireTimestamp(0),
+        resume_from: 0,
     });
     m.handle_datagram(t, receiver_addr(0), &datagram(0, 0, &[connect()]));
     m.handle_datagram(t, receiver_addr(1), &datagram(0, 0, &[small]));
@@ -724,7 +723,7 @@ fn joins_merge_by_count_into_one_connect_with_the_smallest_options() {
     match decode_frames(&out[0].2).next() {
         Some(Ok(Frame::Connect(c))) => {
             assert_eq!((c.max_payload, c.window), (1200, 1 << 16));
-            assert!(!c.sends_data);
+            assert_eq!(c.resume_from, 0);
         }
         other => panic!("{other:?}"),
     }
@@ -779,7 +778,6 @@ fn joins_merge_by_timer_and_late_children_are_admitted_locally() {
     assert_eq!(out[0].0, receiver_addr(2));
     match decode_frames(&out[0].2).next() {
         Some(Ok(Frame::Accept(a))) => {
-            assert!(a.sends_data);
             assert_eq!(a.start_offset, 7000);
         }
         other => panic!("{other:?}"),
@@ -949,7 +947,7 @@ fn early_data_from_the_sender_is_held_bounded_and_checked() {
             offset as u32,
             &[Frame::Data(DataFrame {
                 offset,
-                timestamp: 1,
+                timestamp: WireTimestamp(1),
                 fin: false,
                 message_end: false,
                 payload,

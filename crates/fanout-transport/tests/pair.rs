@@ -1,8 +1,11 @@
-//! Story tests: one sender, one receiver, a wire with delay and scripted loss.
+//! Story tests: a transfer to one receiver — a session of one member, the
+//! sender OFFERing itself to a listening receiver — over a wire with delay
+//! and scripted loss.
 
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, Rng};
-use fanout_transport::{CloseReason, Event, Receiver, Sender, TransportConfig};
+use fanout_transport::session::{SessionConfig, SessionEvent, SessionSender};
+use fanout_transport::{CloseReason, Event, Receiver, TransportConfig};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,7 +24,7 @@ type LossFn = Box<dyn FnMut(bool, &[u8]) -> bool>;
 
 struct Pair {
     now: Instant,
-    sender: Sender,
+    sender: SessionSender,
     receiver: Receiver,
     wire: Wire,
     seq: u64,
@@ -29,8 +32,15 @@ struct Pair {
     data: Vec<u8>,
     written: usize,
     got: Vec<u8>,
-    sender_events: Vec<Event>,
+    sender_events: Vec<SessionEvent>,
     receiver_events: Vec<Event>,
+}
+
+/// A session of one offered to the receiver at `R`.
+fn sender(config: TransportConfig, now: Instant) -> SessionSender {
+    let mut s = SessionSender::new(SessionConfig::unicast(config), 7, now);
+    assert!(s.offer(now, addr(R)));
+    s
 }
 
 const S: &str = "10.0.0.1:1000";
@@ -40,7 +50,7 @@ impl Pair {
     fn new(config: TransportConfig, data: Vec<u8>, loss: LossFn) -> Pair {
         let now = Instant::ZERO;
         Pair {
-            sender: Sender::connect(config.clone(), addr(R), 7, now),
+            sender: sender(config.clone(), now),
             receiver: Receiver::listen(config, now),
             now,
             wire: Wire::new(),
@@ -98,7 +108,7 @@ impl Pair {
         let end = Instant::ZERO + limit;
         while self.now < end {
             let timer = self.pump();
-            if self.sender.is_closed() && self.receiver.is_closed() {
+            if self.sender.close_reason().is_some() && self.receiver.is_closed() {
                 return;
             }
             let next_wire = self.wire.keys().next().map(|k| k.0);
@@ -150,15 +160,15 @@ fn lossless_transfer_arrives_identical_and_closes() {
     assert!(p.got == data, "stream corrupted");
     assert_eq!(p.sender.close_reason(), Some(&CloseReason::Completed));
     assert_eq!(p.receiver.close_reason(), Some(&CloseReason::Completed));
-    assert_eq!(
-        p.sender_events,
-        vec![
-            Event::Connected,
-            Event::Finished,
-            Event::Closed(CloseReason::Completed)
+    assert!(matches!(
+        p.sender_events[..],
+        [
+            SessionEvent::MemberJoined { start: 0, .. },
+            SessionEvent::Finished,
+            SessionEvent::Closed(CloseReason::Completed)
         ]
-    );
-    assert_eq!(p.sender.stats().retransmitted_bytes, 0);
+    ));
+    assert_eq!(p.sender.stats().unicast_repairs, 0);
     assert!(p.receiver_events.contains(&Event::Finished));
 }
 
@@ -195,7 +205,7 @@ fn first_retransmission_lost_still_delivers_once() {
         data.len() as u64,
         "each byte stored once"
     );
-    assert!(p.sender.stats().retransmitted_bytes >= 2 * 1000);
+    assert!(p.sender.stats().unicast_repairs >= 2);
     assert_eq!(p.sender.close_reason(), Some(&CloseReason::Completed));
 }
 
@@ -216,7 +226,11 @@ fn random_loss_both_directions_completes() {
             p.got.len(),
             data.len()
         );
-        assert!(p.sender.is_closed(), "seed {seed}: sender still open");
+        assert_eq!(
+            p.sender.close_reason(),
+            Some(&CloseReason::Completed),
+            "seed {seed}"
+        );
         assert!(p.sender.stats().recovery_episodes > 0, "seed {seed}");
     }
 }
@@ -233,7 +247,7 @@ fn blackout_recovers_by_rto() {
     );
     p.run(Duration::from_millis(100));
     assert!(
-        !p.sender.is_closed() && p.got.len() < data.len(),
+        p.sender.close_reason().is_none() && p.got.len() < data.len(),
         "cut must fall mid-transfer"
     );
     p.loss = Box::new(|to_sender, _| !to_sender);
@@ -266,19 +280,21 @@ fn peer_reset_is_reported() {
     p.run(Duration::from_millis(100));
     p.receiver.reset(9, "disk full");
     p.run(Duration::from_secs(1));
-    assert_eq!(
-        p.sender.close_reason(),
-        Some(&CloseReason::PeerReset {
-            code: 9,
-            reason: "disk full".into()
-        })
+    assert!(
+        p.sender_events.iter().any(|e| matches!(
+            e,
+            SessionEvent::MemberLeft { reason, .. } if reason == "member reset: disk full"
+        )),
+        "{:?}",
+        p.sender_events
     );
+    assert_eq!(p.sender.close_reason(), Some(&CloseReason::NoReceivers));
 }
 
 #[test]
 fn garbage_never_panics_and_is_counted() {
     let mut rng = Rng::new(5);
-    let mut s = Sender::connect(TransportConfig::default(), addr(R), 7, Instant::ZERO);
+    let mut s = sender(TransportConfig::default(), Instant::ZERO);
     let mut r = Receiver::listen(TransportConfig::default(), Instant::ZERO);
     let mut n = 0;
     for len in 0..2000usize {
@@ -286,7 +302,7 @@ fn garbage_never_panics_and_is_counted() {
         rng.fill(&mut b);
         // Half of them with a valid header prefix, so frame decoders run.
         if len % 2 == 0 && b.len() >= 16 {
-            b[..4].copy_from_slice(&[b'F', b'O', 1, 0]);
+            b[..4].copy_from_slice(&[b'F', b'O', fanout_transport::wire::VERSION, 0]);
             b[4..12].copy_from_slice(&7u64.to_be_bytes());
         }
         s.handle_datagram(Instant::ZERO, addr(R), &b);

@@ -6,6 +6,7 @@ use fanout_core::{drain, Engine, Rng};
 use fanout_transport::session::{
     JoinPolicy, ReleasePolicy, SessionConfig, SessionEvent, SessionSender,
 };
+use fanout_transport::wire::WireTimestamp;
 use fanout_transport::{CloseReason, Receiver};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -558,7 +559,7 @@ fn hostile_joins_and_acks_are_bounded_and_counted() {
     fanout_transport::wire::Frame::Ack(fanout_transport::wire::AckFrame {
         cumulative: 1 << 30,
         window: 0,
-        timestamp_echo: 0,
+        timestamp_echo: WireTimestamp(0),
         ack_delay_us: 0,
         sack: vec![],
     })
@@ -797,7 +798,7 @@ fn upstream_datagram(offset: u64, fin: bool, payload: &[u8]) -> Vec<u8> {
     .encode(&mut d);
     fanout_transport::wire::Frame::Upstream(fanout_transport::wire::UpstreamFrame {
         offset,
-        timestamp: 0,
+        timestamp: WireTimestamp(0),
         fin,
         payload,
     })
@@ -966,19 +967,23 @@ fn a_flooding_member_cannot_grow_upstream_memory_and_strangers_are_dropped() {
     );
 }
 
+/// A listener is no member until a sender's OFFER made it join: no
+/// upstream yet; and a session counts an UPSTREAM frame from a non-member
+/// (the invited peer included, before it joined) and goes on.
 #[test]
-fn a_unicast_receiver_has_no_upstream_and_a_unicast_sender_refuses_it() {
+fn a_listener_has_no_upstream_before_it_joined() {
     use fanout_core::stats::DropReason;
-    use fanout_transport::{Sender, TransportConfig, UpstreamStatus};
+    use fanout_transport::{TransportConfig, UpstreamStatus};
     let cfg = TransportConfig::default();
     let mut r = Receiver::listen(cfg.clone(), Instant::ZERO);
     assert_eq!(r.write_upstream(b"question"), 0);
     assert_eq!(r.upstream_writable(), 0);
     assert_eq!(r.upstream_status(), UpstreamStatus::Failed);
-    // A unicast sender handed an UPSTREAM frame counts it and goes on.
     let peer: SocketAddr = "10.0.1.1:7000".parse().unwrap();
-    let mut s = Sender::connect(cfg, peer, 42, Instant::ZERO);
+    let mut s = SessionSender::new(SessionConfig::unicast(cfg), 42, Instant::ZERO);
+    assert!(s.offer(Instant::ZERO, peer));
     s.handle_datagram(Instant::ZERO, peer, &upstream_datagram(0, true, b"hi"));
-    assert_eq!(s.stats().drops.get(DropReason::UnexpectedFrame), 1);
-    assert!(!s.is_closed());
+    assert_eq!(s.stats().drops.get(DropReason::UnknownPeer), 1);
+    assert_eq!(s.upstream_stats().dropped_non_member, 1);
+    assert!(s.close_reason().is_none());
 }

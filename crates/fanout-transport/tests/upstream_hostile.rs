@@ -16,6 +16,7 @@ use fanout_transport::wire::{
     accept_header, decode_frames, ConnectFrame, Frame, Header, HeaderFlags, UpstreamAckFrame,
     UpstreamFrame,
 };
+use fanout_transport::wire::{AcceptFrame, WireTimestamp};
 use fanout_transport::{Receiver, TransportConfig};
 use proptest::prelude::*;
 use std::net::SocketAddr;
@@ -67,12 +68,10 @@ fn drive_sender(pieces: &[Piece]) -> Result<(), TestCaseError> {
     let now = Instant::ZERO;
     let mut s = SessionSender::new(SessionConfig::default(), SESSION, now);
     let connect = Frame::Connect(ConnectFrame {
-        sends_data: false,
         max_payload: 1200,
         window: 1 << 20,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
+        timestamp: WireTimestamp(0),
+        resume_from: 0,
     });
     s.handle_datagram(now, member_addr(), &datagram(0, connect));
     prop_assert_eq!(s.member_count(), 1);
@@ -84,7 +83,7 @@ fn drive_sender(pieces: &[Piece]) -> Result<(), TestCaseError> {
         let payload: Vec<u8> = (offset..offset + len as u64).map(truth).collect();
         let f = Frame::Upstream(UpstreamFrame {
             offset,
-            timestamp: k as u32,
+            timestamp: WireTimestamp(k as u32),
             fin: want_fin,
             payload: &payload,
         });
@@ -170,11 +169,9 @@ fn drive_member(
     }
     let mut out = Vec::new();
     drain(&mut r, now, &mut out, 8, |_, _| {});
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
+    let accept = Frame::Accept(AcceptFrame {
         max_payload: 1200,
-        window: 0,
-        timestamp: 0,
+        timestamp_echo: WireTimestamp(0),
         member_id: 7,
         start_offset: 0,
     });
@@ -204,7 +201,7 @@ fn drive_member(
         let ack = Frame::UpstreamAck(UpstreamAckFrame {
             cumulative,
             window,
-            timestamp_echo: k as u32,
+            timestamp_echo: WireTimestamp(k as u32),
         });
         let before = r.stats().drops.total();
         r.handle_datagram(now, sender_addr(), &datagram(k as u32 + 1, ack));
@@ -246,11 +243,9 @@ fn a_member_completes_its_upstream_through_a_small_window() {
     let data: Vec<u8> = (0..50_000u64).map(truth).collect();
     assert_eq!(r.write_upstream(&data), data.len());
     r.finish_upstream();
-    let accept = Frame::Accept(ConnectFrame {
-        sends_data: true,
+    let accept = Frame::Accept(AcceptFrame {
         max_payload: 1200,
-        window: 0,
-        timestamp: 0,
+        timestamp_echo: WireTimestamp(0),
         member_id: 7,
         start_offset: 0,
     });
@@ -305,12 +300,10 @@ fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
     let mut s = SessionSender::new(SessionConfig::default(), SESSION, now);
     let addr = |i: u16| SocketAddr::from(([10, 0, 1, (i % 250) as u8 + 1], 2000 + i));
     let connect = Frame::Connect(ConnectFrame {
-        sends_data: false,
         max_payload: 1200,
         window: 1 << 20,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
+        timestamp: WireTimestamp(0),
+        resume_from: 0,
     });
     let members = fanout_transport::session::MAX_UPSTREAM_BUFFERS as u16 + 2;
     for i in 0..=members {
@@ -327,7 +320,7 @@ fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
             let p = piece(offset);
             let f = Frame::Upstream(UpstreamFrame {
                 offset,
-                timestamp: 0,
+                timestamp: WireTimestamp(0),
                 fin: false,
                 payload: &p,
             });
@@ -342,7 +335,7 @@ fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
     let p = piece(0);
     let f = Frame::Upstream(UpstreamFrame {
         offset: 0,
-        timestamp: 0,
+        timestamp: WireTimestamp(0),
         fin: false,
         payload: &p,
     });

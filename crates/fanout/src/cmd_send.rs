@@ -1,4 +1,5 @@
-//! `fanout send FILE --to HOST:PORT` (unicast) and
+//! `fanout send FILE --to HOST:PORT` (a transfer to one receiver: a
+//! session of one, offered to the listening receiver) and
 //! `fanout send FILE --group G:PORT --bind ADDR:PORT` (a TCP-SMO session).
 
 use crate::file_feed::FileFeed;
@@ -14,8 +15,8 @@ use crate::session_view::SessionView;
 use anyhow::{Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, UdpEndpoint};
-use fanout_transport::session::{JoinPolicy, SessionSender};
-use fanout_transport::{CloseReason, Sender};
+use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
+use fanout_transport::CloseReason;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -85,31 +86,44 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut sender = Sender::connect(args.net.transport(), peer, random_session_id(), clock.now());
+    let config = SessionConfig::unicast(args.net.transport());
+    let mut sender = SessionSender::new(config, random_session_id(), clock.now());
+    sender.offer(clock.now(), peer);
     let size = feed.manifest().size;
     let header_len = feed.header_len();
     let bar = bytes_bar(size, "send", args.out.quiet || args.out.json);
     let mut started = None;
+    // Why the receiver left, if it did (a reset, a stall, silence).
+    let mut left: Option<String> = None;
     let stats = driver.run(&mut sender, |s, now| {
         feed.feed(s);
-        if s.bytes_acked() > 0 {
+        while let Some(e) = s.poll_event() {
+            if let SessionEvent::MemberLeft { reason, .. } = e {
+                left = Some(reason);
+            }
+        }
+        if s.bytes_acked_by_all() > 0 {
             started.get_or_insert(now);
         }
-        bar.set_position(s.bytes_acked().saturating_sub(header_len).min(size));
-        s.is_closed()
+        bar.set_position(s.bytes_acked_by_all().saturating_sub(header_len).min(size));
+        s.close_reason().is_some()
     })?;
     bar.finish_and_clear();
     if let Some(e) = feed.take_error() {
         return Err(e);
     }
-    let reason = require_completed(sender.close_reason(), format_args!("transfer to {peer}"))?;
+    let what = match &left {
+        Some(why) => format!("transfer to {peer} (the receiver left: {why})"),
+        None => format!("transfer to {peer}"),
+    };
+    let reason = require_completed(sender.close_reason(), what)?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = sender.stats();
     let transport = vec![
         ("datagrams_sent", st.datagrams_sent),
         ("datagrams_received", st.datagrams_received),
         ("payload_bytes_sent", st.payload_bytes_sent),
-        ("retransmitted_bytes", st.retransmitted_bytes),
+        ("retransmitted_bytes", st.repair_bytes),
         ("acks_received", st.acks_received),
         ("recovery_episodes", st.recovery_episodes),
         ("rto_events", st.rto_events),

@@ -5,12 +5,12 @@
 use crate::file_proto::{sanitize_name, Manifest};
 use anyhow::{bail, Context, Result};
 use fanout_transport::session::SessionSender;
-use fanout_transport::Sender;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// What a file can be fed into: a unicast or a one-to-many sender.
+/// What a file can be fed into: a session sender (of one member or many),
+/// or a member's upstream stream.
 pub trait StreamSink {
     /// Queues one whole message, or nothing (false) if it does not fit now.
     fn write_message(&mut self, msg: &[u8]) -> bool;
@@ -22,24 +22,6 @@ pub trait StreamSink {
     fn finish(&mut self);
     /// Aborts, telling the peer(s) why.
     fn abort(&mut self, reason: &str);
-}
-
-impl StreamSink for Sender {
-    fn write_message(&mut self, msg: &[u8]) -> bool {
-        Sender::write_message(self, msg)
-    }
-    fn write(&mut self, data: &[u8]) -> usize {
-        Sender::write(self, data)
-    }
-    fn writable(&self) -> usize {
-        Sender::writable(self)
-    }
-    fn finish(&mut self) {
-        Sender::finish(self)
-    }
-    fn abort(&mut self, reason: &str) {
-        self.reset(2, reason)
-    }
 }
 
 impl StreamSink for SessionSender {

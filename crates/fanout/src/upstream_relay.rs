@@ -228,7 +228,9 @@ mod tests {
     use super::*;
     use fanout_core::{Engine, Instant};
     use fanout_transport::session::{SessionConfig, SessionEvent};
-    use fanout_transport::wire::{ConnectFrame, Frame, Header, HeaderFlags, UpstreamFrame};
+    use fanout_transport::wire::{
+        ConnectFrame, Frame, Header, HeaderFlags, UpstreamFrame, WireTimestamp,
+    };
 
     fn datagram(session_id: u64, frame: Frame<'_>) -> Vec<u8> {
         let mut d = Vec::new();
@@ -257,12 +259,10 @@ mod tests {
         let mut s = SessionSender::new(SessionConfig::default(), 9, now);
         let member: SocketAddr = "10.0.0.2:7000".parse().unwrap();
         let connect = ConnectFrame {
-            sends_data: false,
             max_payload: 1200,
             window: 1 << 20,
-            timestamp: 0,
-            member_id: 0,
-            start_offset: 0,
+            timestamp: WireTimestamp(0),
+            resume_from: 0,
         };
         s.handle_datagram(now, member, &datagram(0, Frame::Connect(connect)));
         // "abc\n", a 5000-byte line, and the end of the upstream stream.
@@ -271,7 +271,7 @@ mod tests {
         for (k, piece) in up.chunks(1000).enumerate() {
             let f = Frame::Upstream(UpstreamFrame {
                 offset: (k * 1000) as u64,
-                timestamp: 0,
+                timestamp: WireTimestamp(0),
                 fin: (k + 1) * 1000 >= up.len(),
                 payload: piece,
             });

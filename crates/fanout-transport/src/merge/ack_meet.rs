@@ -36,7 +36,7 @@
 //! [`AckSummary::to_frame`] bounds the SACK list to [`MAX_SACK_RANGES`],
 //! dropping the highest ranges, which only shrinks the acknowledged set.
 
-use crate::wire::{AckFrame, MAX_SACK_RANGES};
+use crate::wire::{AckFrame, WireTimestamp, MAX_SACK_RANGES};
 use fanout_core::RangeSet;
 use std::ops::Range;
 
@@ -57,7 +57,7 @@ pub struct AckSummary {
     pub window_end: u64,
     /// Oldest timestamp echo (sender clock, µs, low 32 bits); `None` = no
     /// echo known.
-    pub timestamp_echo: Option<u32>,
+    pub timestamp_echo: Option<WireTimestamp>,
     /// Largest ACK delay, µs.
     pub ack_delay_us: u64,
 }
@@ -65,11 +65,10 @@ pub struct AckSummary {
 /// The older of two 32-bit timestamps in modulo-2^32 order (RFC 7323 §5.2).
 /// Exactly half a range apart (ambiguous), the numerically smaller wins, so
 /// the choice stays symmetric.
-pub fn older_timestamp(a: u32, b: u32) -> u32 {
-    let d = a.wrapping_sub(b);
-    if d == 1 << 31 {
-        a.min(b)
-    } else if (d as i32) <= 0 {
+pub fn older_timestamp(a: WireTimestamp, b: WireTimestamp) -> WireTimestamp {
+    if a.0.wrapping_sub(b.0) == 1 << 31 {
+        WireTimestamp(a.0.min(b.0))
+    } else if b.is_at_or_after(a) {
         a
     } else {
         b
@@ -169,7 +168,7 @@ impl AckSummary {
     /// [`MAX_SACK_RANGES`] SACK ranges, the lowest ones (nearest the holes
     /// the sender must repair first), in ascending order. `fallback_echo` is
     /// echoed when no child echoed anything yet.
-    pub fn to_frame(&self, fallback_echo: u32) -> AckFrame {
+    pub fn to_frame(&self, fallback_echo: WireTimestamp) -> AckFrame {
         AckFrame {
             cumulative: self.cumulative,
             window: self.window_end - self.cumulative,
@@ -189,7 +188,7 @@ mod tests {
         AckSummary::from_frame(&AckFrame {
             cumulative: cum,
             window,
-            timestamp_echo: ts,
+            timestamp_echo: WireTimestamp(ts),
             ack_delay_us: 0,
             sack: sack.to_vec(),
         })
@@ -216,7 +215,7 @@ mod tests {
         let b = ack(1000, 50, 0, &[]);
         let m = a.meet(&b);
         assert_eq!(m.window_end, 1050);
-        assert_eq!(m.to_frame(0).window, 950);
+        assert_eq!(m.to_frame(WireTimestamp(0)).window, 950);
     }
 
     #[test]
@@ -228,13 +227,14 @@ mod tests {
 
     #[test]
     fn the_oldest_echo_wins_across_the_wrap() {
-        assert_eq!(older_timestamp(5, 9), 5);
-        assert_eq!(older_timestamp(u32::MAX - 3, 2), u32::MAX - 3);
-        assert_eq!(older_timestamp(0, 1 << 31), 0);
-        assert_eq!(older_timestamp(1 << 31, 0), 0);
+        let older = |a, b| older_timestamp(WireTimestamp(a), WireTimestamp(b)).0;
+        assert_eq!(older(5, 9), 5);
+        assert_eq!(older(u32::MAX - 3, 2), u32::MAX - 3);
+        assert_eq!(older(0, 1 << 31), 0);
+        assert_eq!(older(1 << 31, 0), 0);
         let a = ack(10, 0, 7, &[]);
         let none = AckSummary::at_start(0, 100);
-        assert_eq!(a.meet(&none).timestamp_echo, Some(7));
+        assert_eq!(a.meet(&none).timestamp_echo, Some(WireTimestamp(7)));
     }
 
     #[test]
@@ -244,7 +244,7 @@ mod tests {
         for r in &ranges {
             s.sack.insert(r.clone());
         }
-        let f = s.to_frame(0);
+        let f = s.to_frame(WireTimestamp(0));
         assert_eq!(f.sack.len(), MAX_SACK_RANGES);
         assert_eq!(f.sack[..], ranges[..MAX_SACK_RANGES]);
     }

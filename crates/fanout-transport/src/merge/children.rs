@@ -10,6 +10,7 @@
 
 use super::ack_meet::AckSummary;
 use super::join::ConnectSummary;
+use crate::wire::WireTimestamp;
 use fanout_core::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -27,7 +28,7 @@ pub struct Child {
     /// Options of its CONNECT.
     pub connect: ConnectSummary,
     /// Timestamp of its latest CONNECT (echoed in the ACCEPT relayed to it).
-    pub connect_timestamp: u32,
+    pub connect_timestamp: WireTimestamp,
     /// Offset at which its delivery starts, once admitted upstream.
     pub start: Option<u64>,
     /// Its acknowledgement state, once admitted upstream (ACCEPT relayed):
@@ -102,7 +103,7 @@ impl ChildTable {
         &mut self,
         addr: SocketAddr,
         connect: ConnectSummary,
-        connect_timestamp: u32,
+        connect_timestamp: WireTimestamp,
         now: Instant,
     ) -> Option<&Child> {
         if self.is_full() || self.children.contains_key(&addr) {
@@ -210,7 +211,7 @@ impl ChildTable {
     }
 
     /// Records the timestamp of a repeated CONNECT from `addr`.
-    pub fn set_connect_timestamp(&mut self, addr: &SocketAddr, ts: u32) {
+    pub fn set_connect_timestamp(&mut self, addr: &SocketAddr, ts: WireTimestamp) {
         if let Some(c) = self.children.get_mut(addr) {
             c.connect_timestamp = ts;
         }

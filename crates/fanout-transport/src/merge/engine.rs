@@ -11,10 +11,11 @@ use super::relay;
 use super::roster::SubtreeRoster;
 use super::spec::MergeTable;
 use crate::event::CloseReason;
+use crate::packet::{PacketBuilder, PacketNumbers};
 use crate::wire::{
-    accept_header, decode_frames, AckFrame, CloseFrame, ConnectFrame, Frame, Header, HeaderFlags,
+    accept_header, decode_frames, AcceptFrame, AckFrame, CloseFrame, ConnectFrame, Frame, Header,
+    WireTimestamp,
 };
-use fanout_core::codec::truncate_pn;
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{Engine, Transmit};
@@ -55,7 +56,7 @@ pub struct Merger {
     /// The parent's session id (0 until ACCEPT).
     session_id: u64,
     /// The parent's ACCEPT.
-    accept: Option<ConnectFrame>,
+    accept: Option<AcceptFrame>,
     /// Latest merged ACK not yet sent (a newer one supersedes it).
     pending_ack: Option<AckFrame>,
     /// RESET to send upstream: (session id, reason).
@@ -65,7 +66,7 @@ pub struct Merger {
     parent_heard: Instant,
     /// Next scan for stalled children (while established).
     stall_check: Instant,
-    next_pn: u64,
+    numbers: PacketNumbers,
     stats: MergerStats,
     /// Ancestors to re-attach to when the parent falls silent
     /// ([`crate::reattach`]); `config.parent` is the current parent.
@@ -91,7 +92,7 @@ impl Merger {
             down: VecDeque::new(),
             parent_heard: now,
             stall_check: Instant::MAX,
-            next_pn: 0,
+            numbers: PacketNumbers::default(),
             stats: MergerStats::default(),
             chain: crate::reattach::ParentChain::new(&config.fallback, config.parent_silence, now),
             next_keepalive: now,
@@ -186,11 +187,9 @@ impl Merger {
             return;
         };
         let mut b = Vec::new();
-        Frame::Accept(ConnectFrame {
-            sends_data: true,
+        Frame::Accept(AcceptFrame {
             max_payload: a.max_payload,
-            window: 0,
-            timestamp: c.connect_timestamp,
+            timestamp_echo: c.connect_timestamp,
             // The subtree is one member of the parent's session: every child
             // gets the merger's own member id, which phases a member's ACK
             // schedule (ACK_FREQUENCY, `ack_policy::slot_phase`), so the
@@ -218,7 +217,7 @@ impl Merger {
 
     fn forward(&mut self, out: Upstream, now: Instant) {
         match out {
-            Upstream::Ack(m) => self.pending_ack = Some(m.to_frame(0)),
+            Upstream::Ack(m) => self.pending_ack = Some(m.to_frame(WireTimestamp(0))),
             Upstream::Connect(c) => {
                 self.connect = Some(c);
                 if self.up == Up::Gathering {
@@ -310,13 +309,12 @@ impl Merger {
 
     fn on_child(&mut self, now: Instant, from: SocketAddr, header: Header, body: &[u8]) {
         let first = decode_frames(body).next();
-        let is_connect = matches!(first, Some(Ok(Frame::Connect(c))) if !c.sends_data);
+        let is_connect = matches!(first, Some(Ok(Frame::Connect(_))));
         let Some(child) = self.table.spec.children.get(&from) else {
             match first {
                 Some(Ok(Frame::Connect(c)))
-                    if !c.sends_data
-                        && (header.session_id == 0
-                            || (self.session_id != 0 && header.session_id == self.session_id)) =>
+                    if header.session_id == 0
+                        || (self.session_id != 0 && header.session_id == self.session_id) =>
                 {
                     self.admit(now, from, header.session_id, &c);
                     // A lower merger's CONNECT carries its subtree's count
@@ -351,7 +349,7 @@ impl Merger {
             };
             match frame {
                 // Its ACCEPT was lost: repeat it.
-                Frame::Connect(c) if !c.sends_data => {
+                Frame::Connect(c) => {
                     self.table
                         .spec
                         .children
@@ -383,7 +381,7 @@ impl Merger {
         }
     }
 
-    fn establish(&mut self, now: Instant, session_id: u64, accept: ConnectFrame) {
+    fn establish(&mut self, now: Instant, session_id: u64, accept: AcceptFrame) {
         self.session_id = session_id;
         self.accept = Some(accept);
         self.up = Up::Established;
@@ -413,9 +411,7 @@ impl Merger {
             Up::Closed(_) => unreachable!("checked by the caller"),
             Up::Gathering => self.stats.drops.count(DropReason::UnexpectedFrame),
             Up::Connecting { .. } => match decode_frames(body).next() {
-                Some(Ok(Frame::Accept(a))) if a.sends_data => {
-                    self.establish(now, header.session_id, a)
-                }
+                Some(Ok(Frame::Accept(a))) => self.establish(now, header.session_id, a),
                 Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
                     let reason = reason.to_string();
                     self.close(
@@ -480,15 +476,19 @@ impl Merger {
         self.after_leave(now);
     }
 
-    fn header(&mut self, session_id: u64, out: &mut Vec<u8>) {
-        let pn = self.next_pn;
-        self.next_pn += 1;
-        Header {
-            flags: HeaderFlags::default(),
-            session_id,
-            packet_number: truncate_pn(pn),
-        }
-        .encode(out);
+    /// A datagram of `session_id` to `to` whose frames `write` encodes.
+    fn send(
+        &mut self,
+        buf: &mut Vec<u8>,
+        session_id: u64,
+        to: SocketAddr,
+        write: impl FnOnce(&mut PacketBuilder<'_>),
+    ) -> Transmit {
+        let mut p = PacketBuilder::new(buf, &mut self.numbers, session_id, false);
+        write(&mut p);
+        p.finish();
+        self.stats.datagrams_sent += 1;
+        Transmit { destination: to }
     }
 }
 
@@ -519,16 +519,13 @@ impl Engine for Merger {
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let parent = self.config.parent;
         if let Some((session_id, reason)) = self.pending_reset.take() {
-            self.header(session_id, buf);
-            Frame::Reset(CloseFrame {
+            let reset = Frame::Reset(CloseFrame {
                 code: 1,
                 reason: &reason,
-            })
-            .encode(buf);
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit {
-                destination: parent,
             });
+            return Some(self.send(buf, session_id, parent, |p| {
+                p.frame(&reset);
+            }));
         }
         if let (
             Up::Connecting {
@@ -541,13 +538,6 @@ impl Engine for Merger {
         {
             if *next_try <= now {
                 let (attempts, deadline) = (*attempts, *deadline);
-                // Session id 0: the parent names the session in its ACCEPT.
-                self.header(0, buf);
-                Frame::Connect(c.to_connect((now.as_nanos() / 1_000) as u32)).encode(buf);
-                // The subtree's count rides with the CONNECT, so the parent
-                // weighs this member right from its admission (a parent
-                // without ROSTER support reads the CONNECT and stops).
-                Frame::Roster(self.roster.summary(now, &self.table.spec.children)).encode(buf);
                 let wait = self.config.connect_rto.saturating_mul(1 << attempts.min(6));
                 self.up = Up::Connecting {
                     attempts: attempts + 1,
@@ -555,39 +545,39 @@ impl Engine for Merger {
                     deadline,
                 };
                 self.stats.connects_out += 1;
-                self.stats.datagrams_sent += 1;
-                return Some(Transmit {
-                    destination: parent,
-                });
+                // The subtree's count rides with the CONNECT, so the parent
+                // weighs this member right from its admission (a parent
+                // without ROSTER support reads the CONNECT and stops).
+                let roster = Frame::Roster(self.roster.summary(now, &self.table.spec.children));
+                let connect = Frame::Connect(c.to_connect(WireTimestamp::at(now)));
+                // Session id 0: the parent names the session in its ACCEPT.
+                return Some(self.send(buf, 0, parent, |p| {
+                    p.frame(&connect).frame(&roster);
+                }));
             }
         }
         if let Some(t) = self.poll_rejoin(now, buf) {
             return Some(t);
         }
         if let Some(ack) = self.pending_ack.take_if(|_| self.chain.rejoin().is_none()) {
-            self.header(self.session_id, buf);
-            Frame::Ack(ack).encode(buf);
             self.stats.acks_out += 1;
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit {
-                destination: parent,
-            });
+            let ack = Frame::Ack(ack);
+            return Some(self.send(buf, self.session_id, parent, |p| {
+                p.frame(&ack);
+            }));
         }
         if self.up == Up::Established {
             if let Some(page) = self.roster.poll_page(now, &self.table.spec.children) {
-                self.header(self.session_id, buf);
-                Frame::Roster(page).encode(buf);
-                self.stats.datagrams_sent += 1;
-                return Some(Transmit {
-                    destination: parent,
-                });
+                let page = Frame::Roster(page);
+                return Some(self.send(buf, self.session_id, parent, |p| {
+                    p.frame(&page);
+                }));
             }
         }
         let (to, session_id, body) = self.down.pop_front()?;
-        self.header(session_id, buf);
-        buf.extend_from_slice(&body);
-        self.stats.datagrams_sent += 1;
-        Some(Transmit { destination: to })
+        Some(self.send(buf, session_id, to, |p| {
+            p.frames_with(|out| out.extend_from_slice(&body));
+        }))
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

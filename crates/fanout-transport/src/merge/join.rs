@@ -10,7 +10,7 @@
 //! **minimum** (CONNECT's window counts from the start of delivery, so the
 //! minimum is the common right edge).
 
-use crate::wire::ConnectFrame;
+use crate::wire::{ConnectFrame, WireTimestamp};
 use fanout_core::time::Instant;
 use std::time::Duration;
 
@@ -74,16 +74,14 @@ impl ConnectSummary {
     }
 
     /// The CONNECT a merger sends upstream for its subtree; `timestamp` is
-    /// the merger's own clock (µs, low 32 bits): the parent's ACCEPT echoes
-    /// it, which gives the merger its RTT to the parent.
-    pub fn to_connect(self, timestamp: u32) -> ConnectFrame {
+    /// the merger's own clock: the parent's ACCEPT echoes it, which gives
+    /// the merger its RTT to the parent.
+    pub fn to_connect(self, timestamp: WireTimestamp) -> ConnectFrame {
         ConnectFrame {
-            sends_data: false,
             max_payload: self.max_payload,
             window: self.window,
             timestamp,
-            member_id: 0,
-            start_offset: 0,
+            resume_from: 0,
         }
     }
 }

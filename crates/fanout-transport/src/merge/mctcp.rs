@@ -53,7 +53,7 @@ use super::ack_meet::{older_timestamp, AckSummary};
 use super::children::ChildTable;
 use super::join::{ConnectSummary, JoinMerge};
 use super::spec::MergeSpec;
-use crate::wire::AckFrame;
+use crate::wire::{AckFrame, WireTimestamp};
 use fanout_core::time::Instant;
 use std::net::SocketAddr;
 
@@ -115,7 +115,7 @@ pub struct AckState {
     pub duplicates_suppressed: u64,
     /// Timestamp echo of the ACK merged last (`None` after a leave): the
     /// message that made `done` true, whose echo the merged ACK carries.
-    pub trigger_echo: Option<u32>,
+    pub trigger_echo: Option<WireTimestamp>,
 }
 
 /// Merge state of one tag.
@@ -203,7 +203,7 @@ impl Mctcp {
 
     /// The newest echo among the children whose cumulative point is
     /// `cumulative` (those defining the merged point).
-    fn echo_at(&self, cumulative: u64) -> Option<u32> {
+    fn echo_at(&self, cumulative: u64) -> Option<WireTimestamp> {
         self.children
             .iter()
             .filter_map(|(_, c)| c.ack.as_ref())
@@ -347,7 +347,7 @@ mod tests {
         AckFrame {
             cumulative: cum,
             window: 1 << 20,
-            timestamp_echo: cum as u32,
+            timestamp_echo: WireTimestamp(cum as u32),
             ack_delay_us: 0,
             sack: sack.to_vec(),
         }
@@ -357,7 +357,9 @@ mod tests {
     fn table(n: u8) -> MergeTable<Mctcp> {
         let mut children = ChildTable::new(Duration::from_secs(30), 64);
         for i in 1..=n {
-            children.insert(addr(i), opts(), 0, Instant::ZERO).unwrap();
+            children
+                .insert(addr(i), opts(), WireTimestamp(0), Instant::ZERO)
+                .unwrap();
             children.admit(&addr(i), 0, Instant::ZERO);
         }
         let mut spec = Mctcp::new(children, JoinMerge::Count(1));
@@ -531,7 +533,7 @@ mod tests {
     fn the_echo_is_the_completing_acks() {
         let mut t = table(3);
         let echo = |cum: u64, ts: u32| AckFrame {
-            timestamp_echo: ts,
+            timestamp_echo: WireTimestamp(ts),
             ..ack(cum, &[])
         };
         send(&mut t, 1, echo(1000, 900));
@@ -539,7 +541,10 @@ mod tests {
         // Child 3 completes [0, 1000): its echo, not the older 900 of the
         // idle child 1, gives the sender its sample.
         let m = send(&mut t, 3, echo(1000, 950)).unwrap();
-        assert_eq!((m.cumulative, m.timestamp_echo), (1000, Some(950)));
+        assert_eq!(
+            (m.cumulative, m.timestamp_echo),
+            (1000, Some(WireTimestamp(950)))
+        );
         send(&mut t, 1, echo(3000, 2900));
         send(&mut t, 2, echo(2000, 1990));
         assert!(send(&mut t, 1, echo(3500, 3400)).is_none());
@@ -548,7 +553,10 @@ mod tests {
         t.spec.children.remove(&addr(3));
         match t.process(ChildMsg::Leave, Instant::ZERO).unwrap() {
             Some(Upstream::Ack(m)) => {
-                assert_eq!((m.cumulative, m.timestamp_echo), (2000, Some(1990)))
+                assert_eq!(
+                    (m.cumulative, m.timestamp_echo),
+                    (2000, Some(WireTimestamp(1990)))
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -602,8 +610,8 @@ mod tests {
     fn soft_state_expires_silent_children_only() {
         let mut c = ChildTable::new(Duration::from_secs(10), 64);
         let t0 = Instant::ZERO;
-        c.insert(addr(1), opts(), 0, t0).unwrap();
-        c.insert(addr(2), opts(), 0, t0).unwrap();
+        c.insert(addr(1), opts(), WireTimestamp(0), t0).unwrap();
+        c.insert(addr(2), opts(), WireTimestamp(0), t0).unwrap();
         c.touch(&addr(2), t0 + Duration::from_secs(8));
         assert_eq!(c.next_expiry(), Some(t0 + Duration::from_secs(10)));
         assert!(c.expire(t0 + Duration::from_secs(9)).is_empty());
@@ -643,14 +651,20 @@ mod tests {
     #[test]
     fn the_table_is_bounded() {
         let mut c = ChildTable::new(Duration::from_secs(10), 2);
-        assert!(c.insert(addr(1), opts(), 0, Instant::ZERO).is_some());
+        assert!(c
+            .insert(addr(1), opts(), WireTimestamp(0), Instant::ZERO)
+            .is_some());
         assert!(
-            c.insert(addr(1), opts(), 0, Instant::ZERO).is_none(),
+            c.insert(addr(1), opts(), WireTimestamp(0), Instant::ZERO)
+                .is_none(),
             "known"
         );
-        assert!(c.insert(addr(2), opts(), 0, Instant::ZERO).is_some());
+        assert!(c
+            .insert(addr(2), opts(), WireTimestamp(0), Instant::ZERO)
+            .is_some());
         assert!(
-            c.insert(addr(3), opts(), 0, Instant::ZERO).is_none(),
+            c.insert(addr(3), opts(), WireTimestamp(0), Instant::ZERO)
+                .is_none(),
             "full"
         );
     }

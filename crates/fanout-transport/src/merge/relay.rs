@@ -95,7 +95,7 @@ mod tests {
     use super::*;
     use crate::merge::ack_meet::AckSummary;
     use crate::merge::join::ConnectSummary;
-    use crate::wire::{AckFrame, DataFrame};
+    use crate::wire::{AckFrame, DataFrame, WireTimestamp};
     use fanout_core::time::Instant;
     use std::time::Duration;
 
@@ -111,7 +111,8 @@ mod tests {
         };
         let mut c = ChildTable::new(Duration::from_secs(30), 8);
         for i in 1..=3 {
-            c.insert(addr(i), opts, 0, Instant::ZERO).unwrap();
+            c.insert(addr(i), opts, WireTimestamp(0), Instant::ZERO)
+                .unwrap();
         }
         c.admit(&addr(1), 0, Instant::ZERO);
         c.admit(&addr(2), 0, Instant::ZERO);
@@ -121,7 +122,7 @@ mod tests {
             AckSummary::from_frame(&AckFrame {
                 cumulative: 200,
                 window: 1 << 20,
-                timestamp_echo: 0,
+                timestamp_echo: WireTimestamp(0),
                 ack_delay_us: 0,
                 sack: vec![],
             }),
@@ -131,7 +132,7 @@ mod tests {
         let mut body = Vec::new();
         Frame::Data(DataFrame {
             offset: 100,
-            timestamp: 5,
+            timestamp: WireTimestamp(5),
             fin: false,
             message_end: false,
             payload: &payload,

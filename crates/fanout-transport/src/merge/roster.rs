@@ -230,6 +230,7 @@ mod tests {
     use super::*;
     use crate::merge::ack_meet::AckSummary;
     use crate::merge::join::ConnectSummary;
+    use crate::wire::WireTimestamp;
     use std::collections::BTreeMap;
 
     fn addr(i: u32) -> SocketAddr {
@@ -243,7 +244,8 @@ mod tests {
             window: 1 << 20,
         };
         for i in 1..=n {
-            t.insert(addr(i), opts, 0, Instant::ZERO).unwrap();
+            t.insert(addr(i), opts, WireTimestamp(0), Instant::ZERO)
+                .unwrap();
             t.admit(&addr(i), 0, Instant::ZERO);
             let mut a = AckSummary::at_start(0, 1 << 20);
             a.cumulative = u64::from(i) * 100;

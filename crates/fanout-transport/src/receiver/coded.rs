@@ -214,7 +214,7 @@ impl Receiver {
         // whole repair time an RTT sample).
         let filled = self.buffer.rcv_nxt() > nxt_before;
         if let Some((t, at)) = self.ts_latest {
-            if filled && t.wrapping_sub(self.ts_recent) as i32 > 0 {
+            if filled && t.is_after(self.ts_recent) {
                 self.ts_recent = t;
                 self.ts_recent_at = Some(at);
             }

@@ -2,12 +2,12 @@
 //! of its fallback chain when the merger falls silent ([`crate::reattach`],
 //! `docs/mctcp.md` "Crashed mergers"): it keeps taking DATA from the session
 //! sender meanwhile, sends a resume CONNECT naming its position
-//! (`start_offset` = its next expected offset: it holds `[0, start_offset)`),
+//! (`resume_from` = its next expected offset: it holds `[0, resume_from)`),
 //! sends no ACK until the ancestor accepts, then acknowledges at once.
 
 use super::{Receiver, State};
 use crate::event::CloseReason;
-use crate::wire::{decode_frames, CloseFrame, ConnectFrame, Frame};
+use crate::wire::{decode_frames, CloseFrame, ConnectFrame, Frame, WireTimestamp};
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
 use std::net::SocketAddr;
@@ -15,13 +15,13 @@ use std::net::SocketAddr;
 impl Receiver {
     /// The ancestor a resume CONNECT is waiting on, if any.
     pub(super) fn rejoin_target(&self) -> Option<SocketAddr> {
-        self.chain.as_ref()?.rejoin().map(|r| r.target)
+        self.chain()?.rejoin().map(|r| r.target)
     }
 
     /// While joining: the parent never answered or refused; asks the next
     /// ancestor instead. False when none is left.
     pub(super) fn join_next(&mut self, now: Instant) -> bool {
-        let Some(next) = self.chain.as_mut().and_then(|c| c.skip()) else {
+        let Some(next) = self.chain_mut().and_then(|c| c.skip()) else {
             return false;
         };
         self.state = State::Joining {
@@ -35,18 +35,20 @@ impl Receiver {
 
     /// Silence and back-off timers of the fallback chain.
     pub(super) fn chain_timeout(&mut self, now: Instant) {
-        let (Some(chain), Some((parent, _))) = (self.chain.as_mut(), self.peer) else {
+        let (hs, peer) = (self.config.handshake_timeout, self.peer);
+        let (Some(chain), Some((parent, _))) = (self.chain_mut(), peer) else {
             return;
         };
         let before = chain.reattaches;
-        if !chain.on_timeout(now, parent, self.config.handshake_timeout) {
+        if !chain.on_timeout(now, parent, hs) {
             self.close(CloseReason::PeerReset {
                 code: 1,
                 reason: "no ancestor took over from the silent merger".into(),
             });
             return;
         }
-        if chain.reattaches > before {
+        let reattached = chain.reattaches > before;
+        if reattached {
             self.stats.reattaches += 1;
             tracing::debug!(from = %parent, to = ?self.rejoin_target(), "re-attaching");
         }
@@ -61,8 +63,8 @@ impl Receiver {
         };
         let hs = self.config.handshake_timeout;
         match decode_frames(body).next() {
-            Some(Ok(Frame::Accept(a))) if a.sends_data && session_id == session => {
-                let Some(chain) = self.chain.as_mut() else {
+            Some(Ok(Frame::Accept(a))) if session_id == session => {
+                let Some(chain) = self.chain_mut() else {
                     return false;
                 };
                 let Some(target) = chain.accepted(now) else {
@@ -85,7 +87,7 @@ impl Receiver {
             }
             Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
                 let reason = reason.to_string();
-                if !self.chain.as_mut().is_some_and(|c| c.refused(now, hs)) {
+                if !self.chain_mut().is_some_and(|c| c.refused(now, hs)) {
                     self.close(CloseReason::PeerReset { code, reason });
                 }
                 true
@@ -102,32 +104,23 @@ impl Receiver {
         session_id: u64,
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
-        let chain = self.chain.as_mut()?;
+        let chain = self.chain_mut()?;
         if let Some(old) = chain.take_leave() {
-            self.header(session_id, buf);
-            Frame::Close(CloseFrame {
+            let close = Frame::Close(CloseFrame {
                 code: 0,
                 reason: "re-attached to an ancestor",
-            })
-            .encode(buf);
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit { destination: old });
+            });
+            return Some(self.send_frame(buf, session_id, old, &close));
         }
-        let target = chain.due_connect(now, self.config.rto.initial)?;
+        let initial_rto = self.config.rto.initial;
+        let target = self.chain_mut()?.due_connect(now, initial_rto)?;
         let position = self.buffer.rcv_nxt();
-        self.header(session_id, buf);
-        Frame::Connect(ConnectFrame {
-            sends_data: false,
+        let connect = Frame::Connect(ConnectFrame {
             max_payload: self.config.max_payload(),
             window: self.buffer.window_end() - position,
-            timestamp: (now.as_nanos() / 1_000) as u32,
-            member_id: 0,
-            start_offset: position,
-        })
-        .encode(buf);
-        self.stats.datagrams_sent += 1;
-        Some(Transmit {
-            destination: target,
-        })
+            timestamp: WireTimestamp::at(now),
+            resume_from: position,
+        });
+        Some(self.send_frame(buf, session_id, target, &connect))
     }
 }

@@ -2,7 +2,9 @@
 //! and memory reports (not used by the engine itself).
 
 use super::{SessionConfig, SessionSender};
-use crate::wire::{decode_frames, AckFrame, ConnectFrame, Frame, Header, HeaderFlags, HEADER_LEN};
+use crate::wire::{
+    decode_frames, AckFrame, ConnectFrame, Frame, Header, HeaderFlags, WireTimestamp, HEADER_LEN,
+};
 use fanout_core::time::Instant;
 use fanout_core::Engine;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -59,12 +61,10 @@ impl SyntheticSession {
             }
             .encode(&mut d);
             Frame::Connect(ConnectFrame {
-                sends_data: false,
                 max_payload: 1400,
                 window: 64 << 20,
-                timestamp: 0,
-                member_id: 0,
-                start_offset: 0,
+                timestamp: WireTimestamp(0),
+                resume_from: 0,
             })
             .encode(&mut d);
             s.session.handle_datagram(Instant::ZERO, member_addr(i), &d);
@@ -124,7 +124,7 @@ impl SyntheticSession {
         Frame::Ack(AckFrame {
             cumulative,
             window: 64 << 20,
-            timestamp_echo: (self.now.as_nanos() / 1_000) as u32,
+            timestamp_echo: WireTimestamp::at(self.now),
             ack_delay_us: 0,
             sack,
         })

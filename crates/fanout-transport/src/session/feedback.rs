@@ -3,7 +3,7 @@
 //! feedback load stays bounded as the session grows (issue 3; the seed saw
 //! ACK loss stall connections at 1500 receivers).
 
-use crate::wire::MAX_ACK_INTERVAL_US;
+use crate::wire::{AckFrequencyFrame, MAX_ACK_INTERVAL_US};
 
 /// Share of the sender's link capacity its members' ACKs may take, in
 /// the direction toward the sender (RFC 3550 §6.2 gives RTCP 5% of the
@@ -41,6 +41,26 @@ pub fn segments_per_ack(steady: u32, in_slow_start_or_recovery: bool, cwnd_segme
     }
     let per_window = (cwnd_segments / 4).clamp(2, 64) as u32;
     steady.clamp(1, 64).min(per_window)
+}
+
+/// The ACK schedule asked of one member: [`segments_per_ack`] with its
+/// phase and window (in segments), spaced at least `interval_us` apart
+/// ([`ack_interval_us`]).
+pub fn schedule(
+    steady: u32,
+    in_slow_start_or_recovery: bool,
+    cwnd_segments: u64,
+    interval_us: u32,
+) -> AckFrequencyFrame {
+    let segments = if in_slow_start_or_recovery {
+        0
+    } else {
+        cwnd_segments
+    };
+    AckFrequencyFrame {
+        every: segments_per_ack(steady, in_slow_start_or_recovery, segments),
+        min_interval_us: interval_us,
+    }
 }
 
 /// Minimum spacing of one member's data-triggered ACKs, µs, so `members`

@@ -76,6 +76,11 @@ impl OrderedIndex {
         self
     }
 
+    /// True if it answers ranks in O(log N).
+    pub fn is_ranked(&self) -> bool {
+        self.rank.is_some()
+    }
+
     /// Key → tournament key.
     fn order(&self, key: u64) -> u128 {
         u128::from(match self.extreme {
@@ -166,7 +171,6 @@ impl OrderedIndex {
     }
 
     /// Smallest key and a member holding it.
-    #[allow(dead_code, reason = "index API; the session reads keys alone today")]
     pub fn min(&self) -> Option<(u64, MemberId)> {
         match self.extreme {
             Extreme::Min => self.top(),
@@ -212,11 +216,6 @@ impl OrderedIndex {
         all.sort_unstable();
         all.get(k).copied().map(unpack)
     }
-
-    /// Members indexed.
-    pub fn len(&self) -> usize {
-        self.len
-    }
 }
 
 #[cfg(test)]
@@ -258,7 +257,7 @@ mod tests {
                 model.insert(slot, (key, id));
             }
             let set: BTreeSet<(u64, MemberId)> = model.values().copied().collect();
-            assert_eq!(idx.len(), set.len());
+            assert_eq!(idx.len, set.len());
             assert_eq!(idx.min_key(), set.first().map(|e| e.0));
             assert_eq!(idx.max_key(), set.last().map(|e| e.0));
             // The extremes' keys, and a member that holds them.

@@ -1,5 +1,7 @@
-//! The master block's window and RTT as functions of its children's (SMO
-//! §II): `cwnd = G(children's cwnd)`, `RTT = max` or a percentile.
+//! The session's policies as configured (TCP-SMO §II): which controller
+//! sets the master block's window `G` of the children's windows
+//! ([`super::SessionController`]s implement them), how the session RTT follows
+//! the members' (`max` or a percentile), and how losses are repaired.
 
 use std::time::Duration;
 
@@ -138,30 +140,6 @@ pub fn rank_at(p: f64, n: usize) -> usize {
     (((p.clamp(0.0, 1.0) * n as f64).ceil() as usize).max(1) - 1).min(n - 1)
 }
 
-/// The session window in bytes. `min_cwnd` is the smallest member window,
-/// `nth(k)` the k-th smallest (0-based) of `n` members.
-pub fn session_window(
-    policy: WindowPolicy,
-    n: usize,
-    min_cwnd: u64,
-    nth: impl FnOnce(usize) -> u64,
-) -> u64 {
-    match policy {
-        WindowPolicy::Minimum => min_cwnd,
-        WindowPolicy::EssentiallyFair {
-            percentile,
-            a,
-            b,
-            scaling,
-        } => {
-            let target = nth(rank_at(percentile, n)) as f64;
-            let floor = a.max(0.0) * min_cwnd as f64;
-            let ceiling = (b.max(a).max(0.0) * scaling.factor(n) * min_cwnd as f64).max(floor);
-            target.clamp(floor, ceiling) as u64
-        }
-    }
-}
-
 /// The session RTT: the largest, or the largest of the fastest `p`.
 pub fn session_rtt(
     policy: RttPolicy,
@@ -186,34 +164,6 @@ mod tests {
         assert_eq!(rank_at(0.5, 10), 4);
         assert_eq!(rank_at(0.95, 1000), 949);
         assert_eq!(rank_at(0.5, 0), 0);
-    }
-
-    #[test]
-    fn minimum_is_the_smallest_window() {
-        assert_eq!(session_window(WindowPolicy::Minimum, 5, 10, |_| 99), 10);
-    }
-
-    #[test]
-    fn essentially_fair_stays_within_its_bounds() {
-        let windows = [10u64, 20, 400, 500, 600, 700, 800, 900, 1000, 2000];
-        let fair = |b, scaling| WindowPolicy::EssentiallyFair {
-            percentile: 0.5,
-            a: 1.0,
-            b,
-            scaling,
-        };
-        let w = |p| session_window(p, windows.len(), windows[0], |k| windows[k]);
-        // The median (rank 4: 600) is above b·f(N)·min = 1·√10·10 = 31.6.
-        assert_eq!(w(fair(1.0, FairScaling::Sqrt)), 31);
-        assert_eq!(w(fair(1.0, FairScaling::One)), 10, "b = 1, f = 1: minimum");
-        assert_eq!(w(fair(100.0, FairScaling::One)), 600, "loose bound: median");
-        let floor = WindowPolicy::EssentiallyFair {
-            percentile: 0.0,
-            a: 2.0,
-            b: 4.0,
-            scaling: FairScaling::One,
-        };
-        assert_eq!(w(floor), 20, "at least a times the minimum");
     }
 
     #[test]

@@ -74,12 +74,6 @@ impl<T> SlotTable<T> {
         self.at(self.slot_of(id)?)
     }
 
-    /// Member `id`'s value, mutably.
-    pub fn get_mut(&mut self, id: &MemberId) -> Option<&mut T> {
-        let slot = self.slot_of(id)?;
-        self.at_mut(slot)
-    }
-
     /// The value at `slot`.
     pub fn at(&self, slot: u32) -> Option<&T> {
         self.entries.get(slot as usize)?.as_ref().map(|(_, v)| v)

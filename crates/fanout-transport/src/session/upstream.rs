@@ -21,7 +21,7 @@
 
 use super::MemberId;
 use crate::recv_buffer::{RecvBuffer, Refused};
-use crate::wire::{UpstreamAckFrame, UpstreamFrame};
+use crate::wire::{UpstreamAckFrame, UpstreamFrame, WireTimestamp};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
@@ -81,7 +81,7 @@ struct Stream {
     /// The stream's length once its FIN arrived.
     fin: Option<u64>,
     /// Timestamp of the latest UPSTREAM frame, echoed.
-    ts_recent: u32,
+    ts_recent: WireTimestamp,
     /// Window end last advertised.
     advertised_end: u64,
     /// In the acknowledgement queue.
@@ -142,7 +142,7 @@ impl UpstreamTable {
             buf: None,
             read_pos: 0,
             fin: None,
-            ts_recent: 0,
+            ts_recent: WireTimestamp::default(),
             advertised_end: MAX_UPSTREAM_WINDOW as u64,
             ack_queued: false,
             announced: false,

@@ -2,6 +2,7 @@
 
 use super::repair::RepairFrame;
 use super::roster::RosterFrame;
+use super::timestamp::WireTimestamp;
 use fanout_core::codec::{DecodeError, Reader, Writer, VARINT_MAX};
 use std::ops::Range;
 
@@ -22,6 +23,8 @@ const T_RESET: u8 = 0x07;
 const T_ACK_FREQUENCY: u8 = 0x08;
 const T_ROSTER: u8 = 0x09;
 const T_REPAIR: u8 = 0x0a;
+const T_OFFER: u8 = 0x0b;
+const T_CATCH_UP: u8 = 0x0c;
 const T_DATA: u8 = 0x10;
 const DATA_FIN: u8 = 0x01;
 const DATA_MSG_END: u8 = 0x02;
@@ -29,24 +32,56 @@ const T_UPSTREAM: u8 = 0x14;
 const UPSTREAM_FIN: u8 = 0x01;
 const T_UPSTREAM_ACK: u8 = 0x16;
 
-/// Opens a session (sent by the initiator) or answers it (`accept`).
+/// CONNECT (receiver → session sender or ACK merger): asks to join, or —
+/// with `resume_from` — to re-attach after a merger crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectFrame {
-    /// True if the sender of this frame is the one that will send data.
-    pub sends_data: bool,
-    /// Largest DATA payload the sender of this frame accepts, in bytes.
+    /// Largest DATA payload the joiner accepts, in bytes.
     pub max_payload: u64,
-    /// Receive window the sender of this frame offers, in bytes.
+    /// Receive window the joiner offers, in bytes from the start of its
+    /// delivery.
     pub window: u64,
-    /// Sender's clock in microseconds (low 32 bits) for the first RTT sample;
-    /// in ACCEPT, the echo of the CONNECT's value.
-    pub timestamp: u32,
-    /// In ACCEPT: the id the accepting side gives this member (0 in CONNECT).
+    /// The joiner's clock, echoed in the ACCEPT (its first RTT sample).
+    pub timestamp: WireTimestamp,
+    /// 0 for a fresh join; `P > 0`: "I hold `[0, P)`, continue from P"
+    /// (`docs/wire.md` §3.2, resume CONNECT).
+    pub resume_from: u64,
+}
+
+/// ACCEPT (session sender or ACK merger → joiner): the join is admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptFrame {
+    /// Largest DATA payload the sender will send, in bytes.
+    pub max_payload: u64,
+    /// The CONNECT's timestamp, echoed.
+    pub timestamp_echo: WireTimestamp,
+    /// The id the accepting side gives this member (never 0).
     pub member_id: u64,
-    /// In ACCEPT from a data sender: the stream offset at which this member's
-    /// delivery starts (a late joiner of a live stream starts at the current
-    /// position); 0 otherwise.
+    /// Stream offset at which this member's delivery starts (a late joiner
+    /// of a live stream starts at the current position; 0 otherwise).
     pub start_offset: u64,
+}
+
+/// OFFER (sender → a listening receiver): "I have data for you, join me"
+/// — how a transfer to one known receiver starts (a session of one). The
+/// listener answers with a CONNECT to the offering address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfferFrame {
+    /// Largest DATA payload the sender will send, in bytes.
+    pub max_payload: u64,
+    /// The sender's clock.
+    pub timestamp: WireTimestamp,
+}
+
+/// CATCH_UP (a late joiner → the session sender, from its catch-up
+/// socket): "send me the prefix `[0, end)` I missed". The sender answers
+/// with an OFFER to the requesting address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUpFrame {
+    /// The requester's member id in the session (never 0).
+    pub member_id: u64,
+    /// End of the prefix wanted: the member's start offset.
+    pub end: u64,
 }
 
 /// A piece of the byte stream.
@@ -54,9 +89,9 @@ pub struct ConnectFrame {
 pub struct DataFrame<'a> {
     /// Stream offset of the first byte.
     pub offset: u64,
-    /// Sender's clock in microseconds (low 32 bits), echoed in ACKs (RFC 7323
-    /// style RTT measurement, free of Karn's ambiguity).
-    pub timestamp: u32,
+    /// Sender's clock, echoed in ACKs (RFC 7323 style RTT measurement,
+    /// free of Karn's ambiguity).
+    pub timestamp: WireTimestamp,
     /// The stream ends after this payload.
     pub fin: bool,
     /// An application message ends after this payload.
@@ -80,9 +115,9 @@ impl DataFrame<'_> {
 pub struct UpstreamFrame<'a> {
     /// Upstream offset of the first byte.
     pub offset: u64,
-    /// The member's clock in microseconds (low 32 bits), echoed in
-    /// UPSTREAM_ACK for the member's RTT samples.
-    pub timestamp: u32,
+    /// The member's clock, echoed in UPSTREAM_ACK for the member's RTT
+    /// samples.
+    pub timestamp: WireTimestamp,
     /// The upstream stream ends after this payload.
     pub fin: bool,
     /// The bytes.
@@ -105,7 +140,7 @@ pub struct UpstreamAckFrame {
     /// Upstream bytes beyond `cumulative` the sender accepts.
     pub window: u64,
     /// Timestamp of the UPSTREAM frame this acknowledgement answers.
-    pub timestamp_echo: u32,
+    pub timestamp_echo: WireTimestamp,
 }
 
 /// Cumulative + selective acknowledgement (RFC 2018 semantics on byte
@@ -117,7 +152,7 @@ pub struct AckFrame {
     /// Bytes beyond `cumulative` the receiver will accept.
     pub window: u64,
     /// Timestamp of the data segment this ACK answers (RFC 7323 TS.Recent).
-    pub timestamp_echo: u32,
+    pub timestamp_echo: WireTimestamp,
     /// Microseconds from the arrival of the segment whose timestamp is
     /// echoed to this ACK's transmission (RFC 9002 §5.3 ACK delay).
     pub ack_delay_us: u64,
@@ -151,10 +186,14 @@ pub enum Frame<'a> {
     Padding,
     /// Elicits an ACK; keeps an idle session alive.
     Ping,
-    /// Opens a session.
+    /// Asks to join a session.
     Connect(ConnectFrame),
-    /// Accepts a session.
-    Accept(ConnectFrame),
+    /// Admits a joiner.
+    Accept(AcceptFrame),
+    /// Invites a listening receiver to join (a transfer to one receiver).
+    Offer(OfferFrame),
+    /// Asks the session sender for a missed prefix.
+    CatchUp(CatchUpFrame),
     /// Acknowledgement.
     Ack(AckFrame),
     /// Stream data.
@@ -204,25 +243,42 @@ fn offset_range(r: &mut Reader<'_>, field: &'static str) -> Result<(u64, u64), D
 }
 
 fn decode_connect(r: &mut Reader<'_>) -> Result<ConnectFrame, DecodeError> {
-    let sends_data = match r.u8()? {
-        0 => false,
-        1 => true,
-        _ => return Err(DecodeError::Invalid("connect.sends_data")),
-    };
     Ok(ConnectFrame {
-        sends_data,
         max_payload: r.varint()?,
         window: r.varint()?,
-        timestamp: r.u32()?,
+        timestamp: WireTimestamp(r.u32()?),
+        resume_from: r.varint()?,
+    })
+}
+
+fn decode_accept(r: &mut Reader<'_>) -> Result<AcceptFrame, DecodeError> {
+    let f = AcceptFrame {
+        max_payload: r.varint()?,
+        timestamp_echo: WireTimestamp(r.u32()?),
         member_id: r.varint()?,
         start_offset: r.varint()?,
-    })
+    };
+    if f.member_id == 0 {
+        return Err(DecodeError::Invalid("accept.member_id"));
+    }
+    Ok(f)
+}
+
+fn decode_catch_up(r: &mut Reader<'_>) -> Result<CatchUpFrame, DecodeError> {
+    let f = CatchUpFrame {
+        member_id: r.varint()?,
+        end: r.varint()?,
+    };
+    if f.member_id == 0 {
+        return Err(DecodeError::Invalid("catch_up.member_id"));
+    }
+    Ok(f)
 }
 
 fn decode_ack(r: &mut Reader<'_>) -> Result<AckFrame, DecodeError> {
     let cumulative = r.varint()?;
     let window = r.varint()?;
-    let timestamp_echo = r.u32()?;
+    let timestamp_echo = WireTimestamp(r.u32()?);
     let ack_delay_us = r.varint()?;
     let n = r.varint_len("ack.sack_count", MAX_SACK_RANGES)?;
     let mut sack = Vec::with_capacity(n);
@@ -258,7 +314,12 @@ impl<'a> Frame<'a> {
             T_PADDING => Frame::Padding,
             T_PING => Frame::Ping,
             T_CONNECT => Frame::Connect(decode_connect(r)?),
-            T_ACCEPT => Frame::Accept(decode_connect(r)?),
+            T_ACCEPT => Frame::Accept(decode_accept(r)?),
+            T_OFFER => Frame::Offer(OfferFrame {
+                max_payload: r.varint()?,
+                timestamp: WireTimestamp(r.u32()?),
+            }),
+            T_CATCH_UP => Frame::CatchUp(decode_catch_up(r)?),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -282,11 +343,11 @@ impl<'a> Frame<'a> {
             T_UPSTREAM_ACK => Frame::UpstreamAck(UpstreamAckFrame {
                 cumulative: r.varint()?,
                 window: r.varint()?,
-                timestamp_echo: r.u32()?,
+                timestamp_echo: WireTimestamp(r.u32()?),
             }),
             t if t & !UPSTREAM_FIN == T_UPSTREAM => {
                 let offset = r.varint()?;
-                let timestamp = r.u32()?;
+                let timestamp = WireTimestamp(r.u32()?);
                 let len = r.varint_len("upstream.len", r.remaining())?;
                 if offset
                     .checked_add(len as u64)
@@ -303,7 +364,7 @@ impl<'a> Frame<'a> {
             }
             t if t & !(DATA_FIN | DATA_MSG_END) == T_DATA => {
                 let offset = r.varint()?;
-                let timestamp = r.u32()?;
+                let timestamp = WireTimestamp(r.u32()?);
                 let len = r.varint_len("data.len", r.remaining())?;
                 if offset
                     .checked_add(len as u64)
@@ -328,24 +389,35 @@ impl<'a> Frame<'a> {
         match self {
             Frame::Padding => out.put_u8(T_PADDING),
             Frame::Ping => out.put_u8(T_PING),
-            Frame::Connect(c) | Frame::Accept(c) => {
-                out.put_u8(if matches!(self, Frame::Connect(_)) {
-                    T_CONNECT
-                } else {
-                    T_ACCEPT
-                });
-                out.put_u8(u8::from(c.sends_data));
+            Frame::Connect(c) => {
+                out.put_u8(T_CONNECT);
                 out.put_varint(c.max_payload);
                 out.put_varint(c.window);
-                out.put_u32(c.timestamp);
+                out.put_u32(c.timestamp.0);
+                out.put_varint(c.resume_from);
+            }
+            Frame::Accept(a) => {
+                out.put_u8(T_ACCEPT);
+                out.put_varint(a.max_payload);
+                out.put_u32(a.timestamp_echo.0);
+                out.put_varint(a.member_id);
+                out.put_varint(a.start_offset);
+            }
+            Frame::Offer(o) => {
+                out.put_u8(T_OFFER);
+                out.put_varint(o.max_payload);
+                out.put_u32(o.timestamp.0);
+            }
+            Frame::CatchUp(c) => {
+                out.put_u8(T_CATCH_UP);
                 out.put_varint(c.member_id);
-                out.put_varint(c.start_offset);
+                out.put_varint(c.end);
             }
             Frame::Ack(a) => {
                 out.put_u8(T_ACK);
                 out.put_varint(a.cumulative);
                 out.put_varint(a.window);
-                out.put_u32(a.timestamp_echo);
+                out.put_u32(a.timestamp_echo.0);
                 out.put_varint(a.ack_delay_us);
                 let n = a.sack.len().min(MAX_SACK_RANGES);
                 out.put_varint(n as u64);
@@ -393,7 +465,7 @@ impl<'a> Frame<'a> {
                     T_UPSTREAM
                 });
                 out.put_varint(u.offset);
-                out.put_u32(u.timestamp);
+                out.put_u32(u.timestamp.0);
                 out.put_varint(u.payload.len() as u64);
                 out.put_bytes(u.payload);
             }
@@ -401,7 +473,7 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_UPSTREAM_ACK);
                 out.put_varint(a.cumulative);
                 out.put_varint(a.window);
-                out.put_u32(a.timestamp_echo);
+                out.put_u32(a.timestamp_echo.0);
             }
             Frame::Roster(r) => {
                 out.put_u8(T_ROSTER);
@@ -421,7 +493,7 @@ impl<'a> Frame<'a> {
 pub fn encode_data_header(
     out: &mut Vec<u8>,
     offset: u64,
-    timestamp: u32,
+    timestamp: WireTimestamp,
     fin: bool,
     message_end: bool,
     payload_len: usize,
@@ -435,7 +507,7 @@ pub fn encode_data_header(
     }
     out.put_u8(t);
     out.put_varint(offset);
-    out.put_u32(timestamp);
+    out.put_u32(timestamp.0);
     out.put_varint(payload_len as u64);
 }
 
@@ -511,7 +583,7 @@ mod tests {
                 AckFrame {
                     cumulative,
                     window,
-                    timestamp_echo,
+                    timestamp_echo: WireTimestamp(timestamp_echo),
                     ack_delay_us,
                     sack,
                 }
@@ -535,16 +607,18 @@ mod tests {
         #[test]
         fn data_roundtrip(offset in 0u64..1 << 50, timestamp: u32, fin: bool, message_end: bool,
                           payload in proptest::collection::vec(any::<u8>(), 0..200)) {
-            roundtrip(&Frame::Data(DataFrame { offset, timestamp, fin, message_end, payload: &payload }));
+            roundtrip(&Frame::Data(DataFrame { offset, timestamp: WireTimestamp(timestamp), fin, message_end, payload: &payload }));
         }
 
         #[test]
-        fn control_roundtrip(sends_data: bool, max_payload in 0u64..1 << 20, window in 0u64..1 << 40,
+        fn control_roundtrip(max_payload in 0u64..1 << 20, window in 0u64..1 << 40,
                              timestamp: u32, member_id in 0u64..1 << 40, code in 0u64..1 << 40,
                              reason in arb_reason(), n in 1u32..=64, iv in 0u32..=MAX_ACK_INTERVAL_US, off in 0u64..1 << 40, len in 0u64..1 << 40) {
-            let c = ConnectFrame { sends_data, max_payload, window, timestamp, member_id, start_offset: off };
-            roundtrip(&Frame::Connect(c));
-            roundtrip(&Frame::Accept(c));
+            let timestamp = WireTimestamp(timestamp);
+            roundtrip(&Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: off }));
+            roundtrip(&Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: member_id + 1, start_offset: off }));
+            roundtrip(&Frame::Offer(OfferFrame { max_payload, timestamp }));
+            roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));
@@ -557,7 +631,7 @@ mod tests {
         #[test]
         fn upstream_roundtrip(offset in 0u64..1 << 50, timestamp: u32, fin: bool,
                               payload in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let f = Frame::Upstream(UpstreamFrame { offset, timestamp, fin, payload: &payload });
+            let f = Frame::Upstream(UpstreamFrame { offset, timestamp: WireTimestamp(timestamp), fin, payload: &payload });
             roundtrip(&f);
             // Every strict prefix is an error, never a shorter frame.
             let mut out = Vec::new();
@@ -625,6 +699,15 @@ mod tests {
         assert_eq!(
             Frame::decode(&mut Reader::new(&out)),
             Err(DecodeError::TooLarge("ack.sack_count"))
+        );
+        // Member id 0 in ACCEPT and CATCH_UP (never assigned).
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[T_ACCEPT, 1, 0, 0, 0, 0, 0, 0])),
+            Err(DecodeError::Invalid("accept.member_id"))
+        );
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[T_CATCH_UP, 0, 5])),
+            Err(DecodeError::Invalid("catch_up.member_id"))
         );
         // Unknown frame type.
         assert_eq!(

@@ -2,7 +2,10 @@
 //! of one UPSTREAM and one UPSTREAM_ACK datagram, as printed in
 //! `docs/wire.md` §6. A change here is a wire format change.
 
-use super::{AckFrame, DataFrame, Frame, Header, HeaderFlags, UpstreamAckFrame, UpstreamFrame};
+use super::{
+    AcceptFrame, AckFrame, CatchUpFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
+    OfferFrame, UpstreamAckFrame, UpstreamFrame, WireTimestamp,
+};
 
 const SESSION_ID: u64 = 0x0123_4567_89ab_cdef;
 
@@ -23,7 +26,7 @@ fn data_datagram() {
     .encode(&mut out);
     Frame::Data(DataFrame {
         offset: 1200,
-        timestamp: 1_000_000,
+        timestamp: WireTimestamp(1_000_000),
         fin: true,
         message_end: false,
         payload: b"hello",
@@ -31,7 +34,7 @@ fn data_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "01",               // version 1
+        "02",               // version 2
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000007",         // packet number 7
@@ -61,14 +64,14 @@ fn ack_datagram() {
     Frame::Ack(AckFrame {
         cumulative: 1000,
         window: 65_536,
-        timestamp_echo: 999_500,
+        timestamp_echo: WireTimestamp(999_500),
         ack_delay_us: 0,
         sack: vec![1200..1206],
     })
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "01",               // version 1
+        "02",               // version 2
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000003",         // packet number 3 (the receiver's own space)
@@ -98,14 +101,14 @@ fn upstream_datagram() {
     .encode(&mut out);
     Frame::Upstream(UpstreamFrame {
         offset: 0,
-        timestamp: 2_000_000,
+        timestamp: WireTimestamp(2_000_000),
         fin: true,
         payload: b"why?\n",
     })
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "01",               // version 1
+        "02",               // version 2
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000004",         // packet number 4 (the member's own space)
@@ -133,12 +136,12 @@ fn upstream_ack_datagram() {
     Frame::UpstreamAck(UpstreamAckFrame {
         cumulative: 6,
         window: 65_530,
-        timestamp_echo: 2_000_000,
+        timestamp_echo: WireTimestamp(2_000_000),
     })
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "01",               // version 1
+        "02",               // version 2
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000009",         // packet number 9 (the sender's space)
@@ -149,4 +152,68 @@ fn upstream_ack_datagram() {
     );
     assert_eq!(hex(&out), expected);
     assert_eq!(out.len(), 26);
+}
+
+/// The handshake frames, each behind a header: a join (CONNECT), its
+/// admission (ACCEPT), a sender's invitation to a listener (OFFER) and a
+/// late joiner's prefix request (CATCH_UP).
+#[test]
+fn handshake_frames() {
+    let frame = |f: Frame<'_>| {
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        hex(&out)
+    };
+    assert_eq!(
+        frame(Frame::Connect(ConnectFrame {
+            max_payload: 1421,
+            window: 65_536,
+            timestamp: WireTimestamp(1_000_000),
+            resume_from: 0,
+        })),
+        concat!(
+            "02",       // CONNECT
+            "458d",     // max payload 1421
+            "80010000", // window 65 536
+            "000f4240", // timestamp 1 000 000 µs
+            "00",       // resume from 0: a fresh join
+        )
+    );
+    assert_eq!(
+        frame(Frame::Accept(AcceptFrame {
+            max_payload: 1421,
+            timestamp_echo: WireTimestamp(1_000_000),
+            member_id: 5,
+            start_offset: 1200,
+        })),
+        concat!(
+            "03",       // ACCEPT
+            "458d",     // max payload 1421
+            "000f4240", // timestamp echo
+            "05",       // member id 5
+            "44b0",     // start offset 1200
+        )
+    );
+    assert_eq!(
+        frame(Frame::Offer(OfferFrame {
+            max_payload: 1421,
+            timestamp: WireTimestamp(7),
+        })),
+        concat!(
+            "0b",       // OFFER
+            "458d",     // max payload 1421
+            "00000007", // timestamp 7 µs
+        )
+    );
+    assert_eq!(
+        frame(Frame::CatchUp(CatchUpFrame {
+            member_id: 5,
+            end: 1200,
+        })),
+        concat!(
+            "0c",   // CATCH_UP
+            "05",   // member id 5
+            "44b0", // end 1200
+        )
+    );
 }

@@ -1,4 +1,4 @@
-//! Wire format v1 (`docs/wire.md`): a fixed header followed by frames.
+//! Wire format v2 (`docs/wire.md`): a fixed header followed by frames.
 //!
 //! Everything here is a pure codec: `decode` functions take untrusted bytes
 //! and return `Result`, never panic, and borrow payloads from the input;
@@ -12,14 +12,16 @@ mod golden;
 mod header;
 mod repair;
 mod roster;
+mod timestamp;
 
 pub use frame::{
-    decode_frames, encode_data_header, AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame,
-    DataFrame, Frame, FrameIter, SkipFrame, UpstreamAckFrame, UpstreamFrame, MAX_ACK_INTERVAL_US,
-    MAX_REASON_BYTES, MAX_SACK_RANGES,
+    decode_frames, encode_data_header, AcceptFrame, AckFrame, AckFrequencyFrame, CatchUpFrame,
+    CloseFrame, ConnectFrame, DataFrame, Frame, FrameIter, OfferFrame, SkipFrame, UpstreamAckFrame,
+    UpstreamFrame, MAX_ACK_INTERVAL_US, MAX_REASON_BYTES, MAX_SACK_RANGES,
 };
 pub use header::{
     accept_header, is_other_version, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,
 };
 pub use repair::RepairFrame;
 pub use roster::{RosterEntry, RosterFrame, MAX_ROSTER_PAGE};
+pub use timestamp::WireTimestamp;

@@ -10,6 +10,7 @@ use fanout_core::Rng;
 use fanout_core::{drain, Engine};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig};
 use fanout_transport::wire::{decode_frames, AckFrame, ConnectFrame, Frame, Header, HeaderFlags};
+use fanout_transport::wire::{AcceptFrame, WireTimestamp};
 use std::net::SocketAddr;
 
 /// The session the sender of [`established`] accepts members into.
@@ -66,11 +67,9 @@ pub fn datagram(session_id: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
 
 /// The sender's (or a merger's) ACCEPT giving member id `member_id`.
 pub fn accept(member_id: u64) -> Frame<'static> {
-    Frame::Accept(ConnectFrame {
-        sends_data: true,
+    Frame::Accept(AcceptFrame {
         max_payload: 1400,
-        window: 0,
-        timestamp: 0,
+        timestamp_echo: WireTimestamp(0),
         member_id,
         start_offset: 0,
     })
@@ -79,12 +78,10 @@ pub fn accept(member_id: u64) -> Frame<'static> {
 /// A receiver's CONNECT (offset 0, 1400-byte segments, 1 MiB window).
 pub fn connect() -> Frame<'static> {
     Frame::Connect(ConnectFrame {
-        sends_data: false,
         max_payload: 1400,
         window: 1 << 20,
-        timestamp: 0,
-        member_id: 0,
-        start_offset: 0,
+        timestamp: WireTimestamp(0),
+        resume_from: 0,
     })
 }
 
@@ -93,7 +90,7 @@ pub fn ack(cumulative: u64, sack: Vec<std::ops::Range<u64>>) -> Frame<'static> {
     Frame::Ack(AckFrame {
         cumulative,
         window: 1 << 20,
-        timestamp_echo: 1,
+        timestamp_echo: WireTimestamp(1),
         ack_delay_us: 0,
         sack,
     })

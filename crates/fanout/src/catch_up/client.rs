@@ -1,11 +1,13 @@
-//! The joiner side of file catch-up: a unicast [`Receiver`] listening on
-//! the joiner's own catch-up socket, plus the request (see
-//! [`super::request`]) that makes the session sender connect to it,
-//! repeated with exponential back-off until the sender does.
+//! The joiner side of file catch-up: a [`Receiver`] listening on the
+//! joiner's own catch-up socket for the session sender's OFFER, plus the
+//! request (see [`super::request`]) that makes the sender offer, repeated
+//! with back-off until it does.
 
 use super::request::{encode_request, Request};
 use fanout_core::time::Instant;
 use fanout_core::{Engine, Transmit};
+use fanout_transport::handshake::retry_wait;
+use fanout_transport::packet::PacketNumbers;
 use fanout_transport::{Receiver, TransportConfig};
 use std::net::SocketAddr;
 
@@ -17,6 +19,7 @@ pub struct CatchUpClient {
     receiver: Receiver,
     sender: SocketAddr,
     request: Request,
+    numbers: PacketNumbers,
     requests_sent: u32,
     next_request: Instant,
     deadline: Instant,
@@ -41,16 +44,14 @@ impl CatchUpClient {
             session_id,
             member_id,
             end,
-            max_payload: config.max_payload(),
-            window: config.recv_window_bytes as u64,
-            timestamp: 0,
         };
         CatchUpClient {
             deadline: now + config.handshake_timeout,
             initial_rto: config.rto.initial,
-            receiver: Receiver::listen(config, now),
+            receiver: Receiver::listen_to(config, sender, now),
             sender,
             request,
+            numbers: PacketNumbers::default(),
             requests_sent: 0,
             next_request: now,
             timed_out: false,
@@ -92,14 +93,8 @@ impl Engine for CatchUpClient {
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if self.waiting() && now >= self.next_request && self.requests_sent < MAX_REQUESTS {
-            let req = Request {
-                timestamp: (now.as_nanos() / 1_000) as u32,
-                ..self.request
-            };
-            encode_request(&req, u64::from(self.requests_sent), buf);
-            let wait = self
-                .initial_rto
-                .saturating_mul(1 << self.requests_sent.min(6));
+            encode_request(&self.request, &mut self.numbers, buf);
+            let wait = retry_wait(self.requests_sent, self.initial_rto);
             self.requests_sent += 1;
             self.next_request = now + wait;
             return Some(Transmit {

@@ -6,7 +6,7 @@
 use crate::file_feed::StreamSink;
 use crate::file_proto::{Manifest, TRAILER_LEN};
 use anyhow::{bail, Context, Result};
-use fanout_transport::Sender;
+use fanout_transport::session::SessionSender;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,10 +20,10 @@ pub trait PrefixSource {
     fn open(&self, end: u64) -> Result<Box<dyn PrefixStream>>;
 }
 
-/// Stream bytes `[0, end)` on their way into a catch-up sender.
+/// Stream bytes `[0, end)` on their way into a catch-up transfer.
 pub trait PrefixStream {
     /// Writes what `s` takes now; finishes the stream at `end`.
-    fn feed(&mut self, s: &mut Sender);
+    fn feed(&mut self, s: &mut SessionSender);
     /// Stream bytes written so far.
     fn written(&self) -> u64;
     /// True if the prefix could not be produced (the stream was aborted).
@@ -45,7 +45,7 @@ impl PrefixSource for FilePrefix {
 }
 
 impl PrefixStream for PrefixFeed {
-    fn feed(&mut self, s: &mut Sender) {
+    fn feed(&mut self, s: &mut SessionSender) {
         PrefixFeed::feed(self, s)
     }
     fn written(&self) -> u64 {
@@ -90,7 +90,7 @@ struct RawPrefix {
 }
 
 impl PrefixStream for RawPrefix {
-    fn feed(&mut self, s: &mut Sender) {
+    fn feed(&mut self, s: &mut SessionSender) {
         if self.finished || self.failed {
             return;
         }
@@ -106,7 +106,7 @@ impl PrefixStream for RawPrefix {
                 }
                 Ok(_) | Err(_) => {
                     tracing::warn!(pos = self.pos, end = self.end, "spool read failed");
-                    s.reset(2, "sender cannot read its spool");
+                    s.abort("sender cannot read its spool");
                     self.failed = true;
                     return;
                 }

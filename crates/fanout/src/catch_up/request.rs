@@ -1,19 +1,17 @@
 //! The catch-up request: how a late joiner asks the session sender for the
 //! prefix `[0, start)` it missed.
 //!
-//! It is an ordinary wire-v1 datagram (`docs/wire.md`) sent from the
-//! joiner's catch-up socket to the session sender's address: the header
-//! names the session (`session_id` from the ACCEPT) and the one frame is a
-//! CONNECT with `sends_data = 0`, `member_id` = the id the ACCEPT gave the
-//! joiner (a session join always carries 0) and `start_offset` = the
-//! joiner's start offset, i.e. the end of the prefix wanted. The sender then
-//! connects a unicast [`fanout_transport::Sender`] back to the requesting
-//! address, whose [`fanout_transport::Receiver`] listens there.
+//! It is an ordinary wire datagram (`docs/wire.md`) sent from the joiner's
+//! catch-up socket to the session sender's address: the header names the
+//! session (`session_id` from the ACCEPT) and the one frame is a CATCH_UP
+//! naming the member id the ACCEPT gave the joiner and the end of the
+//! prefix wanted (its start offset). The sender then OFFERs a transfer of
+//! the prefix to the requesting address, where a listening
+//! [`fanout_transport::Receiver`] joins it — so no byte of the prefix goes
+//! to an address that did not answer.
 
-use fanout_core::codec::truncate_pn;
-use fanout_transport::wire::{
-    accept_header, decode_frames, ConnectFrame, Frame, Header, HeaderFlags,
-};
+use fanout_transport::packet::{PacketBuilder, PacketNumbers};
+use fanout_transport::wire::{accept_header, decode_frames, CatchUpFrame, Frame};
 
 /// What a request says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,31 +22,16 @@ pub struct Request {
     pub member_id: u64,
     /// End of the prefix wanted: the member's start offset.
     pub end: u64,
-    /// Largest DATA payload the requester accepts, bytes.
-    pub max_payload: u64,
-    /// Receive window the requester offers, bytes.
-    pub window: u64,
-    /// Requester's clock, microseconds (low 32 bits).
-    pub timestamp: u32,
 }
 
-/// Appends the request datagram (packet number `pn`) to `out`.
-pub fn encode_request(r: &Request, pn: u64, out: &mut Vec<u8>) {
-    Header {
-        flags: HeaderFlags::default(),
-        session_id: r.session_id,
-        packet_number: truncate_pn(pn),
-    }
-    .encode(out);
-    Frame::Connect(ConnectFrame {
-        sends_data: false,
-        max_payload: r.max_payload,
-        window: r.window,
-        timestamp: r.timestamp,
+/// Appends the request datagram (numbered from `numbers`) to `out`.
+pub fn encode_request(r: &Request, numbers: &mut PacketNumbers, out: &mut Vec<u8>) {
+    let mut p = PacketBuilder::new(out, numbers, r.session_id, false);
+    p.frame(&Frame::CatchUp(CatchUpFrame {
         member_id: r.member_id,
-        start_offset: r.end,
-    })
-    .encode(out);
+        end: r.end,
+    }));
+    p.finish();
 }
 
 /// `(member_id, end)` if `datagram` is a catch-up request for session
@@ -59,9 +42,7 @@ pub fn parse_request(datagram: &[u8], session_id: u64) -> Option<(u64, u64)> {
         return None;
     }
     match decode_frames(body).next()? {
-        Ok(Frame::Connect(c)) if !c.sends_data && c.member_id != 0 => {
-            Some((c.member_id, c.start_offset))
-        }
+        Ok(Frame::CatchUp(c)) => Some((c.member_id, c.end)),
         _ => None,
     }
 }
@@ -69,6 +50,7 @@ pub fn parse_request(datagram: &[u8], session_id: u64) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fanout_transport::wire::{ConnectFrame, Header, HeaderFlags, WireTimestamp};
 
     #[test]
     fn requests_roundtrip_and_joins_are_not_requests() {
@@ -76,17 +58,25 @@ mod tests {
             session_id: 9,
             member_id: 4,
             end: 123_456,
-            max_payload: 1400,
-            window: 1 << 20,
-            timestamp: 7,
         };
         let mut d = Vec::new();
-        encode_request(&r, 3, &mut d);
+        encode_request(&r, &mut PacketNumbers::default(), &mut d);
         assert_eq!(parse_request(&d, 9), Some((4, 123_456)));
         assert_eq!(parse_request(&d, 8), None, "another session");
-        let join = Request { member_id: 0, ..r };
         let mut j = Vec::new();
-        encode_request(&join, 0, &mut j);
+        Header {
+            flags: HeaderFlags::default(),
+            session_id: 9,
+            packet_number: 0,
+        }
+        .encode(&mut j);
+        Frame::Connect(ConnectFrame {
+            max_payload: 1400,
+            window: 1 << 20,
+            timestamp: WireTimestamp(0),
+            resume_from: 0,
+        })
+        .encode(&mut j);
         assert_eq!(parse_request(&j, 9), None, "a join is not a request");
         for cut in 0..d.len() {
             assert_eq!(parse_request(&d[..cut], 9), None, "cut {cut}");

@@ -1,7 +1,8 @@
 //! The sender side of file catch-up: a composite engine on the session's
-//! own UDP socket. Datagrams from a catch-up peer go to that peer's unicast
-//! [`Sender`]; a catch-up request (see [`super::request`]) from a session
-//! member opens one; everything else goes to the [`SessionSender`]. One
+//! own UDP socket. Datagrams from a catch-up peer go to that peer's
+//! transfer (a session of one, offered to the requesting address); a
+//! catch-up request (see [`super::request`]) from a session member opens
+//! one; everything else goes to the [`SessionSender`]. One
 //! socket means one port to open, one address the joiner already knows, and
 //! one event loop — no second port to announce.
 
@@ -12,8 +13,8 @@ use crate::file_proto::Manifest;
 use crate::net_opts::random_session_id;
 use fanout_core::time::Instant;
 use fanout_core::{Engine, Transmit};
-use fanout_transport::session::SessionSender;
-use fanout_transport::{CloseReason, Sender, TransportConfig};
+use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::{CloseReason, TransportConfig};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::{Bound, Deref, DerefMut};
@@ -54,7 +55,7 @@ pub struct CatchUpStats {
 }
 
 struct Job {
-    sender: Sender,
+    sender: SessionSender,
     feed: Box<dyn PrefixStream>,
 }
 
@@ -129,8 +130,9 @@ impl CatchUpServer {
         // the member is an ACK merger: a receiver behind it carries the
         // merger's member id and asks from its own host (`docs/mctcp.md`,
         // "Late joins through mergers"). Reflection is not possible: the
-        // catch-up transfer handshakes with the requesting address before
-        // sending any data, and at most MAX_CATCH_UPS run.
+        // catch-up transfer OFFERs itself to the requesting address and
+        // sends data only once that address joined, and at most
+        // MAX_CATCH_UPS run.
         let session = &self.session;
         let member = session.members().any(|(id, addr, ..)| {
             id.0 == member_id && (addr.ip() == from.ip() || session.is_merger(id))
@@ -153,10 +155,10 @@ impl CatchUpServer {
                 return;
             }
         };
-        let mut job = Job {
-            sender: Sender::connect(self.transport.clone(), from, random_session_id(), now),
-            feed,
-        };
+        let config = SessionConfig::unicast(self.transport.clone());
+        let mut sender = SessionSender::new(config, random_session_id(), now);
+        sender.offer(now, from);
+        let mut job = Job { sender, feed };
         job.feed.feed(&mut job.sender);
         tracing::info!(%from, member_id, end, "catch-up started");
         self.stats.started += 1;
@@ -176,7 +178,7 @@ impl CatchUpServer {
         let mut ended = Vec::new();
         for (addr, job) in &mut self.jobs {
             job.feed.feed(&mut job.sender);
-            if job.sender.is_closed() {
+            if job.sender.close_reason().is_some() {
                 ended.push(*addr);
             }
         }
@@ -331,11 +333,8 @@ mod tests {
             session_id,
             member_id,
             end,
-            max_payload: 1400,
-            window: 1 << 20,
-            timestamp: 0,
         };
-        encode_request(&r, 0, &mut d);
+        encode_request(&r, &mut Default::default(), &mut d);
         d
     }
 

@@ -4,7 +4,7 @@
 //! * **Keep-alives down**: every admitted child gets a PADDING datagram every
 //!   [`MergerConfig::keepalive`](super::MergerConfig::keepalive), so a child
 //!   with a fallback chain can tell a crashed merger from a quiet one.
-//! * **Children re-attaching here** (resume CONNECT: `start_offset` = P > 0,
+//! * **Children re-attaching here** (resume CONNECT: `resume_from` = P > 0,
 //!   the header naming the session): accepted only while this merger is a
 //!   member upstream; the child gets ACCEPT {start P} but joins the merged
 //!   ACK only with its first ACK, and only if that ACK acknowledges
@@ -22,7 +22,9 @@ use super::{Merger, Up};
 use crate::event::CloseReason;
 use crate::merge::ack_meet::AckSummary;
 use crate::merge::mctcp::ChildMsg;
-use crate::wire::{decode_frames, AckFrame, CloseFrame, ConnectFrame, Frame, Header};
+use crate::wire::{
+    decode_frames, AckFrame, CloseFrame, ConnectFrame, Frame, Header, WireTimestamp,
+};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
@@ -30,7 +32,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 impl Merger {
-    /// A resume CONNECT from a new child (`c.start_offset` > 0). Returns
+    /// A resume CONNECT from a new child (`c.resume_from` > 0). Returns
     /// false if `c` is an ordinary join.
     pub(super) fn admit_resume(
         &mut self,
@@ -39,7 +41,7 @@ impl Merger {
         header_session: u64,
         c: &ConnectFrame,
     ) -> bool {
-        if c.start_offset == 0 {
+        if c.resume_from == 0 {
             return false;
         }
         let joined = self.up == Up::Established && header_session == self.session_id;
@@ -57,7 +59,7 @@ impl Merger {
         let summary = crate::merge::join::ConnectSummary::of(c);
         let ts = c.timestamp;
         self.table.spec.children.insert(from, summary, ts, now);
-        self.table.spec.children.set_start(&from, c.start_offset);
+        self.table.spec.children.set_start(&from, c.resume_from);
         self.queue_accept(from);
         true
     }
@@ -162,7 +164,7 @@ impl Merger {
     pub(super) fn on_rejoin_reply(&mut self, now: Instant, header: Header, body: &[u8]) -> bool {
         let hs = self.config.handshake_timeout;
         match decode_frames(body).next() {
-            Some(Ok(Frame::Accept(a))) if a.sends_data && header.session_id == self.session_id => {
+            Some(Ok(Frame::Accept(a))) if header.session_id == self.session_id => {
                 let Some(target) = self.chain.accepted(now) else {
                     return false;
                 };
@@ -184,7 +186,7 @@ impl Merger {
                 }
                 // Tell the new parent where the subtree stands at once.
                 if let Some(m) = self.table.spec.children.meet() {
-                    self.pending_ack = Some(m.to_frame(0));
+                    self.pending_ack = Some(m.to_frame(WireTimestamp(0)));
                 }
                 true
             }
@@ -213,14 +215,13 @@ impl Merger {
             return None;
         }
         if let Some(old) = self.chain.take_leave() {
-            self.header(self.session_id, buf);
-            Frame::Close(CloseFrame {
+            let close = Frame::Close(CloseFrame {
                 code: 0,
                 reason: "re-attached to an ancestor",
-            })
-            .encode(buf);
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit { destination: old });
+            });
+            return Some(self.send(buf, self.session_id, old, |p| {
+                p.frame(&close);
+            }));
         }
         let target = self.chain.due_connect(now, self.config.connect_rto)?;
         let children = &self.table.spec.children;
@@ -229,20 +230,15 @@ impl Merger {
             .min_window_end()
             .map_or(0, |w| w.saturating_sub(position));
         let max_payload = self.connect.map_or(0, |c| c.max_payload);
-        self.header(self.session_id, buf);
-        Frame::Connect(ConnectFrame {
-            sends_data: false,
+        self.stats.connects_out += 1;
+        let connect = Frame::Connect(ConnectFrame {
             max_payload,
             window,
-            timestamp: (now.as_nanos() / 1_000) as u32,
-            member_id: 0,
-            start_offset: position,
-        })
-        .encode(buf);
-        self.stats.connects_out += 1;
-        self.stats.datagrams_sent += 1;
-        Some(Transmit {
-            destination: target,
-        })
+            timestamp: WireTimestamp::at(now),
+            resume_from: position,
+        });
+        Some(self.send(buf, self.session_id, target, |p| {
+            p.frame(&connect);
+        }))
     }
 }

@@ -1,20 +1,27 @@
-//! The receiving side of a unicast session: accepts one sender, reassembles
-//! the stream, acknowledges (cumulative + SACK + window + timestamp echo) on
-//! the configured schedule, and lingers after the end so the sender's last
-//! retransmissions are still answered.
+//! The receiving side of a session: joins one sender (or waits for one to
+//! offer itself), reassembles the stream, acknowledges (cumulative + SACK +
+//! window + timestamp echo) on the schedule the sender asks for, and
+//! lingers after the end so the sender's last retransmissions are still
+//! answered.
+//!
+//! A receiver plays one role: a listener waiting for a sender's OFFER,
+//! a member that joined the sender itself, or a member reporting through
+//! an ACK merger (MCTCP).
 
 use crate::config::TransportConfig;
 use crate::event::{CloseReason, Event};
+use crate::handshake::retry_wait;
+use crate::packet::{PacketBuilder, PacketNumbers};
 use crate::reattach::ParentChain;
 use crate::recv_buffer::{RecvBuffer, Refused};
 use crate::stats::ReceiverStats;
 use crate::upstream::{UpstreamOut, UpstreamSendStats, UpstreamStatus};
 use crate::wire::{
-    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
+    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, WireTimestamp,
     MAX_SACK_RANGES,
 };
 use fanout_core::ack_policy::{slot_phase, AckScheduler};
-use fanout_core::codec::{expand_pn, truncate_pn};
+use fanout_core::codec::expand_pn;
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{Engine, Transmit};
@@ -25,11 +32,6 @@ use std::ops::Range;
 /// Most replies to strangers (busy resets) queued at once; the rest are
 /// dropped, so a connect flood cannot grow memory.
 const MAX_PENDING_REFUSALS: usize = 16;
-
-/// First CONNECT retransmission while joining (then doubling): shorter than
-/// the 1 s initial RTO so that a receiver started before its sender loses
-/// at most this much.
-const JOIN_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Most bytes of the sender's datagrams held while the merger's ACCEPT is
 /// on its way ([`TransportConfig::feedback_via`]): the sender starts on the
@@ -46,8 +48,10 @@ mod rejoin;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
+    /// Waiting for a sender's OFFER.
     Listening,
-    /// Receiver-initiated (SMO §II): CONNECT sent to `target`, waiting for ACCEPT.
+    /// CONNECT sent to `target` (receiver-initiated, TCP-SMO §II; or in
+    /// answer to an OFFER), waiting for ACCEPT.
     Joining {
         target: SocketAddr,
         attempts: u32,
@@ -62,7 +66,36 @@ enum State {
     Closed(CloseReason),
 }
 
-/// The receiving end of a unicast session.
+/// How a receiver came to its sender, and where its feedback goes.
+#[derive(Debug)]
+enum Role {
+    /// Waits for a sender's OFFER (from `only_from`, if set), then joins
+    /// the offering sender as a [`Role::Member`].
+    Listener { only_from: Option<SocketAddr> },
+    /// Joined the session sender itself: feedback and upstream go to it.
+    Member,
+    /// Joined through an ACK merger ([`TransportConfig::feedback_via`]).
+    ViaMerger(Box<MergerLink>),
+}
+
+/// A member's link through an ACK merger (MCTCP): DATA and control are
+/// accepted from the session sender as well as from the merger.
+#[derive(Debug)]
+struct MergerLink {
+    /// The session sender, the data source.
+    source: SocketAddr,
+    /// The sender's datagrams that arrived before the merger's ACCEPT
+    /// (at most [`MAX_EARLY_BYTES`] in all).
+    early: Vec<Box<[u8]>>,
+    /// Bytes held in `early`, each datagram counted as at least
+    /// [`EARLY_MIN_CHARGE`] (bookkeeping included).
+    early_bytes: usize,
+    /// Ancestors to re-attach to when the merger falls silent
+    /// ([`TransportConfig::feedback_fallback`]).
+    chain: ParentChain,
+}
+
+/// The receiving end of a session.
 #[derive(Debug)]
 pub struct Receiver {
     config: TransportConfig,
@@ -72,7 +105,7 @@ pub struct Receiver {
     fin: Option<u64>,
     acks: AckScheduler,
     /// RFC 7323 TS.Recent: timestamp to echo.
-    ts_recent: u32,
+    ts_recent: WireTimestamp,
     /// Cumulative point of the last ACK sent (RFC 7323 Last.ACK.sent).
     last_ack_sent: u64,
     advertised_window_end: u64,
@@ -81,8 +114,7 @@ pub struct Receiver {
     /// counted from it, so the sender's `sample − ack_delay` is that
     /// segment's path RTT (RFC 9002 §5.3).
     ts_recent_at: Option<Instant>,
-    accept_pending: Option<u32>,
-    /// Id the session sender gave this member (1 for a unicast listener).
+    /// Id the session sender gave this member (0 until accepted).
     member_id: u64,
     /// Stream offset at which delivery started (the ACCEPT's start offset;
     /// 0 unless a late joiner was admitted mid-stream).
@@ -91,64 +123,62 @@ pub struct Receiver {
     pending_reset: Option<(u64, String)>,
     refusals: VecDeque<(SocketAddr, u64)>,
     largest_pn: Option<u64>,
-    next_pn: u64,
+    numbers: PacketNumbers,
     last_heard: Instant,
     events: VecDeque<Event>,
     stats: ReceiverStats,
-    /// Joined a session sender ([`Receiver::join`]): may send upstream.
-    member: bool,
+    role: Role,
     /// The upstream stream (session relay), created on first use.
     upstream: Option<Box<UpstreamOut>>,
-    /// The session sender, when feedback goes to a merger instead
-    /// ([`TransportConfig::feedback_via`]): DATA and control are accepted
-    /// from it as well as from the peer (the merger).
-    source: Option<SocketAddr>,
-    /// The sender's datagrams that arrived before the merger's ACCEPT
-    /// (at most [`MAX_EARLY_BYTES`] in all).
-    early: Vec<Box<[u8]>>,
-    /// Bytes held in `early`, each datagram counted as at least
-    /// [`EARLY_MIN_CHARGE`] (bookkeeping included).
-    early_bytes: usize,
-    /// Ancestors to re-attach to when the merger falls silent
-    /// ([`TransportConfig::feedback_fallback`]; with `feedback_via` only).
-    chain: Option<Box<ParentChain>>,
     /// Coded-repair state ([`coded`]), created on the first REPAIR.
     coded: Option<Box<coded::CodedRx>>,
     /// Newest DATA timestamp received and its arrival: what a hole filled
     /// by decoding (REPAIR carries no timestamp) echoes.
-    ts_latest: Option<(u32, Instant)>,
+    ts_latest: Option<(WireTimestamp, Instant)>,
 }
 
 impl Receiver {
-    /// Waits for one sender.
+    /// Waits for one sender to OFFER itself (a transfer to this receiver),
+    /// then joins it.
     pub fn listen(config: TransportConfig, now: Instant) -> Self {
+        Self::with_role(config, now, Role::Listener { only_from: None })
+    }
+
+    /// Waits for an OFFER from `sender` only (a late joiner's catch-up
+    /// transfer from the session sender it asked), then joins it.
+    pub fn listen_to(config: TransportConfig, sender: SocketAddr, now: Instant) -> Self {
+        Self::with_role(
+            config,
+            now,
+            Role::Listener {
+                only_from: Some(sender),
+            },
+        )
+    }
+
+    fn with_role(config: TransportConfig, now: Instant, role: Role) -> Self {
         Receiver {
             buffer: RecvBuffer::new(config.recv_window_bytes),
             acks: AckScheduler::new(config.ack),
             state: State::Listening,
             peer: None,
             fin: None,
-            ts_recent: 0,
+            ts_recent: WireTimestamp::default(),
             last_ack_sent: 0,
             advertised_window_end: 0,
             most_recent: None,
             ts_recent_at: None,
-            accept_pending: None,
-            member_id: 1,
+            member_id: 0,
             start: 0,
             pending_reset: None,
             refusals: VecDeque::new(),
             largest_pn: None,
-            next_pn: 0,
+            numbers: PacketNumbers::default(),
             last_heard: now,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
-            member: false,
+            role,
             upstream: None,
-            source: None,
-            early: Vec::new(),
-            early_bytes: 0,
-            chain: None,
             coded: None,
             ts_latest: None,
             config,
@@ -167,17 +197,16 @@ impl Receiver {
     pub fn join(config: TransportConfig, sender: SocketAddr, now: Instant) -> Self {
         let deadline = now + config.handshake_timeout;
         let via = config.feedback_via;
-        let chain = via.map(|_| {
-            Box::new(ParentChain::new(
-                &config.feedback_fallback,
-                config.parent_silence,
-                now,
-            ))
-        });
-        let mut r = Receiver::listen(config, now);
-        r.member = true;
-        r.source = via.map(|_| sender);
-        r.chain = chain;
+        let role = match via {
+            None => Role::Member,
+            Some(_) => Role::ViaMerger(Box::new(MergerLink {
+                source: sender,
+                early: Vec::new(),
+                early_bytes: 0,
+                chain: ParentChain::new(&config.feedback_fallback, config.parent_silence, now),
+            })),
+        };
+        let mut r = Receiver::with_role(config, now, role);
         r.state = State::Joining {
             target: via.unwrap_or(sender),
             attempts: 0,
@@ -284,7 +313,30 @@ impl Receiver {
     /// reporting through a merger ([`TransportConfig::feedback_via`]) the
     /// sender it joined — where a late joiner asks for the missed prefix.
     pub fn data_source(&self) -> Option<SocketAddr> {
-        self.source.or(self.peer())
+        self.source().or(self.peer())
+    }
+
+    /// The session sender when feedback goes through a merger.
+    fn source(&self) -> Option<SocketAddr> {
+        match &self.role {
+            Role::ViaMerger(link) => Some(link.source),
+            _ => None,
+        }
+    }
+
+    /// The fallback chain of a member reporting through a merger.
+    fn chain(&self) -> Option<&ParentChain> {
+        match &self.role {
+            Role::ViaMerger(link) => Some(&link.chain),
+            _ => None,
+        }
+    }
+
+    fn chain_mut(&mut self) -> Option<&mut ParentChain> {
+        match &mut self.role {
+            Role::ViaMerger(link) => Some(&mut link.chain),
+            _ => None,
+        }
     }
 
     /// Counters.
@@ -295,9 +347,8 @@ impl Receiver {
     /// Queues bytes for the session sender on this member's own connection
     /// (session relay, TCP-SMO §IV.B; [`crate::upstream`]); returns how
     /// many the bounded upstream buffer took (never blocks). Always 0 for
-    /// a receiver of a plain unicast [`crate::Sender`] (created with
-    /// [`Receiver::listen`]), which has no upstream, and once the session
-    /// or the upstream stream ended.
+    /// a member reporting through a merger (mergers do not relay it), and
+    /// once the session or the upstream stream ended.
     pub fn write_upstream(&mut self, data: &[u8]) -> usize {
         if data.is_empty() {
             return 0;
@@ -321,7 +372,7 @@ impl Receiver {
     /// sender: a member whose feedback goes through a merger
     /// (`feedback_via`) has no upstream (mergers do not relay it).
     fn may_send_upstream(&self) -> bool {
-        self.member && !self.is_closed() && self.source.is_none()
+        matches!(self.role, Role::Member) && !self.is_closed()
     }
 
     /// Ends the upstream stream after what was written (the sender sees its
@@ -432,13 +483,13 @@ impl Receiver {
         // RFC 7323 §4.3: TS.Recent comes from segments at the left edge
         // (SEG.SEQ <= Last.ACK.sent) and never moves backwards
         // (SEG.TSval >= TS.Recent, compared modulo 2^32).
-        if d.offset <= self.last_ack_sent && d.timestamp.wrapping_sub(self.ts_recent) as i32 >= 0 {
+        if d.offset <= self.last_ack_sent && d.timestamp.is_at_or_after(self.ts_recent) {
             self.ts_recent = d.timestamp;
             self.ts_recent_at = Some(now);
         }
         if self
             .ts_latest
-            .is_none_or(|(t, _)| d.timestamp.wrapping_sub(t) as i32 >= 0)
+            .is_none_or(|(t, _)| d.timestamp.is_at_or_after(t))
         {
             self.ts_latest = Some((d.timestamp, now));
         }
@@ -456,7 +507,6 @@ impl Receiver {
                 return;
             };
             match frame {
-                Frame::Connect(c) if c.sends_data => self.accept_pending = Some(c.timestamp),
                 Frame::Data(d) => self.on_data(now, &d),
                 Frame::Repair(f) => self.on_repair(now, &f),
                 Frame::Ping => self.acks.request_immediate(),
@@ -497,9 +547,11 @@ impl Receiver {
                     }
                     None => self.stats.drops.count(DropReason::UnexpectedFrame),
                 },
-                Frame::Padding => {}
+                // A repeated OFFER from the sender joined, or a repeated
+                // ACCEPT: already answered.
+                Frame::Padding | Frame::Offer(_) | Frame::Accept(_) => {}
                 Frame::Connect(_)
-                | Frame::Accept(_)
+                | Frame::CatchUp(_)
                 | Frame::Ack(_)
                 | Frame::Skip(_)
                 | Frame::Upstream(_)
@@ -519,32 +571,27 @@ impl Receiver {
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
         let u = self.upstream.as_mut()?;
-        let pn = self.next_pn;
-        let sent = u.poll_transmit(now, buf, |out| {
-            Header {
-                flags: HeaderFlags::default(),
-                session_id,
-                packet_number: truncate_pn(pn),
-            }
-            .encode(out)
-        });
-        if !sent {
-            return None;
-        }
-        self.next_pn += 1;
+        let frame = u.poll_frame(now)?;
+        let mut p = PacketBuilder::new(buf, &mut self.numbers, session_id, false);
+        p.frames_with(|out| out.extend_from_slice(&frame));
+        p.finish();
         self.stats.datagrams_sent += 1;
         Some(Transmit { destination: peer })
     }
 
-    fn header(&mut self, session_id: u64, out: &mut Vec<u8>) {
-        let pn = self.next_pn;
-        self.next_pn += 1;
-        Header {
-            flags: HeaderFlags::default(),
-            session_id,
-            packet_number: truncate_pn(pn),
-        }
-        .encode(out);
+    /// A datagram of one frame to `to`.
+    fn send_frame(
+        &mut self,
+        buf: &mut Vec<u8>,
+        session_id: u64,
+        to: SocketAddr,
+        frame: &Frame<'_>,
+    ) -> Transmit {
+        let mut p = PacketBuilder::new(buf, &mut self.numbers, session_id, false);
+        p.frame(frame);
+        p.finish();
+        self.stats.datagrams_sent += 1;
+        Transmit { destination: to }
     }
 
     fn build_ack(&self, now: Instant) -> AckFrame {
@@ -582,6 +629,95 @@ impl Receiver {
     }
 }
 
+impl Receiver {
+    /// While joining: the target's ACCEPT or refusal, or the sender's
+    /// datagrams arriving ahead of a merger's ACCEPT. True if consumed.
+    fn on_joining(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        session_id: u64,
+        datagram: &[u8],
+        body: &[u8],
+    ) -> bool {
+        let State::Joining { target, .. } = self.state else {
+            return false;
+        };
+        match decode_frames(body).next() {
+            Some(Ok(Frame::Accept(a))) if from == target => {
+                self.peer = Some((from, session_id));
+                self.member_id = a.member_id;
+                self.buffer.start_at(a.start_offset);
+                self.start = self.buffer.read_pos();
+                self.last_ack_sent = a.start_offset;
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+                // Those of this session are taken; the rest dropped.
+                if let Role::ViaMerger(link) = &mut self.role {
+                    link.early_bytes = 0;
+                    let (source, early) = (link.source, std::mem::take(&mut link.early));
+                    for d in early {
+                        self.stats.datagrams_received -= 1; // counted on arrival
+                        self.handle_datagram(now, source, &d);
+                    }
+                }
+            }
+            // The sender refused the join (session full, file start
+            // already released): give up now, with its reason, rather
+            // than at the handshake timeout.
+            Some(Ok(Frame::Reset(CloseFrame { code, reason }))) if from == target => {
+                if !self.join_next(now) {
+                    self.close(CloseReason::PeerReset {
+                        code,
+                        reason: reason.into(),
+                    });
+                }
+            }
+            // The offering sender offers again: our CONNECT retries on its
+            // own schedule.
+            Some(Ok(Frame::Offer(_))) if from == target => {}
+            _ => {
+                let charge = datagram.len().max(EARLY_MIN_CHARGE);
+                match &mut self.role {
+                    Role::ViaMerger(link)
+                        if link.source == from && link.early_bytes + charge <= MAX_EARLY_BYTES =>
+                    {
+                        link.early_bytes += charge;
+                        link.early.push(datagram.into());
+                    }
+                    _ => self.stats.drops.count(if from == target {
+                        DropReason::UnexpectedFrame
+                    } else {
+                        DropReason::UnknownPeer
+                    }),
+                }
+            }
+        }
+        true
+    }
+
+    /// A listener's OFFER: join the offering sender. True if consumed.
+    fn on_listening(&mut self, now: Instant, from: SocketAddr, body: &[u8]) -> bool {
+        let Role::Listener { only_from } = self.role else {
+            return false;
+        };
+        if !matches!(decode_frames(body).next(), Some(Ok(Frame::Offer(_))))
+            || only_from.is_some_and(|a| a != from)
+        {
+            self.stats.drops.count(DropReason::UnknownSession);
+            return true;
+        }
+        self.role = Role::Member;
+        self.state = State::Joining {
+            target: from,
+            attempts: 0,
+            next_try: now,
+            deadline: now + self.config.handshake_timeout,
+        };
+        true
+    }
+}
+
 impl Engine for Receiver {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.stats.datagrams_received += 1;
@@ -597,97 +733,46 @@ impl Engine for Receiver {
             self.stats.drops.count(DropReason::SessionClosed);
             return;
         }
-        if let State::Joining { target, .. } = self.state {
-            match decode_frames(body).next() {
-                Some(Ok(Frame::Accept(a))) if from == target && a.sends_data => {
-                    self.peer = Some((from, header.session_id));
-                    self.member_id = a.member_id;
-                    self.buffer.start_at(a.start_offset);
-                    self.start = self.buffer.read_pos();
-                    self.last_ack_sent = a.start_offset;
-                    self.state = State::Established;
-                    self.events.push_back(Event::Connected);
-                    // Those of this session are taken; the rest dropped.
-                    if let Some(source) = self.source {
-                        self.early_bytes = 0;
-                        for d in std::mem::take(&mut self.early) {
-                            self.stats.datagrams_received -= 1; // counted on arrival
-                            self.handle_datagram(now, source, &d);
-                        }
-                    }
-                }
-                // The sender refused the join (session full, file start
-                // already released): give up now, with its reason, rather
-                // than at the handshake timeout.
-                Some(Ok(Frame::Reset(CloseFrame { code, reason }))) if from == target => {
-                    if self.join_next(now) {
-                        return;
-                    }
-                    self.close(CloseReason::PeerReset {
-                        code,
-                        reason: reason.into(),
-                    });
-                    return;
-                }
-                _ if self.source == Some(from)
-                    && self.early_bytes + datagram.len().max(EARLY_MIN_CHARGE)
-                        <= MAX_EARLY_BYTES =>
-                {
-                    self.early_bytes += datagram.len().max(EARLY_MIN_CHARGE);
-                    self.early.push(datagram.into());
-                    return;
-                }
-                _ => {
-                    self.stats.drops.count(if from == target {
-                        DropReason::UnexpectedFrame
-                    } else {
-                        DropReason::UnknownPeer
-                    });
-                    return;
-                }
-            }
+        if self.state == State::Listening {
+            self.on_listening(now, from, body);
+            return;
+        }
+        if self.on_joining(now, from, header.session_id, datagram, body) {
+            return;
         }
         if self.rejoin_target() == Some(from) && self.on_rejoin_reply(now, header.session_id, body)
         {
             return;
         }
-        let is_connect =
-            matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(c))) if c.sends_data);
-        match self.peer {
-            None if is_connect => {
-                self.peer = Some((from, header.session_id));
-                self.state = State::Established;
-                self.events.push_back(Event::Connected);
-            }
-            None => {
-                self.stats.drops.count(DropReason::UnknownSession);
-                return;
-            }
-            // DATA straight from the sender while feedback goes to a merger.
-            Some((_, id)) if self.source == Some(from) && id == header.session_id => {}
-            Some((addr, id)) if (addr, id) != (from, header.session_id) => {
-                if is_connect {
-                    if self.refusals.len() < MAX_PENDING_REFUSALS {
-                        self.refusals.push_back((from, header.session_id));
-                    } else {
-                        self.stats.drops.count(DropReason::LimitExceeded);
-                    }
+        let Some((peer, session)) = self.peer else {
+            self.stats.drops.count(DropReason::UnknownSession);
+            return;
+        };
+        // DATA straight from the sender while feedback goes to a merger.
+        let from_source = self.source() == Some(from) && session == header.session_id;
+        if !from_source && (peer, session) != (from, header.session_id) {
+            let offer = matches!(decode_frames(body).next(), Some(Ok(Frame::Offer(_))));
+            if offer && from != peer {
+                // Another sender offers itself: busy.
+                if self.refusals.len() < MAX_PENDING_REFUSALS {
+                    self.refusals.push_back((from, header.session_id));
                 } else {
-                    self.stats.drops.count(if addr != from {
-                        DropReason::UnknownPeer
-                    } else {
-                        DropReason::UnknownSession
-                    });
+                    self.stats.drops.count(DropReason::LimitExceeded);
                 }
-                return;
+            } else {
+                self.stats.drops.count(if peer != from {
+                    DropReason::UnknownPeer
+                } else {
+                    DropReason::UnknownSession
+                });
             }
-            Some(_) => {}
+            return;
         }
         let pn = expand_pn(self.largest_pn.map_or(0, |l| l + 1), header.packet_number);
         self.largest_pn = Some(self.largest_pn.map_or(pn, |l| l.max(pn)));
         self.last_heard = now;
-        if self.peer.is_some_and(|(a, _)| a == from) {
-            if let Some(c) = self.chain.as_mut() {
+        if peer == from {
+            if let Some(c) = self.chain_mut() {
                 c.heard(now);
             }
         }
@@ -696,21 +781,20 @@ impl Engine for Receiver {
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let (Some((code, reason)), Some((addr, id))) = (self.pending_reset.take(), self.peer) {
-            self.header(id, buf);
-            Frame::Reset(CloseFrame {
+            let reset = Frame::Reset(CloseFrame {
                 code,
                 reason: &reason,
-            })
-            .encode(buf);
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit { destination: addr });
+            });
+            return Some(self.send_frame(buf, id, addr, &reset));
         }
         if let Some((addr, id)) = self.refusals.pop_front() {
-            self.header(id, buf);
             let reason = "receiver busy with another session";
-            Frame::Reset(CloseFrame { code: 1, reason }).encode(buf);
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit { destination: addr });
+            return Some(self.send_frame(
+                buf,
+                id,
+                addr,
+                &Frame::Reset(CloseFrame { code: 1, reason }),
+            ));
         }
         if let State::Joining {
             target,
@@ -722,36 +806,20 @@ impl Engine for Receiver {
             if next_try > now {
                 return None;
             }
-            // Session id 0: the sender names the session in its ACCEPT.
-            self.header(0, buf);
-            Frame::Connect(ConnectFrame {
-                sends_data: false,
-                max_payload: self.config.max_payload(),
-                window: self.buffer.capacity(),
-                timestamp: (now.as_nanos() / 1_000) as u32,
-                member_id: 0,
-                start_offset: 0,
-            })
-            .encode(buf);
-            // Receivers usually start before their sender binds (receiver-
-            // initiated sessions): a first CONNECT then meets a closed port,
-            // and waiting the initial RTO (1 s, RFC 6298 §2.1) before the
-            // retry idles the whole session. Retry after 200 ms, doubling up
-            // to 64× the initial RTO; a CONNECT is one small datagram.
-            let first = JOIN_FIRST_RETRY.min(self.config.rto.initial);
-            let wait = first
-                .saturating_mul(1 << attempts.min(9))
-                .min(self.config.rto.initial * 64);
             self.state = State::Joining {
                 target,
                 attempts: attempts + 1,
-                next_try: now + wait,
+                next_try: now + retry_wait(attempts, self.config.rto.initial),
                 deadline,
             };
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit {
-                destination: target,
+            let connect = Frame::Connect(ConnectFrame {
+                max_payload: self.config.max_payload(),
+                window: self.buffer.capacity(),
+                timestamp: WireTimestamp::at(now),
+                resume_from: 0,
             });
+            // Session id 0: the sender names the session in its ACCEPT.
+            return Some(self.send_frame(buf, 0, target, &connect));
         }
         let (peer, session_id) = self.peer?;
         if let State::Lingering { until: None } = self.state {
@@ -769,33 +837,16 @@ impl Engine for Receiver {
             // Not a member of the new parent yet: its ACKs would be dropped.
             return None;
         }
-        if let Some(ts) = self.accept_pending.take() {
-            self.header(session_id, buf);
-            Frame::Accept(ConnectFrame {
-                sends_data: false,
-                max_payload: self.config.max_payload(),
-                window: self.buffer.window_end() - self.buffer.rcv_nxt(),
-                timestamp: ts,
-                member_id: 1,
-                start_offset: 0,
-            })
-            .encode(buf);
-            self.advertised_window_end = self.buffer.window_end();
-            self.stats.datagrams_sent += 1;
-            return Some(Transmit { destination: peer });
-        }
         if !self.acks.should_ack(now) {
             return self.poll_upstream(now, session_id, peer, buf);
         }
         let ack = self.build_ack(now);
-        self.header(session_id, buf);
         self.last_ack_sent = ack.cumulative;
         self.advertised_window_end = self.buffer.window_end();
-        Frame::Ack(ack).encode(buf);
+        let t = self.send_frame(buf, session_id, peer, &Frame::Ack(ack));
         self.acks.on_ack_sent(now);
         self.stats.acks_sent += 1;
-        self.stats.datagrams_sent += 1;
-        Some(Transmit { destination: peer })
+        Some(t)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -808,7 +859,7 @@ impl Engine for Receiver {
             State::Established => [
                 self.acks.deadline(),
                 Some(self.last_heard + self.config.idle_timeout),
-                self.chain.as_ref().and_then(|c| c.deadline()),
+                self.chain().and_then(|c| c.deadline()),
             ]
             .into_iter()
             .flatten()
@@ -835,7 +886,7 @@ impl Engine for Receiver {
             return;
         }
         match self.state {
-            State::Established if self.chain.is_some() => {
+            State::Established if self.chain().is_some() => {
                 if now >= self.last_heard + self.config.idle_timeout {
                     self.close(CloseReason::IdleTimeout);
                 } else {

@@ -1,0 +1,518 @@
+//! One peer's loss recovery — the only implementation of it: every peer of
+//! every engine that sends data (each member of a session, and so a
+//! unicast transfer, which is a session of one) has one [`Recovery`].
+//!
+//! It holds what the peer acknowledged, SACKed and lost, detects loss by
+//! RACK (RFC 8985), runs the retransmission timer with back-off (RFC 6298),
+//! keeps the recovery episode (RFC 6582 "recover", RFC 6675 pipe), and
+//! feeds the peer's congestion controller. Sent segments live once in the
+//! sender's [`SegmentLog`] (TCP-SMO §II: one send buffer, one sequence
+//! space); a peer keeps only what differs from it, so its state stays a
+//! few hundred bytes whatever it sends.
+//!
+//! Bounds: SACKed ranges at [`MAX_SACK_RANGES_KEPT`], repairs in flight at
+//! [`MAX_REPAIRS_IN_FLIGHT`].
+
+use crate::segment_log::SegmentLog;
+use crate::wire::AckFrame;
+use fanout_core::cc::{AckSample, CongestionController};
+use fanout_core::rtt::RttEstimator;
+use fanout_core::time::Instant;
+use fanout_core::RangeSet;
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::Duration;
+
+/// Most disjoint SACKed ranges kept per peer; further ranges are ignored
+/// (the data is then repaired as if lost — safe, merely wasteful).
+pub const MAX_SACK_RANGES_KEPT: usize = 256;
+/// Most repairs tracked in flight per peer (oldest forgotten first).
+pub const MAX_REPAIRS_IN_FLIGHT: usize = 1024;
+
+/// What one ACK did.
+#[derive(Debug, Default)]
+pub struct AckOutcome {
+    /// The cumulative ACK advanced.
+    pub progressed: bool,
+    /// The ACK's cumulative point fell inside a segment (clipped).
+    pub clipped: bool,
+    /// SACK ranges were ignored because the peer hit its range cap.
+    pub sack_capped: bool,
+    /// Ranges newly deemed lost (segment-aligned).
+    pub newly_lost: Vec<Range<u64>>,
+}
+
+/// What an expired timer did.
+#[derive(Debug, Default)]
+pub struct TimeoutOutcome {
+    /// Ranges newly deemed lost (segment-aligned).
+    pub newly_lost: Vec<Range<u64>>,
+    /// The retransmission timer fired (RFC 6298 §5.4).
+    pub rto: bool,
+}
+
+/// One peer's loss recovery.
+#[derive(Debug)]
+pub struct Recovery {
+    /// Every byte below was acknowledged.
+    cumulative: u64,
+    sacked: RangeSet,
+    sacked_bytes: u64,
+    lost: RangeSet,
+    lost_bytes: u64,
+    /// Repairs sent and not yet confirmed, oldest first.
+    repairs: VecDeque<(Range<u64>, Instant)>,
+    rtt: RttEstimator,
+    cc: Box<dyn CongestionController>,
+    /// `SND.NXT` when the current recovery episode began (RFC 6582 "recover").
+    recovery_point: Option<u64>,
+    /// RACK.xmit_ts: latest transmission time among delivered segments.
+    rack_sent_at: Option<Instant>,
+    /// RACK.rtt: the RTT of that delivery.
+    rack_rtt: Duration,
+    rto_deadline: Option<Instant>,
+    rack_deadline: Option<Instant>,
+    /// Consecutive RTO expiries without progress.
+    rto_backoffs: u32,
+    recovery_episodes: u64,
+    rtos: u64,
+    repaired_bytes: u64,
+}
+
+impl Recovery {
+    /// A peer whose stream starts at `start`, with its RTT estimator and
+    /// congestion controller.
+    pub fn new(start: u64, rtt: RttEstimator, cc: Box<dyn CongestionController>) -> Self {
+        Recovery {
+            cumulative: start,
+            sacked: RangeSet::new(),
+            sacked_bytes: 0,
+            lost: RangeSet::new(),
+            lost_bytes: 0,
+            repairs: VecDeque::new(),
+            rtt,
+            cc,
+            recovery_point: None,
+            rack_sent_at: None,
+            rack_rtt: Duration::ZERO,
+            rto_deadline: None,
+            rack_deadline: None,
+            rto_backoffs: 0,
+            recovery_episodes: 0,
+            rtos: 0,
+            repaired_bytes: 0,
+        }
+    }
+
+    /// Every offset below was acknowledged.
+    pub fn cumulative(&self) -> u64 {
+        self.cumulative
+    }
+
+    /// The peer's congestion controller.
+    pub fn cc(&self) -> &dyn CongestionController {
+        self.cc.as_ref()
+    }
+
+    /// The peer's RTT estimator (RFC 6298).
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+
+    /// Congestion window, bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cc.cwnd()
+    }
+
+    /// Smoothed RTT.
+    pub fn srtt(&self) -> Duration {
+        self.rtt.srtt()
+    }
+
+    /// True during a recovery episode (RFC 6582).
+    pub fn in_recovery(&self) -> bool {
+        self.recovery_point.is_some()
+    }
+
+    /// True in slow start or a recovery episode: the phases in which the
+    /// peer is asked to acknowledge every second segment (TCP-SMO §II).
+    pub fn in_fast_feedback(&self) -> bool {
+        self.cc.in_slow_start() || self.recovery_point.is_some()
+    }
+
+    /// Consecutive RTO expiries without progress.
+    pub fn rto_backoffs(&self) -> u32 {
+        self.rto_backoffs
+    }
+
+    /// Recovery episodes entered.
+    pub fn recovery_episodes(&self) -> u64 {
+        self.recovery_episodes
+    }
+
+    /// Retransmission timeouts in all.
+    pub fn rtos(&self) -> u64 {
+        self.rtos
+    }
+
+    /// Bytes repaired for this peer.
+    pub fn repaired_bytes(&self) -> u64 {
+        self.repaired_bytes
+    }
+
+    /// The retransmission timer (RFC 6298).
+    pub fn rto_deadline(&self) -> Option<Instant> {
+        self.rto_deadline
+    }
+
+    /// The RACK reorder timer (RFC 8985 §6.2).
+    pub fn rack_deadline(&self) -> Option<Instant> {
+        self.rack_deadline
+    }
+
+    /// Bytes in flight (RFC 6675 "pipe"): sent, neither acknowledged nor
+    /// SACKed nor deemed lost.
+    pub fn in_flight(&self, snd_nxt: u64) -> u64 {
+        snd_nxt
+            .saturating_sub(self.cumulative)
+            .saturating_sub(self.sacked_bytes + self.lost_bytes)
+    }
+
+    /// Where the congestion window starts: `SND.NXT` minus the bytes in
+    /// flight, i.e. the cumulative ACK plus what was SACKed or lost.
+    /// Independent of `SND.NXT`, so a multicast send leaves it unchanged.
+    pub fn pipe_base(&self) -> u64 {
+        self.cumulative + self.sacked_bytes + self.lost_bytes
+    }
+
+    /// True if `range` is still lost.
+    pub fn is_lost(&self, range: Range<u64>) -> bool {
+        self.lost.contains_range(range)
+    }
+
+    /// Bytes of `range` neither acknowledged nor SACKed (lost, or repaired
+    /// and not yet confirmed). Only bytes below the highest SACKed offset
+    /// count: beyond it, segments may simply be still on their way.
+    pub fn unacked_bytes(&self, range: Range<u64>) -> u64 {
+        let start = range.start.max(self.cumulative);
+        let end = range.end.min(self.sacked.max_end().unwrap_or(start));
+        if start >= end {
+            return 0;
+        }
+        (end - start) - self.sacked.overlap_len(start..end)
+    }
+
+    /// A repair of `range` was sent (by unicast to this peer, or by
+    /// multicast).
+    pub fn on_repair_sent(&mut self, range: Range<u64>, now: Instant) {
+        let removed = self.lost.remove(range.clone());
+        self.lost_bytes -= removed;
+        self.repaired_bytes += removed;
+        if removed > 0 {
+            if self.repairs.len() == MAX_REPAIRS_IN_FLIGHT {
+                self.repairs.pop_front();
+            }
+            self.repairs.push_back((range, now));
+        }
+    }
+
+    /// A repair of `range` could not be queued: the range goes back in
+    /// flight, to be detected lost again (RACK or RTO) later.
+    pub fn forget_loss(&mut self, range: Range<u64>) {
+        self.lost_bytes -= self.lost.remove(range);
+    }
+
+    /// A peer admitted at its cumulative point after data up to `snd_nxt`
+    /// went out (a bulk join while the start is still buffered): every
+    /// segment it never received is lost to it — without a congestion
+    /// penalty, it was never in flight — and its RTO is armed. Returns the
+    /// segments to repair.
+    pub fn mark_missed(&mut self, now: Instant, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {
+        let mut missed = Vec::new();
+        for seg in log.overlapping(self.cumulative..snd_nxt) {
+            let r = seg.start..seg.end;
+            if self.add_lost(r.clone()) {
+                missed.push(r);
+            }
+        }
+        if !missed.is_empty() {
+            self.arm_rto(now, snd_nxt);
+        }
+        missed
+    }
+
+    fn add_lost(&mut self, range: Range<u64>) -> bool {
+        let added = self.lost.insert(range);
+        self.lost_bytes += added;
+        added > 0
+    }
+
+    /// Processes an ACK already validated against `SND.NXT`. `max_ack_delay`
+    /// is the longest the peer may have held it (RFC 9002 §5.3).
+    #[allow(clippy::too_many_arguments)] // the ACK's context, each used once
+    pub fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: &AckFrame,
+        log: &SegmentLog,
+        snd_nxt: u64,
+        mss: u64,
+        cwnd_limited: bool,
+        max_ack_delay: Duration,
+    ) -> AckOutcome {
+        let mut out = AckOutcome::default();
+        let mut delivered_latest: Option<Instant> = None;
+        let mut newly_acked = 0u64;
+        // Whole segments only (segment boundaries never change).
+        let mut cum = ack.cumulative;
+        if let Some(seg) = log.containing(cum).filter(|s| s.start < cum) {
+            cum = seg.start;
+            out.clipped = true;
+        }
+        let flight_before = self.in_flight(snd_nxt);
+        if cum > self.cumulative {
+            out.progressed = true;
+            let newly = self.cumulative..cum;
+            delivered_latest = delivered_latest.max(log.latest_first_sent_within(newly.clone()));
+            let already = self.sacked.overlap_len(newly.clone());
+            let was_lost = self.lost.remove(newly.clone());
+            self.lost_bytes -= was_lost;
+            newly_acked += (cum - self.cumulative) - already;
+            self.sacked.remove_below(cum);
+            self.sacked_bytes -= already;
+            self.cumulative = cum;
+            self.rto_backoffs = 0;
+            // RFC 7323 §4: RTT from the timestamp echo of new data.
+            // RFC 9002 §5.3: minus the reported delay, at most what the
+            // peer was allowed to hold the ACK.
+            self.rtt.on_sample_with_ack_delay(
+                ack.timestamp_echo.elapsed(now),
+                Duration::from_micros(ack.ack_delay_us).min(max_ack_delay),
+            );
+        }
+        for r in &ack.sack {
+            let Some(r) = clip_to_segments(log, r.start.max(self.cumulative)..r.end.min(snd_nxt))
+            else {
+                continue;
+            };
+            if self.sacked.range_count() >= MAX_SACK_RANGES_KEPT
+                && !self.sacked.contains_range(r.clone())
+            {
+                out.sack_capped = true;
+                continue;
+            }
+            for gap in self.sacked.gaps_in(r.clone()) {
+                delivered_latest = delivered_latest.max(log.latest_first_sent_within(gap.clone()));
+                let was_lost = self.lost.remove(gap.clone());
+                self.lost_bytes -= was_lost;
+                newly_acked += gap.end - gap.start;
+            }
+            self.sacked_bytes += self.sacked.insert(r);
+        }
+        // Repairs delivered count as the latest evidence too (RFC 8985 §6.1:
+        // only if delivered no sooner than min_rtt after being sent).
+        let min_rtt = self.rtt.min_rtt().min(self.rtt.srtt());
+        let (cum, sacked) = (self.cumulative, &self.sacked);
+        // (Guarded: `retain` costs even on an empty deque, every ACK.)
+        if !self.repairs.is_empty() {
+            self.repairs.retain(|(r, t)| {
+                let done = r.end <= cum || sacked.contains_range(r.clone());
+                if done && now - *t >= min_rtt {
+                    delivered_latest = delivered_latest.max(Some(*t));
+                }
+                !done
+            });
+        }
+        if let Some(t) = delivered_latest {
+            if self.rack_sent_at.is_none_or(|r| t >= r) {
+                self.rack_sent_at = Some(t);
+                self.rack_rtt = now - t;
+            }
+        }
+        // RFC 6582 §3.2 step 5: the episode ends once the cumulative ACK
+        // passes the recovery point.
+        if let Some(rp) = self.recovery_point {
+            if self.cumulative >= rp {
+                self.recovery_point = None;
+                self.cc.on_recovery_end(now);
+            }
+        }
+        if newly_acked > 0 && self.recovery_point.is_none() {
+            self.cc.on_ack(
+                now,
+                AckSample {
+                    acked_bytes: newly_acked,
+                    srtt: self.rtt.srtt(),
+                    min_rtt: self.rtt.min_rtt(),
+                    cwnd_limited,
+                },
+            );
+        }
+        out.newly_lost = self.detect_losses(now, log, snd_nxt, mss, flight_before);
+        // RFC 6298 §5.3: restart the timer when new data is acknowledged.
+        if out.progressed {
+            self.rto_deadline = None;
+        }
+        self.arm_rto(now, snd_nxt);
+        out
+    }
+
+    /// Runs the timers due at `now`: RACK's reorder timer (more segments
+    /// may now be overdue) and the retransmission timer.
+    pub fn on_timeout(
+        &mut self,
+        now: Instant,
+        log: &SegmentLog,
+        snd_nxt: u64,
+        mss: u64,
+    ) -> TimeoutOutcome {
+        let mut out = TimeoutOutcome::default();
+        if self.rack_deadline.is_some_and(|t| t <= now) {
+            let flight = self.in_flight(snd_nxt);
+            out.newly_lost = self.detect_losses(now, log, snd_nxt, mss, flight);
+        }
+        if self.rto_deadline.is_some_and(|t| t <= now) && self.cumulative < snd_nxt {
+            out.newly_lost.extend(self.on_rto(now, snd_nxt, log));
+            out.rto = true;
+        }
+        out
+    }
+
+    /// RACK (RFC 8985 §6.2) against the shared log: a hole segment is lost
+    /// once something sent after it was delivered and `rack_rtt + reo_wnd`
+    /// passed since it was sent. Returns the newly lost ranges.
+    fn detect_losses(
+        &mut self,
+        now: Instant,
+        log: &SegmentLog,
+        snd_nxt: u64,
+        mss: u64,
+        flight_before: u64,
+    ) -> Vec<Range<u64>> {
+        self.rack_deadline = None;
+        let mut newly = Vec::new();
+        let Some(rack_sent_at) = self.rack_sent_at else {
+            return newly;
+        };
+        // RFC 8985 §6.2: reo_wnd = min_rtt/4, or 0 once DupThresh (3)
+        // segments were SACKed above the hole (the RFC 6675 trigger).
+        let reo_wnd = if self.sacked_bytes >= 3 * mss {
+            Duration::ZERO
+        } else {
+            self.rtt.min_rtt().min(self.rtt.srtt()) / 4
+        };
+        let top = self
+            .sacked
+            .max_end()
+            .unwrap_or(self.cumulative)
+            .min(snd_nxt);
+        let mut timer: Option<Instant> = None;
+        let holes = self.sacked.gaps_in(self.cumulative..top);
+        'holes: for hole in holes {
+            for seg in log.overlapping(hole.clone()) {
+                let r = seg.start..seg.end;
+                if self.lost.contains_range(r.clone()) || self.repairs.iter().any(|(x, _)| *x == r)
+                {
+                    continue;
+                }
+                if seg.sent_at >= rack_sent_at {
+                    if seg.first_sent_at < rack_sent_at {
+                        // Multicast again since: that copy may still be
+                        // on its way; later holes may be overdue.
+                        continue;
+                    }
+                    break 'holes;
+                }
+                let due = seg.sent_at + self.rack_rtt + reo_wnd;
+                if now >= due {
+                    if self.add_lost(r.clone()) {
+                        newly.push(r);
+                    }
+                } else {
+                    timer = Some(timer.map_or(due, |t| t.min(due)));
+                    break 'holes;
+                }
+            }
+        }
+        // Lost repairs: sent before the latest delivery and overdue.
+        let mut lost_repairs = Vec::new();
+        self.repairs.retain(|(r, t)| {
+            let overdue = *t < rack_sent_at && now >= *t + self.rack_rtt + reo_wnd;
+            if overdue {
+                lost_repairs.push(r.clone());
+            }
+            !overdue
+        });
+        for r in lost_repairs {
+            if self.add_lost(r.clone()) {
+                newly.push(r);
+            }
+        }
+        self.rack_deadline = timer;
+        if !newly.is_empty() && self.recovery_point.is_none() {
+            // One congestion response per episode (RFC 6582 §3.2).
+            self.recovery_point = Some(snd_nxt);
+            self.recovery_episodes += 1;
+            self.cc.on_congestion_event(now, flight_before);
+        }
+        newly
+    }
+
+    /// Arms the RTO if data is outstanding and it is not armed (RFC 6298
+    /// §5.1); disarms it when nothing is.
+    pub fn arm_rto(&mut self, now: Instant, snd_nxt: u64) {
+        if self.cumulative >= snd_nxt {
+            self.rto_deadline = None;
+        } else if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rtt.rto());
+        }
+    }
+
+    /// RFC 6298 §5.4–5.6 / RFC 5681 §3.1: every outstanding, un-SACKed
+    /// range is deemed lost; the timer backs off. Returns the newly lost
+    /// ranges.
+    fn on_rto(&mut self, now: Instant, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {
+        self.rto_deadline = None;
+        if self.cumulative >= snd_nxt {
+            return Vec::new();
+        }
+        self.rto_backoffs += 1;
+        self.rtos += 1;
+        let flight = self.in_flight(snd_nxt);
+        self.rtt.on_timeout();
+        self.cc.on_retransmission_timeout(now, flight);
+        self.recovery_point = Some(snd_nxt);
+        self.repairs.clear();
+        let mut newly = Vec::new();
+        for gap in self.sacked.gaps_in(self.cumulative..snd_nxt) {
+            for seg in log.overlapping(gap) {
+                let r = seg.start..seg.end;
+                if self.add_lost(r.clone()) {
+                    newly.push(r);
+                }
+            }
+        }
+        self.arm_rto(now, snd_nxt);
+        newly
+    }
+}
+
+/// `range` shrunk to whole segments; `None` if none is wholly inside.
+fn clip_to_segments(log: &SegmentLog, range: Range<u64>) -> Option<Range<u64>> {
+    if range.is_empty() {
+        return None;
+    }
+    let start = match log.containing(range.start) {
+        Some(s) if s.start < range.start => s.end,
+        _ => range.start,
+    };
+    let end = match log.containing(range.end - 1) {
+        Some(s) if s.end > range.end => s.start,
+        _ => range.end,
+    };
+    (start < end).then_some(start..end)
+}
+
+#[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // one SACK block
+mod tests;

@@ -1,0 +1,216 @@
+use super::*;
+use crate::config::TransportConfig;
+use crate::wire::WireTimestamp;
+
+const SEG: u64 = 1000;
+const MS: Duration = Duration::from_millis(1);
+
+fn at(ms: u64) -> Instant {
+    Instant::ZERO + MS * ms as u32
+}
+
+fn ack(cumulative: u64, echo_ms: u64, sack: Vec<Range<u64>>) -> AckFrame {
+    AckFrame {
+        cumulative,
+        window: 1 << 20,
+        timestamp_echo: WireTimestamp::at(at(echo_ms)),
+        ack_delay_us: 0,
+        sack,
+    }
+}
+
+fn recovery() -> Recovery {
+    let t = TransportConfig::default();
+    Recovery::new(0, RttEstimator::new(t.rto), t.cc.build(SEG))
+}
+
+/// `n` segments of [`SEG`] bytes, segment `k` sent at `k` ms.
+fn log_of(n: u64) -> SegmentLog {
+    let mut log = SegmentLog::default();
+    for k in 0..n {
+        log.push(k * SEG..(k + 1) * SEG, at(k));
+    }
+    log
+}
+
+fn on_ack(r: &mut Recovery, now: u64, a: &AckFrame, log: &SegmentLog, snd_nxt: u64) -> AckOutcome {
+    r.on_ack(at(now), a, log, snd_nxt, SEG, true, Duration::ZERO)
+}
+
+#[test]
+fn cumulative_ack_advances_and_restarts_the_timer() {
+    let log = log_of(4);
+    let mut r = recovery();
+    r.arm_rto(at(0), 4 * SEG);
+    assert_eq!(r.rto_deadline(), Some(at(0) + r.rtt().rto()));
+    let out = on_ack(&mut r, 50, &ack(2 * SEG, 1, vec![]), &log, 4 * SEG);
+    assert!(out.progressed && out.newly_lost.is_empty());
+    assert_eq!(r.cumulative(), 2 * SEG);
+    assert_eq!(r.in_flight(4 * SEG), 2 * SEG);
+    // RFC 6298 §5.3: restarted from this ACK, with the new estimate.
+    assert_eq!(r.rto_deadline(), Some(at(50) + r.rtt().rto()));
+    // Everything acknowledged: the timer stops.
+    on_ack(&mut r, 60, &ack(4 * SEG, 3, vec![]), &log, 4 * SEG);
+    assert_eq!(r.rto_deadline(), None);
+}
+
+#[test]
+fn sack_then_rack_marks_the_hole_lost_and_opens_one_episode() {
+    let log = log_of(5);
+    let mut r = recovery();
+    // Segment 1 lost; 2..5 SACKed: DupThresh reached, reo_wnd = 0.
+    let out = on_ack(
+        &mut r,
+        60,
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        &log,
+        5 * SEG,
+    );
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    assert!(r.is_lost(SEG..2 * SEG) && r.in_recovery());
+    assert_eq!((r.recovery_episodes(), r.in_flight(5 * SEG)), (1, 0));
+    // The repair goes out; a repeat of the same ACK loses nothing more.
+    r.on_repair_sent(SEG..2 * SEG, at(61));
+    assert!(!r.is_lost(SEG..2 * SEG));
+    let again = on_ack(
+        &mut r,
+        62,
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        &log,
+        5 * SEG,
+    );
+    assert!(again.newly_lost.is_empty());
+    // The repair arrives: the episode ends (RFC 6582 §3.2 step 5).
+    on_ack(&mut r, 120, &ack(5 * SEG, 4, vec![]), &log, 5 * SEG);
+    assert!(!r.in_recovery());
+    assert_eq!(r.recovery_episodes(), 1);
+}
+
+#[test]
+fn reorder_window_defers_loss_to_the_rack_timer() {
+    let log = log_of(3);
+    let mut r = recovery();
+    // Only segment 2 arrived: one segment SACKed, below DupThresh, so the
+    // reorder window (min_rtt / 4) applies.
+    let out = on_ack(
+        &mut r,
+        50,
+        &ack(0, 2, vec![2 * SEG..3 * SEG]),
+        &log,
+        3 * SEG,
+    );
+    assert!(out.newly_lost.is_empty());
+    let timer = r.rack_deadline().expect("reorder timer");
+    assert!(timer > at(50));
+    let fired = r.on_timeout(timer, &log, 3 * SEG, SEG);
+    assert!(!fired.rto);
+    assert_eq!(fired.newly_lost, vec![0..SEG]);
+    // Segment 1 was sent 1 ms after segment 0: due 1 ms later.
+    let next = r.rack_deadline().expect("re-armed for the next hole");
+    assert_eq!(next - timer, MS);
+    assert_eq!(
+        r.on_timeout(next, &log, 3 * SEG, SEG).newly_lost,
+        vec![SEG..2 * SEG]
+    );
+}
+
+#[test]
+fn repeated_sack_costs_nothing_new() {
+    let log = log_of(10);
+    let mut r = recovery();
+    on_ack(
+        &mut r,
+        30,
+        &ack(0, 5, vec![3 * SEG..6 * SEG]),
+        &log,
+        10 * SEG,
+    );
+    let before = r.pipe_base();
+    for _ in 0..100 {
+        let out = on_ack(
+            &mut r,
+            31,
+            &ack(0, 5, vec![3 * SEG..6 * SEG]),
+            &log,
+            10 * SEG,
+        );
+        assert!(!out.progressed);
+    }
+    assert_eq!(r.pipe_base(), before);
+}
+
+#[test]
+fn cumulative_inside_a_segment_is_clipped_to_its_start() {
+    let log = log_of(3);
+    let mut r = recovery();
+    let out = on_ack(&mut r, 10, &ack(SEG + SEG / 2, 0, vec![]), &log, 3 * SEG);
+    assert!(out.clipped && out.progressed);
+    assert_eq!(r.cumulative(), SEG);
+}
+
+#[test]
+fn rto_marks_every_unsacked_segment_lost_and_backs_off() {
+    let log = log_of(3);
+    let mut r = recovery();
+    on_ack(&mut r, 10, &ack(0, 0, vec![SEG..2 * SEG]), &log, 3 * SEG);
+    let rto_at = r.rto_deadline().unwrap();
+    let rto_before = r.rtt().rto();
+    let out = r.on_timeout(rto_at, &log, 3 * SEG, SEG);
+    assert!(out.rto);
+    assert_eq!(out.newly_lost, vec![0..SEG, 2 * SEG..3 * SEG]);
+    assert_eq!((r.rto_backoffs(), r.rtos()), (1, 1));
+    assert_eq!(r.rtt().rto(), 2 * rto_before, "RFC 6298 §5.5");
+    assert!(r.in_recovery());
+    assert_eq!(r.in_flight(3 * SEG), 0);
+}
+
+/// RACK dates a delivery by the *first* transmission of a segment
+/// multicast again for other members: this member may have received
+/// the original, and dating it by the later copy declared the member's
+/// own repairs still in flight lost (a repeat repair each time).
+#[test]
+fn a_segment_multicast_again_for_others_does_not_date_this_peers_delivery() {
+    let mut log = log_of(20);
+    let snd_nxt = 20 * SEG;
+    let mut r = recovery();
+    // Segments 2 and 5 lost; 0-1, 3-4, 6-7 arrived.
+    let a = ack(2 * SEG, 1, vec![6 * SEG..8 * SEG, 3 * SEG..5 * SEG]);
+    let out = on_ack(&mut r, 12, &a, &log, snd_nxt);
+    assert_eq!(out.newly_lost, vec![2 * SEG..3 * SEG, 5 * SEG..6 * SEG]);
+    r.on_repair_sent(2 * SEG..3 * SEG, at(13));
+    r.on_repair_sent(5 * SEG..6 * SEG, at(14));
+    // Segment 9 goes out again at 15 ms, for another member.
+    log.on_multicast_repair(9 * SEG, at(15));
+    // The repair of 2 and the originals of 8-12 arrived; the repair of
+    // 5 (sent at 14 ms) is still on its way.
+    let a = ack(5 * SEG, 13, vec![6 * SEG..13 * SEG]);
+    let out = on_ack(&mut r, 17, &a, &log, snd_nxt);
+    assert!(out.newly_lost.is_empty(), "{:?}", out.newly_lost);
+    assert!(!r.is_lost(5 * SEG..6 * SEG));
+}
+
+#[test]
+fn a_forgotten_loss_is_detected_again() {
+    let log = log_of(5);
+    let mut r = recovery();
+    let out = on_ack(
+        &mut r,
+        60,
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        &log,
+        5 * SEG,
+    );
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    r.forget_loss(SEG..2 * SEG);
+    assert!(!r.is_lost(SEG..2 * SEG));
+    assert_eq!(r.in_flight(5 * SEG), SEG, "back in flight");
+    let again = on_ack(
+        &mut r,
+        61,
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        &log,
+        5 * SEG,
+    );
+    assert_eq!(again.newly_lost, vec![SEG..2 * SEG]);
+    assert_eq!(r.recovery_episodes(), 1, "still the same episode");
+}

@@ -1,0 +1,262 @@
+//! Who enters the session: receiver-initiated joins (CONNECT, TCP-SMO
+//! §II), resumes after a merger crash (`super::super::resume`), and
+//! sender-initiated transfers to known receivers — the session OFFERs
+//! itself to a listener, which answers with an ordinary CONNECT (a unicast
+//! transfer is a session of one).
+
+use super::transmit::Control;
+use super::{SessionEvent, SessionSender};
+use crate::event::CloseReason;
+use crate::handshake::retry_wait;
+use crate::recovery::Recovery;
+use crate::session::config::JoinPolicy;
+use crate::session::member::Member;
+use crate::session::timers::Timer;
+use crate::wire::{accept_header, decode_frames, ConnectFrame, Frame, RosterFrame};
+use fanout_core::rtt::RttEstimator;
+use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+/// Most listeners one session invites (an application-side count; the
+/// default member cap).
+pub const MAX_OFFERS: usize = crate::session::DEFAULT_MAX_MEMBERS;
+
+/// An OFFER not answered yet.
+#[derive(Debug)]
+struct Offer {
+    peer: SocketAddr,
+    attempts: u32,
+    next_try: Instant,
+    deadline: Instant,
+}
+
+/// The listeners this session invited.
+#[derive(Debug, Default)]
+pub(super) struct Offers {
+    pending: Vec<Offer>,
+    /// Every address invited: once any is, only these may join.
+    invited: BTreeSet<SocketAddr>,
+}
+
+impl Offers {
+    fn is_pending(&self, peer: SocketAddr) -> bool {
+        self.pending.iter().any(|o| o.peer == peer)
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.pending
+            .iter()
+            .map(|o| o.next_try.min(o.deadline))
+            .min()
+    }
+}
+
+impl SessionSender {
+    /// Invites the receiver listening at `peer` (sender-initiated, as a
+    /// unicast transfer starts): OFFERs are sent, backing off, until it
+    /// joins or the handshake timeout passes. Once any receiver is invited,
+    /// only invited receivers are admitted. False if the session is closed
+    /// or already invited [`MAX_OFFERS`] receivers.
+    pub fn offer(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        if self.closed.is_some() || self.offers.invited.len() >= MAX_OFFERS {
+            return false;
+        }
+        if self.offers.invited.insert(peer) {
+            self.offers.pending.push(Offer {
+                peer,
+                attempts: 0,
+                next_try: now,
+                deadline: now + self.config.transport.handshake_timeout,
+            });
+            self.timers.set_earliest(Timer::Offer, now);
+        }
+        true
+    }
+
+    /// OFFERs due again, and invitations whose handshake time ran out.
+    pub(super) fn on_offer_timeout(&mut self, now: Instant) {
+        let initial = self.config.transport.rto.initial;
+        let mut due = Vec::new();
+        let mut expired = 0;
+        self.offers.pending.retain_mut(|o| {
+            if now >= o.deadline {
+                expired += 1;
+                return false;
+            }
+            if o.next_try <= now {
+                due.push(o.peer);
+                o.next_try = now + retry_wait(o.attempts, initial);
+                o.attempts += 1;
+            }
+            true
+        });
+        for peer in due {
+            self.stats.offers_sent += 1;
+            self.control(peer, Control::Offer);
+        }
+        self.timers.set(Timer::Offer, self.offers.next_deadline());
+        if expired > 0 {
+            self.after_offers_ended(CloseReason::HandshakeTimeout);
+        }
+    }
+
+    /// Ends a session of invitations that nobody answered.
+    fn after_offers_ended(&mut self, why: CloseReason) {
+        if self.offers.pending.is_empty() && self.members.is_empty() && !self.data_open {
+            self.close(why);
+        }
+    }
+
+    /// One datagram: a member's, or a stranger's (a join, a refused OFFER).
+    pub(super) fn on_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams_received += 1;
+        let (header, body) = match accept_header(datagram) {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.stats.drops.count(reason);
+                return;
+            }
+        };
+        if self.closed.is_some() {
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
+        if let Some(m) = self.members.at_addr(&from) {
+            // A member whose ACCEPT was lost retries its CONNECT, still
+            // under session id 0 (it learns the id from the ACCEPT).
+            if header.session_id != self.session_id
+                && !(header.session_id == 0
+                    && matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_)))))
+            {
+                self.stats.drops.count(DropReason::UnknownSession);
+                return;
+            }
+            let (id, pn) = (m.id(), m.expand_pn(header.packet_number));
+            self.handle_member_frames(now, id, pn, body);
+            return;
+        }
+        let ours = header.session_id == self.session_id;
+        match decode_frames(body).next() {
+            Some(Ok(Frame::Connect(c))) if ours || header.session_id == 0 => {
+                self.admit(now, from, &c, body);
+            }
+            // An invited listener refused (busy with another sender).
+            Some(Ok(Frame::Reset(r))) if ours && self.offers.is_pending(from) => {
+                let reason = r.reason.to_string();
+                self.offers.pending.retain(|o| o.peer != from);
+                self.timers.set(Timer::Offer, self.offers.next_deadline());
+                self.after_offers_ended(CloseReason::PeerReset {
+                    code: r.code,
+                    reason,
+                });
+            }
+            Some(Ok(Frame::Upstream(_))) => {
+                self.stats.drops.count(DropReason::UnknownPeer);
+                let table = self.upstream.get_or_insert_with(Default::default);
+                table.stats.dropped_non_member += 1;
+            }
+            _ => self.stats.drops.count(DropReason::UnknownPeer),
+        }
+    }
+
+    /// Refuses a join from `to` with `reason`.
+    fn refuse(&mut self, to: SocketAddr, reason: &str) {
+        self.control(
+            to,
+            Control::Reset {
+                reason: reason.into(),
+            },
+        );
+    }
+
+    /// A CONNECT from a stranger: admits it as a member (or refuses it),
+    /// taking a merger's ROSTER riding with it (`docs/wire.md` §4.8).
+    fn admit(&mut self, now: Instant, from: SocketAddr, connect: &ConnectFrame, body: &[u8]) {
+        if !self.offers.invited.is_empty() && !self.offers.invited.contains(&from) {
+            self.stats.drops.count(DropReason::UnknownPeer);
+            self.refuse(from, "not invited to this transfer");
+            return;
+        }
+        if self.members.len() >= self.config.max_members {
+            self.stats.drops.count(DropReason::LimitExceeded);
+            self.refuse(from, "session full");
+            return;
+        }
+        // A member re-attaching from a crashed merger holds `[0, P)` and
+        // continues from P (`super::super::resume`).
+        let resume = (connect.resume_from > 0).then(|| {
+            crate::session::resume::resume_start(
+                connect.resume_from,
+                self.buffer.base(),
+                self.snd_nxt,
+            )
+        });
+        let start = match (resume, self.config.join) {
+            (Some(Err(reason)), _) => {
+                self.refuse(from, reason);
+                return;
+            }
+            (Some(Ok(p)), _) => p,
+            (None, JoinPolicy::Live) => self.snd_nxt,
+            (None, JoinPolicy::FromStart) if self.buffer.base() == 0 => 0,
+            // Before any data went out a joiner starts at 0; after, at the
+            // send position (data already sent is not in flight to it).
+            (None, JoinPolicy::CatchUp) if self.snd_nxt == 0 => 0,
+            (None, JoinPolicy::CatchUp) => self.snd_nxt,
+            (None, JoinPolicy::FromStart) => {
+                self.refuse(from, "joined after the start of the file was released");
+                return;
+            }
+        };
+        self.offers.pending.retain(|o| o.peer != from);
+        let id = self.members.next_id();
+        let t = &self.config.transport;
+        let recovery = Recovery::new(start, RttEstimator::new(t.rto), t.cc.build(self.mss));
+        let member = Member::new(id, from, start, connect.window, recovery, now);
+        self.members.insert(member, self.snd_nxt);
+        if start < self.snd_nxt {
+            // Joined a bulk session whose start is still buffered, after
+            // data went out: what it missed is repaired like any loss.
+            let (snd_nxt, log) = (self.snd_nxt, &self.log);
+            let missed = self
+                .members
+                .update(id, snd_nxt, |m| m.mark_missed(now, snd_nxt, log))
+                .unwrap_or_default();
+            self.queue_repairs(now, id, missed);
+        }
+        self.stats.members_joined += 1;
+        tracing::debug!(session = self.session_id, member = id.0, %from, start, "member joined");
+        self.events.push_back(SessionEvent::MemberJoined {
+            id,
+            addr: from,
+            start,
+        });
+        self.control(
+            from,
+            Control::Accept {
+                member_id: id,
+                timestamp: connect.timestamp,
+                start,
+            },
+        );
+        for f in decode_frames(body).skip(1) {
+            if let Ok(Frame::Roster(r)) = f {
+                self.on_roster(now, id, &r);
+            }
+        }
+    }
+
+    /// A merger member's roster page ([`crate::session::roster`]): its
+    /// weight and its receivers' progress. Counts only; never releases
+    /// data.
+    pub(super) fn on_roster(
+        &mut self,
+        now: Instant,
+        id: crate::session::MemberId,
+        f: &RosterFrame,
+    ) {
+        self.roster.on_page(id, f, now);
+    }
+}

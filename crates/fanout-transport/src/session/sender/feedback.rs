@@ -1,0 +1,165 @@
+//! What members send: ACKs (fed to the member's recovery; TCP-SMO §II
+//! adaptive ACK frequency and the session's feedback budget steer how
+//! often they come), upstream bytes, roster pages, resets — and the
+//! outlier eviction the ACK path runs.
+
+use super::transmit::Control;
+use super::SessionSender;
+use crate::session::eviction::MemberSample;
+use crate::session::upstream;
+use crate::session::{MemberId, SessionEvent};
+use crate::wire::{decode_frames, AckFrame, CloseFrame, Frame, UpstreamFrame};
+use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
+
+impl SessionSender {
+    /// The frames of one datagram from member `id` (packet number `pn`).
+    pub(super) fn handle_member_frames(
+        &mut self,
+        now: Instant,
+        id: MemberId,
+        pn: u64,
+        body: &[u8],
+    ) {
+        let mut heard = false;
+        for frame in decode_frames(body) {
+            let Ok(frame) = frame else {
+                self.stats.drops.count(DropReason::MalformedFrame);
+                break;
+            };
+            match frame {
+                Frame::Ack(ack) => {
+                    self.on_ack(now, id, pn, &ack);
+                    heard = true;
+                }
+                Frame::Upstream(u) => self.on_upstream(id, &u),
+                Frame::Roster(r) => self.on_roster(now, id, &r),
+                Frame::Connect(c) => {
+                    // ACCEPT lost: answer again.
+                    if let Some(m) = self.members.get(id) {
+                        let (addr, start) = (m.addr(), m.start());
+                        self.control(
+                            addr,
+                            Control::Accept {
+                                member_id: id,
+                                timestamp: c.timestamp,
+                                start,
+                            },
+                        );
+                    }
+                }
+                Frame::Reset(CloseFrame { reason, .. }) => {
+                    let why = format!("member reset: {reason}");
+                    self.remove(id, &why, false);
+                    self.after_progress();
+                    return;
+                }
+                Frame::Close(_) | Frame::Ping | Frame::Padding => {}
+                _ => self.stats.drops.count(DropReason::UnexpectedFrame),
+            }
+        }
+        if !heard {
+            self.members.update(id, self.snd_nxt, |m| m.on_heard(now));
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, id: MemberId, pn: u64, ack: &AckFrame) {
+        self.stats.acks_received += 1;
+        let snd_nxt = self.snd_nxt;
+        if ack.cumulative > snd_nxt || ack.sack.iter().any(|r| r.end > snd_nxt) {
+            self.stats.drops.count(DropReason::AckOfUnsent);
+            self.members.update(id, snd_nxt, |m| m.on_heard(now));
+            return;
+        }
+        // TCP-SMO §II adaptive ACKs (every 2 segments in slow start or
+        // recovery, thinned in loss-free congestion avoidance), plus time
+        // thinning to the session's feedback budget.
+        let steady = self.config.steady_ack_every;
+        let interval = steady.map(|_| self.ack_interval_us());
+        let (log, mss, cwnd_limited) = (&self.log, self.mss, self.cwnd_limited);
+        let Some((out, episodes, schedule, addr)) = self.members.update(id, snd_nxt, |m| {
+            m.on_heard(now);
+            let episodes = m.recovery().recovery_episodes();
+            let out = m.on_ack(now, pn, ack, log, snd_nxt, mss, cwnd_limited);
+            let schedule = steady.zip(interval).and_then(|(steady, interval)| {
+                let want = crate::session::feedback::schedule(
+                    steady,
+                    m.recovery().in_fast_feedback(),
+                    m.recovery().cwnd() / mss.max(1),
+                    interval,
+                );
+                m.set_ack_schedule(want).then_some(want)
+            });
+            let episodes = m.recovery().recovery_episodes() - episodes;
+            (out, episodes, schedule, m.addr())
+        }) else {
+            return;
+        };
+        if let Some(m) = self.members.get(id) {
+            self.controller.on_feedback(now, m);
+        }
+        self.stats.recovery_episodes += episodes;
+        if let Some(want) = schedule {
+            self.control(addr, Control::AckFrequency(want));
+        }
+        if out.clipped {
+            self.stats.drops.count(DropReason::InvalidAck);
+        }
+        if out.sack_capped {
+            self.stats.drops.count(DropReason::LimitExceeded);
+        }
+        self.queue_repairs(now, id, out.newly_lost);
+        if out.progressed {
+            self.after_progress();
+        }
+        self.evict_outliers(now);
+    }
+
+    /// Minimum spacing of a member's ACKs for the session's feedback
+    /// budget, µs, recomputed only when the member count changes.
+    fn ack_interval_us(&mut self) -> u32 {
+        let key = (self.feedback_sources(), self.config.feedback_budget_pps);
+        if self.ack_interval.0 != key {
+            self.ack_interval = (key, crate::session::feedback::ack_interval_us(key.0, key.1));
+        }
+        self.ack_interval.1
+    }
+
+    fn on_upstream(&mut self, id: MemberId, f: &UpstreamFrame<'_>) {
+        let Some(addr) = self.members.get(id).map(|m| m.addr()) else {
+            return;
+        };
+        let table = self.upstream.get_or_insert_with(Default::default);
+        if table.on_frame(id, addr, f) == (upstream::Outcome::Accepted { readable: true }) {
+            self.events.push_back(SessionEvent::Upstream { id, addr });
+        }
+    }
+
+    /// Outlier eviction ([`crate::session::eviction`]): at most one O(N)
+    /// sweep per check interval; evicted members get RESET with the reason.
+    fn evict_outliers(&mut self, now: Instant) {
+        let Some(policy) = self.config.outlier_eviction else {
+            return;
+        };
+        if !self.outliers.due(now, &policy) {
+            return;
+        }
+        let cap = self.config.transport.send_buffer_bytes as u64;
+        let samples: Vec<MemberSample> = self
+            .members
+            .iter()
+            .map(|m| MemberSample {
+                id: m.id(),
+                cwnd: m.recovery().cwnd().min(cap),
+                srtt: m.recovery().srtt(),
+            })
+            .collect();
+        let evict = self.outliers.sweep(now, &policy, &samples);
+        for (id, reason) in &evict {
+            self.remove(*id, reason, true);
+        }
+        if !evict.is_empty() {
+            self.after_progress();
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Which loss is repaired next, and how (TCP-SMO §II): a segment more than
+//! the repair threshold of receivers miss is multicast again, otherwise it
+//! goes by unicast to each member missing it; the coded policy repairs
+//! whole blocks with parity symbols ([`super::coded`]).
+
+use super::coded::CodedStep;
+use super::SessionSender;
+use crate::session::timers::Timer;
+use crate::session::MemberId;
+use fanout_core::time::Instant;
+use fanout_core::Transmit;
+use std::ops::Range;
+use std::time::Duration;
+
+impl SessionSender {
+    /// Queues member `id`'s newly lost segments; losses the full queue
+    /// refuses go back in flight for it (detected again later).
+    pub(super) fn queue_repairs(&mut self, now: Instant, id: MemberId, lost: Vec<Range<u64>>) {
+        if lost.is_empty() {
+            return;
+        }
+        let refused = self.repairs.push(now, id, lost);
+        if !refused.is_empty() {
+            self.stats.repairs_refused += refused.len() as u64;
+            self.members.update(id, self.snd_nxt, |m| {
+                for r in refused {
+                    m.forget_loss(r);
+                }
+            });
+        }
+    }
+
+    /// How long a newly reported loss waits before its repair is chosen:
+    /// one feedback slot, the spread over which the members that lost the
+    /// same segment report it (their ACKs are paced into staggered slots,
+    /// [`crate::session::feedback`]), at most 50 ms; zero without time
+    /// thinning. Deciding at the first report would see one member missing
+    /// a segment that dozens miss, and send dozens of copies.
+    pub(super) fn repair_holdoff(&self) -> Duration {
+        let slot_us = crate::session::feedback::ack_interval_us(
+            self.feedback_sources(),
+            self.config.feedback_budget_pps,
+        );
+        Duration::from_micros(u64::from(slot_us).min(50_000))
+    }
+
+    /// The next repair to send, if any member still misses a queued segment.
+    pub(super) fn next_repair(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
+        let holdoff = self.repair_holdoff();
+        self.timers.set(Timer::Repair, None);
+        if let Some(t) = self.next_coded_symbol(now, out) {
+            return Some(t);
+        }
+        let mut cursor = 0;
+        while let Some(start) = self.repairs.next_start(cursor) {
+            cursor = start + 1;
+            if self.coded.is_some() {
+                match self.coded_block_repair(now, start, holdoff, out) {
+                    CodedStep::Sent(t) => return Some(t),
+                    CodedStep::Skip(next) => {
+                        cursor = next.max(cursor);
+                        continue;
+                    }
+                    CodedStep::PerSegment => {}
+                }
+            }
+            let members = &self.members;
+            let Some((range, missing_members, since)) = self.repairs.prune(start, |id, r| {
+                members.get(id).is_some_and(|m| m.recovery().is_lost(r))
+            }) else {
+                continue;
+            };
+            if start < self.buffer.base() {
+                // Freed by a quorum or buffer-limited release: these
+                // members cannot be repaired.
+                let ids = self.repairs.take(start).map(|p| p.ids).unwrap_or_default();
+                let why = self.released_reason();
+                for id in ids {
+                    self.remove(id, why, true);
+                }
+                self.after_progress();
+                continue;
+            }
+            let ready = since + holdoff;
+            if ready > now {
+                self.timers.set_earliest(Timer::Repair, ready);
+                continue;
+            }
+            // Receiver-weighted (a merger's loss is its subtree's).
+            let ids = self.repairs.members_of(start);
+            let missing = if self.roster.is_flat() {
+                missing_members as u64
+            } else {
+                ids.iter().map(|id| self.roster.weight(id)).sum()
+            };
+            let receivers = self.roster.receivers(self.members.len());
+            let multicast = self.config.group.filter(|_| {
+                self.config
+                    .repair
+                    .multicast_weighted(missing_members, missing, receivers)
+            });
+            if let Some(group) = multicast {
+                let ids = self.repairs.take(start).map(|p| p.ids).unwrap_or_default();
+                self.stats.multicast_repair_members += ids.len() as u64;
+                for id in ids {
+                    self.update_member(now, id, |m| m.on_repair_sent(range.clone(), now));
+                }
+                if self.log.on_multicast_repair(start, now) {
+                    self.stats.repeat_multicast_repairs += 1;
+                }
+                self.stats.multicast_repairs += 1;
+                self.stats.repair_bytes += range.end.min(self.buffer.end()) - range.start;
+                return Some(self.write_data(now, range, group, out));
+            }
+            let id = self.repairs.take_one(start)?;
+            self.timers.set(Timer::Repair, None);
+            let addr = self.update_member(now, id, |m| {
+                m.on_repair_sent(range.clone(), now);
+                m.addr()
+            })?;
+            self.stats.unicast_repairs += 1;
+            self.stats.repair_bytes += range.end.min(self.buffer.end()) - range.start;
+            return Some(self.write_data(now, range, addr, out));
+        }
+        None
+    }
+}

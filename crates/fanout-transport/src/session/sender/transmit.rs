@@ -1,0 +1,278 @@
+//! What the session sends next: control datagrams first, then upstream
+//! acknowledgements, the rest of a unicast fan-out run, and — when the
+//! pacer allows — a repair or a new segment within the controller's limit.
+//! Every datagram is assembled by the [`PacketBuilder`].
+
+use super::SessionSender;
+use crate::packet::PacketBuilder;
+use crate::session::fanout_run::FANOUT_RUN_SEGMENTS;
+use crate::session::timers::Timer;
+use crate::session::MemberId;
+use crate::wire::{AcceptFrame, AckFrequencyFrame, CloseFrame, Frame, OfferFrame, WireTimestamp};
+use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
+use fanout_core::Transmit;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// Most control datagrams queued at once; beyond it replies to new joiners
+/// are dropped (a join flood cannot grow memory).
+pub const MAX_PENDING_CONTROL: usize = 1024;
+
+/// A control datagram waiting to go out.
+#[derive(Debug)]
+pub(super) enum Control {
+    AckFrequency(AckFrequencyFrame),
+    Accept {
+        member_id: MemberId,
+        timestamp: WireTimestamp,
+        start: u64,
+    },
+    Reset {
+        reason: String,
+    },
+    Close,
+    /// Keep-alive or zero-window probe: the member's ACK answers it.
+    Ping,
+    /// An invitation to a listener.
+    Offer,
+}
+
+impl SessionSender {
+    /// Queues a control datagram to `to` (dropped and counted beyond
+    /// [`MAX_PENDING_CONTROL`]).
+    pub(super) fn control(&mut self, to: SocketAddr, c: Control) {
+        if self.controls.len() < MAX_PENDING_CONTROL {
+            self.controls.push_back((to, c));
+        } else {
+            self.stats.drops.count(DropReason::LimitExceeded);
+        }
+    }
+
+    /// [`fanout_core::Engine::poll_transmit`].
+    pub(super) fn next_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((to, c)) = self.controls.pop_front() {
+            let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, false);
+            match c {
+                Control::Accept {
+                    member_id,
+                    timestamp,
+                    start,
+                } => p.frame(&Frame::Accept(AcceptFrame {
+                    max_payload: self.mss,
+                    timestamp_echo: timestamp,
+                    member_id: member_id.0,
+                    start_offset: start,
+                })),
+                Control::Reset { reason } => p.frame(&Frame::Reset(CloseFrame {
+                    code: 1,
+                    reason: &reason,
+                })),
+                Control::AckFrequency(f) => p.frame(&Frame::AckFrequency(f)),
+                Control::Close => p.frame(&Frame::Close(CloseFrame {
+                    code: 0,
+                    reason: "",
+                })),
+                Control::Ping => p.frame(&Frame::Ping),
+                Control::Offer => p.frame(&Frame::Offer(OfferFrame {
+                    max_payload: self.mss,
+                    timestamp: WireTimestamp::at(now),
+                })),
+            };
+            p.finish();
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: to });
+        }
+        if self.closed.is_some() {
+            return None;
+        }
+        if let Some((to, ack)) = self.upstream.as_mut().and_then(|u| u.next_ack()) {
+            let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, false);
+            p.frame(&Frame::UpstreamAck(ack));
+            p.finish();
+            self.stats.datagrams_sent += 1;
+            return Some(Transmit { destination: to });
+        }
+        if let Some(t) = self.next_fanout_copy(now, buf) {
+            return Some(t);
+        }
+        let release = self.pacer.next_send_time(now, self.mss);
+        if release > now {
+            self.timers.set(Timer::Pacing, Some(release));
+            return None;
+        }
+        self.timers.set(Timer::Pacing, None);
+        let t = match self.next_repair(now, buf) {
+            Some(t) => Some(t),
+            None => self.next_new(now, buf),
+        };
+        if t.is_some() {
+            let srtt = self.session_rtt();
+            let slow_start = self
+                .members
+                .iter()
+                .next()
+                .is_some_and(|m| m.recovery().cc().in_slow_start());
+            self.pacer.set_rate(self.cwnd(), srtt, slow_start);
+            if let Some(cap) = self.controller.rate_cap() {
+                self.pacer.cap_rate(cap);
+            }
+        }
+        t
+    }
+
+    /// The next new segment, if the controller's limit allows it.
+    fn next_new(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
+        let range = self.take_new(now)?;
+        match self.config.group {
+            Some(group) => Some(self.write_data(now, range, group, out)),
+            None => self.start_fanout(now, range, out),
+        }
+    }
+
+    /// Unicast fan-out (no group): takes a run of segments while the
+    /// windows allow — about 1 ms of sending at the pacing rate (the pacer's
+    /// own burst allowance at high rates), 1 to [`FANOUT_RUN_SEGMENTS`] —
+    /// charges the pacer once per segment (each member's path carries each
+    /// segment once; the debt spaces the runs), and starts copying the run
+    /// member by member.
+    fn start_fanout(
+        &mut self,
+        now: Instant,
+        first: Range<u64>,
+        out: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let charge = |s: &Self, r: &Range<u64>| r.end.min(s.buffer.end()) - r.start;
+        self.pacer.on_sent(now, charge(self, &first));
+        let run = (self.pacer.rate_bytes_per_sec() / 1000 / self.mss.max(1))
+            .clamp(1, FANOUT_RUN_SEGMENTS as u64) as usize;
+        let mut ranges = vec![first];
+        while ranges.len() < run {
+            let Some(r) = self.take_new(now) else {
+                break;
+            };
+            self.pacer.on_sent(now, charge(self, &r));
+            ranges.push(r);
+        }
+        let addrs = self.members.iter().map(|m| m.addr()).collect();
+        self.fanout.start(ranges, addrs);
+        self.next_fanout_copy(now, out)
+    }
+
+    /// The next copy of the current fan-out run, if any.
+    fn next_fanout_copy(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
+        let (range, to) = self.fanout.next_copy()?;
+        self.stats.fanout_copies += 1;
+        Some(self.write_segment(now, range, to, out))
+    }
+
+    /// Takes the next new segment off the send buffer if the controller's
+    /// limit allows it (logging it and arming idle members' timers).
+    fn take_new(&mut self, now: Instant) -> Option<Range<u64>> {
+        if !self.data_open {
+            let enough = self.members.len() >= self.config.wait_for_members.max(1);
+            let waited = now >= self.created + self.config.wait_at_most && !self.members.is_empty();
+            if !(enough || waited) {
+                return None;
+            }
+            self.data_open = true;
+            self.timers.set(Timer::Admission, None);
+        }
+        let data_end = self.buffer.end();
+        let fin = self.buffer.fin();
+        if self.snd_nxt >= data_end && fin.is_none_or(|f| self.snd_nxt > f) {
+            self.cwnd_limited = false;
+            return None;
+        }
+        let (mut range, _) = self.buffer.next_segment(self.snd_nxt, self.mss);
+        if fin.is_some_and(|f| range.end == f) {
+            range.end += 1; // the FIN occupies one offset
+        }
+        let view = self.members.view();
+        let window = self.controller.window(&view);
+        let limit = self.controller.send_limit(&view, window);
+        if range.end > limit {
+            self.cwnd_limited = true;
+            self.probe_closed_window(now, range.end);
+            return None;
+        }
+        self.log.push(range.clone(), now);
+        self.coded_on_segment(&range);
+        self.snd_nxt = range.end;
+        // RFC 7661: windows grow only while they limit the sending. More
+        // data waiting after this segment means the window (directly, or
+        // through the pacing rate it sets) limits, not the application.
+        self.cwnd_limited = self.snd_nxt < data_end;
+        self.stats.data_segments += 1;
+        // Members that had nothing outstanding now do: arm their timers.
+        let snd_nxt = self.snd_nxt;
+        for id in self.members.take_idle() {
+            self.members
+                .update(id, snd_nxt, |m| m.on_data_outstanding(now, snd_nxt));
+        }
+        Some(range)
+    }
+
+    /// New data up to `end` waits and the tightest receive window blocks it:
+    /// if nothing is in flight to that member, no ACK will reopen its
+    /// window, so it gets a zero-window probe (RFC 9293 §3.8.6.1).
+    fn probe_closed_window(&mut self, now: Instant, end: u64) {
+        let snd_nxt = self.snd_nxt;
+        let Some((window_end, id)) = self.members.tightest_window() else {
+            return;
+        };
+        let blocked = window_end < end
+            && self
+                .members
+                .get(id)
+                .is_some_and(|m| !m.has_outstanding(snd_nxt) && m.window_end() <= snd_nxt);
+        if blocked {
+            self.members
+                .update(id, snd_nxt, |m| m.on_window_blocked(now, snd_nxt));
+        }
+    }
+
+    /// Writes one data datagram and charges the pacer for it.
+    pub(super) fn write_data(
+        &mut self,
+        now: Instant,
+        range: Range<u64>,
+        to: SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> Transmit {
+        let len = range.end.min(self.buffer.end()) - range.start;
+        let t = self.write_segment(now, range, to, out);
+        self.pacer.on_sent(now, len);
+        t
+    }
+
+    /// Encodes one data datagram without charging the pacer (the copies of
+    /// a unicast fan-out run were charged once per segment).
+    fn write_segment(
+        &mut self,
+        now: Instant,
+        range: Range<u64>,
+        to: SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> Transmit {
+        let data_end = range.end.min(self.buffer.end());
+        let fin = self.buffer.fin().is_some_and(|f| range.end == f + 1);
+        let len = (data_end - range.start) as usize;
+        let message_end = self.buffer.is_message_end(data_end) && len > 0;
+        let buffer = &self.buffer;
+        let multicast = to.ip().is_multicast();
+        let mut p = PacketBuilder::new(out, &mut self.numbers, self.session_id, multicast);
+        p.data(
+            range.start,
+            WireTimestamp::at(now),
+            fin,
+            message_end,
+            len,
+            |o| buffer.copy_to(range.start..data_end, o),
+        );
+        p.finish();
+        self.stats.datagrams_sent += 1;
+        self.stats.payload_bytes_sent += len as u64;
+        Transmit { destination: to }
+    }
+}
