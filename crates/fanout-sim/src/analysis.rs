@@ -210,8 +210,9 @@ pub struct LateJoinerFigures {
 pub struct RunFigures {
     /// Seed of the run.
     pub seed: u64,
-    /// Trace hash (FNV-1a 64) proving determinism.
-    pub trace_hash: String,
+    /// Trace hash (FNV-1a 64, hex) proving determinism; `None` (JSON
+    /// `null`) if the run was not traced.
+    pub trace_hash: Option<String>,
     /// Window start, seconds.
     pub window_start_s: f64,
     /// Window end, seconds.
@@ -230,12 +231,13 @@ pub struct RunFigures {
     pub sessions: Vec<SessionFigures>,
 }
 
-/// Computes the figures of `sim` over `[from, to]`.
+/// Computes the figures of `sim` over `[from, to]`; `trace_hash` is the
+/// run's ([`crate::scenario::RunReport::trace_hash`]), `None` if untraced.
 pub fn figures(
     sim: &Simulator,
     flows: &TransferFlows,
     sessions: &SessionFlows,
-    trace_hash: u64,
+    trace_hash: Option<u64>,
     from: Instant,
     to: Instant,
 ) -> RunFigures {
@@ -289,7 +291,7 @@ pub fn figures(
     all.extend(session_figs.iter().map(|s| s.min_goodput_bps));
     RunFigures {
         seed: sim.seed(),
-        trace_hash: format!("{trace_hash:016x}"),
+        trace_hash: trace_hash.map(|h| format!("{h:016x}")),
         window_start_s: from.as_secs_f64(),
         window_end_s: to.as_secs_f64(),
         jain_index: if goodputs.len() < 2 {
