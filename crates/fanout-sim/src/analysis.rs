@@ -4,7 +4,9 @@
 use crate::session_flow::{BulkSession, SessionFlows};
 use crate::sim::Simulator;
 use crate::transfer::{goodput_bps, jain_index, TransferFlows};
+use crate::AppId;
 use fanout_core::Instant;
+use fanout_transport::Receiver;
 use serde::Serialize;
 
 /// One transfer flow's figures.
@@ -42,7 +44,8 @@ pub struct SessionFigures {
     pub members: usize,
     /// Members evicted or gone.
     pub members_left: u64,
-    /// Slowest member's goodput over the window, bit/s.
+    /// Slowest member's goodput over the window, bit/s (members present
+    /// from the start, relays included: what each received).
     pub min_goodput_bps: f64,
     /// Median member goodput, bit/s.
     pub median_goodput_bps: f64,
@@ -78,15 +81,15 @@ pub struct SessionFigures {
     /// Share of the run the sender node's CPU model was busy (0 without
     /// one).
     pub sender_cpu_load: f64,
-    /// Datagrams per second the median member sent (its feedback load),
-    /// over the whole run.
+    /// Datagrams per second the median member (relays included) sent to
+    /// the session (its feedback load), over the whole run.
     pub member_feedback_pps: f64,
     /// MCTCP ACK mergers (empty without).
     pub mergers: Vec<MergerFigures>,
     /// Bytes sent on the sender's first link per byte delivered to one member.
     pub sender_link_bytes_per_delivered_byte: f64,
-    /// Each member present from the start, in member order (evicted
-    /// members included, at what they got in the window).
+    /// Each member present from the start, in member order, relays last
+    /// (evicted members included, at what they got in the window).
     pub member_figures: Vec<MemberFigures>,
     /// Late joiners.
     pub late_joiners: Vec<LateJoinerFigures>,
@@ -313,9 +316,8 @@ fn session_figures(
     to: Instant,
 ) -> SessionFigures {
     let mut goodputs: Vec<f64> = s
-        .members
-        .iter()
-        .map(|&m| goodput_bps(sim, m, from, to))
+        .members_from_start()
+        .map(|m| goodput_bps(sim, m, from, to))
         .collect();
     goodputs.sort_by(f64::total_cmp);
     let (stats, members) = sim
@@ -330,19 +332,14 @@ fn session_figures(
         .iter()
         .find(|l| l.from() == node)
         .map_or(0, |l| l.stats().tx_bytes);
-    // Relays are members too (their probe counts what they received).
     let delivered = s
-        .members
-        .iter()
-        .copied()
-        .chain(s.relays.iter().map(|r| r.app))
+        .members_from_start()
         .map(|m| crate::transfer::delivered_at(sim, m, sim.now()))
         .max()
         .unwrap_or(0);
     let member_figures = s
-        .members
-        .iter()
-        .map(|&m| MemberFigures {
+        .members_from_start()
+        .map(|m| MemberFigures {
             node: sim.node(sim.app_node(m)).name().to_owned(),
             goodput_bps: goodput_bps(sim, m, from, to),
             finished_at_s: s.bytes.and_then(|b| {
@@ -405,10 +402,9 @@ fn session_figures(
         })
         .collect();
     let mut member_pps: Vec<f64> = s
-        .members
-        .iter()
-        .filter_map(|&m| sim.app::<crate::transfer::SinkReceiver>(m))
-        .map(|r| r.receiver().stats().datagrams_sent as f64 / secs)
+        .members_from_start()
+        .filter_map(|m| member_receiver(sim, m))
+        .map(|r| r.stats().datagrams_sent as f64 / secs)
         .collect();
     member_pps.sort_by(f64::total_cmp);
     let relayed = (!s.relays.is_empty()).then(|| {
@@ -449,6 +445,16 @@ fn session_figures(
         mergers,
         sender_link_bytes_per_delivered_byte: sent_bytes as f64 / delivered.max(1) as f64,
     }
+}
+
+/// The session member inside `app`: a direct member's or a relay's.
+fn member_receiver(sim: &Simulator, app: AppId) -> Option<&Receiver> {
+    sim.app::<crate::transfer::SinkReceiver>(app)
+        .map(|r| r.receiver())
+        .or_else(|| {
+            sim.app::<crate::session_relay::RelayApp>(app)
+                .map(|r| r.member())
+        })
 }
 
 fn late_figures(
