@@ -101,7 +101,7 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceSpec {
-    /// No trace.
+    /// No trace, and no trace hash in the report.
     #[default]
     Off,
     /// Hash only.
