@@ -4,7 +4,9 @@
 use crate::session_flow::{BulkSession, SessionFlows};
 use crate::sim::Simulator;
 use crate::transfer::{goodput_bps, jain_index, TransferFlows};
+use crate::AppId;
 use fanout_core::Instant;
+use fanout_transport::Receiver;
 use serde::Serialize;
 
 /// One transfer flow's figures.
@@ -42,7 +44,8 @@ pub struct SessionFigures {
     pub members: usize,
     /// Members evicted or gone.
     pub members_left: u64,
-    /// Slowest member's goodput over the window, bit/s.
+    /// Slowest member's goodput over the window, bit/s (members present
+    /// from the start, relays included: what each received).
     pub min_goodput_bps: f64,
     /// Median member goodput, bit/s.
     pub median_goodput_bps: f64,
@@ -78,15 +81,15 @@ pub struct SessionFigures {
     /// Share of the run the sender node's CPU model was busy (0 without
     /// one).
     pub sender_cpu_load: f64,
-    /// Datagrams per second the median member sent (its feedback load),
-    /// over the whole run.
+    /// Datagrams per second the median member (relays included) sent to
+    /// the session (its feedback load), over the whole run.
     pub member_feedback_pps: f64,
     /// MCTCP ACK mergers (empty without).
     pub mergers: Vec<MergerFigures>,
     /// Bytes sent on the sender's first link per byte delivered to one member.
     pub sender_link_bytes_per_delivered_byte: f64,
-    /// Each member present from the start, in member order (evicted
-    /// members included, at what they got in the window).
+    /// Each member present from the start, in member order, relays last
+    /// (evicted members included, at what they got in the window).
     pub member_figures: Vec<MemberFigures>,
     /// Late joiners.
     pub late_joiners: Vec<LateJoinerFigures>,
@@ -210,8 +213,9 @@ pub struct LateJoinerFigures {
 pub struct RunFigures {
     /// Seed of the run.
     pub seed: u64,
-    /// Trace hash (FNV-1a 64) proving determinism.
-    pub trace_hash: String,
+    /// Trace hash (FNV-1a 64, hex) proving determinism; `None` (JSON
+    /// `null`) if the run was not traced.
+    pub trace_hash: Option<String>,
     /// Window start, seconds.
     pub window_start_s: f64,
     /// Window end, seconds.
@@ -230,12 +234,13 @@ pub struct RunFigures {
     pub sessions: Vec<SessionFigures>,
 }
 
-/// Computes the figures of `sim` over `[from, to]`.
+/// Computes the figures of `sim` over `[from, to]`; `trace_hash` is the
+/// run's ([`crate::scenario::RunReport::trace_hash`]), `None` if untraced.
 pub fn figures(
     sim: &Simulator,
     flows: &TransferFlows,
     sessions: &SessionFlows,
-    trace_hash: u64,
+    trace_hash: Option<u64>,
     from: Instant,
     to: Instant,
 ) -> RunFigures {
@@ -289,7 +294,7 @@ pub fn figures(
     all.extend(session_figs.iter().map(|s| s.min_goodput_bps));
     RunFigures {
         seed: sim.seed(),
-        trace_hash: format!("{trace_hash:016x}"),
+        trace_hash: trace_hash.map(|h| format!("{h:016x}")),
         window_start_s: from.as_secs_f64(),
         window_end_s: to.as_secs_f64(),
         jain_index: if goodputs.len() < 2 {
@@ -311,9 +316,8 @@ fn session_figures(
     to: Instant,
 ) -> SessionFigures {
     let mut goodputs: Vec<f64> = s
-        .members
-        .iter()
-        .map(|&m| goodput_bps(sim, m, from, to))
+        .members_from_start()
+        .map(|m| goodput_bps(sim, m, from, to))
         .collect();
     goodputs.sort_by(f64::total_cmp);
     let (stats, members) = sim
@@ -328,19 +332,14 @@ fn session_figures(
         .iter()
         .find(|l| l.from() == node)
         .map_or(0, |l| l.stats().tx_bytes);
-    // Relays are members too (their probe counts what they received).
     let delivered = s
-        .members
-        .iter()
-        .copied()
-        .chain(s.relays.iter().map(|r| r.app))
+        .members_from_start()
         .map(|m| crate::transfer::delivered_at(sim, m, sim.now()))
         .max()
         .unwrap_or(0);
     let member_figures = s
-        .members
-        .iter()
-        .map(|&m| MemberFigures {
+        .members_from_start()
+        .map(|m| MemberFigures {
             node: sim.node(sim.app_node(m)).name().to_owned(),
             goodput_bps: goodput_bps(sim, m, from, to),
             finished_at_s: s.bytes.and_then(|b| {
@@ -403,10 +402,9 @@ fn session_figures(
         })
         .collect();
     let mut member_pps: Vec<f64> = s
-        .members
-        .iter()
-        .filter_map(|&m| sim.app::<crate::transfer::SinkReceiver>(m))
-        .map(|r| r.receiver().stats().datagrams_sent as f64 / secs)
+        .members_from_start()
+        .filter_map(|m| member_receiver(sim, m))
+        .map(|r| r.stats().datagrams_sent as f64 / secs)
         .collect();
     member_pps.sort_by(f64::total_cmp);
     let relayed = (!s.relays.is_empty()).then(|| {
@@ -447,6 +445,16 @@ fn session_figures(
         mergers,
         sender_link_bytes_per_delivered_byte: sent_bytes as f64 / delivered.max(1) as f64,
     }
+}
+
+/// The session member inside `app`: a direct member's or a relay's.
+fn member_receiver(sim: &Simulator, app: AppId) -> Option<&Receiver> {
+    sim.app::<crate::transfer::SinkReceiver>(app)
+        .map(|r| r.receiver())
+        .or_else(|| {
+            sim.app::<crate::session_relay::RelayApp>(app)
+                .map(|r| r.member())
+        })
 }
 
 fn late_figures(

@@ -101,7 +101,7 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceSpec {
-    /// No trace.
+    /// No trace, and no trace hash in the report.
     #[default]
     Off,
     /// Hash only.
@@ -375,8 +375,8 @@ impl FlowFactory for BuiltinFlows {
 pub struct RunReport {
     /// The seed used.
     pub seed: u64,
-    /// Trace hash (FNV-1a 64; the empty-trace hash if tracing was off).
-    pub trace_hash: u64,
+    /// Trace hash (FNV-1a 64); `None` if the scenario was not traced.
+    pub trace_hash: Option<u64>,
     /// Events processed.
     pub events: u64,
     /// Human-readable per-link and per-node summary.
@@ -596,7 +596,7 @@ impl Scenario {
         }
         let report = RunReport {
             seed: self.seed,
-            trace_hash: sim.trace().hash(),
+            trace_hash: sim.trace().recorded_hash(),
             events: sim.events_processed(),
             summary: summary(&sim),
         };
@@ -616,18 +616,21 @@ impl Scenario {
     }
 }
 
-/// A text summary: per-link packets, bytes and drops by reason; per-node
-/// deliveries and drops.
+/// A text summary: the run (with its trace hash if traced), per-link
+/// packets, bytes and drops by reason; per-node deliveries and drops.
 pub fn summary(sim: &Simulator) -> String {
     let mut s = String::new();
-    let _ = writeln!(
+    let _ = write!(
         s,
-        "seed {} t={} events {} trace_hash {:016x}",
+        "seed {} t={} events {}",
         sim.seed(),
         sim.now(),
-        sim.events_processed(),
-        sim.trace().hash()
+        sim.events_processed()
     );
+    if let Some(h) = sim.trace().recorded_hash() {
+        let _ = write!(s, " trace_hash {h:016x}");
+    }
+    s.push('\n');
     for l in sim.links() {
         let st = l.stats();
         let _ = writeln!(

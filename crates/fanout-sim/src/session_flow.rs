@@ -250,6 +250,17 @@ pub struct SessionFlow {
     pub bytes: Option<u64>,
 }
 
+impl SessionFlow {
+    /// Every member present from the start: the direct members, then the
+    /// relays (members too; a relay's probe counts what it received).
+    pub fn members_from_start(&self) -> impl Iterator<Item = AppId> + '_ {
+        self.members
+            .iter()
+            .copied()
+            .chain(self.relays.iter().map(|r| r.app))
+    }
+}
+
 /// `fair = { ... }`: the essentially-fair window's parameters.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

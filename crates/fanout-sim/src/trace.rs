@@ -87,6 +87,12 @@ impl Trace {
         self.hash.finish()
     }
 
+    /// [`Trace::hash`] if tracing is on; `None` at [`TraceLevel::Off`],
+    /// where the hash is that of an empty trace and proves nothing.
+    pub fn recorded_hash(&self) -> Option<u64> {
+        self.enabled().then(|| self.hash())
+    }
+
     /// Number of lines recorded.
     pub fn lines(&self) -> u64 {
         self.lines
@@ -113,5 +119,18 @@ mod tests {
         assert_eq!(h(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(h("a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(h("foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn only_an_enabled_trace_has_a_hash() {
+        let mut off = Trace::new(TraceLevel::Off);
+        off.record(format_args!("1 tx"));
+        assert_eq!((off.recorded_hash(), off.lines()), (None, 0));
+        let mut on = Trace::new(TraceLevel::Hash);
+        assert_eq!(on.recorded_hash(), Some(FNV_OFFSET), "traced, nothing yet");
+        on.record(format_args!("1 tx"));
+        assert_eq!(on.lines(), 1);
+        assert_ne!(on.recorded_hash(), Some(FNV_OFFSET));
+        assert_eq!(on.recorded_hash(), Some(on.hash()));
     }
 }

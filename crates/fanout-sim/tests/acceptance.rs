@@ -123,6 +123,7 @@ fn transport_runs_are_reproducible_by_seed() {
     let a = run("padhye-loss-1pct.toml", Some(11));
     let b = run("padhye-loss-1pct.toml", Some(11));
     let c = run("padhye-loss-1pct.toml", Some(12));
+    assert!(a.trace_hash.is_some(), "the scenario is traced");
     assert_eq!(a.trace_hash, b.trace_hash);
     assert_eq!(a.flows[0].goodput_bps, b.flows[0].goodput_bps);
     assert_ne!(a.trace_hash, c.trace_hash);

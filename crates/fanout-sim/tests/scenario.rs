@@ -1,8 +1,12 @@
 //! Scenario files: parsing, error messages, building, running and outputs.
 
+use fanout_core::Instant;
+use fanout_sim::analysis::figures;
 use fanout_sim::apps::CountingSink;
-use fanout_sim::scenario::ScenarioContext;
-use fanout_sim::{FlowFactory, FlowSpec, NetDrop, Scenario, ScenarioError, Simulator};
+use fanout_sim::scenario::{ScenarioContext, TraceSpec};
+use fanout_sim::session_flow::SessionFlows;
+use fanout_sim::transfer::TransferFlows;
+use fanout_sim::{FlowFactory, FlowSpec, NetDrop, Scenario, ScenarioError, Simulator, TraceLevel};
 use std::path::{Path, PathBuf};
 
 fn example() -> PathBuf {
@@ -77,9 +81,55 @@ fn example_scenario_runs_and_writes_outputs() {
     let app = sim.node(d3).app_on_port(7000).unwrap();
     assert!(sim.app::<CountingSink>(app).unwrap().packets() > 100);
     // Same seed, same trace.
+    assert!(report.trace_hash.is_some(), "the example is traced");
     let (_, again) = sc.run(None, &mut []).unwrap();
     assert_eq!(report.trace_hash, again.trace_hash, "seed {}", sc.seed);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A CBR flow a -> b for [`MINI`].
+const CBR: &str = r#"
+[[flow]]
+kind = "cbr"
+from = "a:5000"
+to = "b:6000"
+rate = "1Mbit"
+"#;
+
+/// Only a traced run reports a trace hash (an untraced run's would be the
+/// hash of an empty trace, the same for every run); tracing does not change
+/// the run.
+#[test]
+fn only_a_traced_run_reports_a_trace_hash() {
+    let run = |trace: TraceSpec| {
+        let mut sc = Scenario::from_toml(&format!("{MINI}{CBR}"), "mini.toml").unwrap();
+        sc.trace = trace;
+        let (sim, report) = sc.run(None, &mut []).unwrap();
+        let figs = figures(
+            &sim,
+            &TransferFlows::default(),
+            &SessionFlows::default(),
+            report.trace_hash,
+            Instant::ZERO,
+            Instant::ZERO + sc.duration.0,
+        );
+        (report, figs.trace_hash)
+    };
+    let (off, off_figs) = run(TraceSpec::Off);
+    assert_eq!((off.trace_hash, off_figs), (None, None));
+    assert!(!off.summary.contains("trace_hash"), "{}", off.summary);
+    let (on, on_figs) = run(TraceSpec::Hash);
+    let hash = on.trace_hash.expect("traced run has a hash");
+    let empty_trace = fanout_sim::trace::Trace::new(TraceLevel::Hash).hash();
+    assert_ne!(hash, empty_trace, "the run's events were traced");
+    assert_eq!(on_figs, Some(format!("{hash:016x}")));
+    assert!(
+        on.summary.contains(&format!("trace_hash {hash:016x}")),
+        "{}",
+        on.summary
+    );
+    assert!(on.events > 100);
+    assert_eq!(on.events, off.events);
 }
 
 #[test]

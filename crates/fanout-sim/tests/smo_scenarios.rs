@@ -106,7 +106,8 @@ fn slow_member_is_evicted_and_late_joiner_completes() {
 
 /// Two-level hierarchy, small: 3 relays forward the session to 10
 /// receivers each as they receive it; every receiver gets close to its
-/// 100 Mbit/s leaf, and the sender's link carries the stream once.
+/// 100 Mbit/s leaf, the upstream session reports the relays' goodput, and
+/// the sender's link carries the stream once.
 #[test]
 fn relays_forward_the_session_to_their_own_members() {
     let f = run(load("relays-30.toml"), 8, 3);
@@ -119,6 +120,24 @@ fn relays_forward_the_session_to_their_own_members() {
     let all = s.relayed.as_ref().expect("relayed receivers");
     assert_eq!(all.count, 30);
     assert!(all.min_bps > 85e6, "{all:?}");
+    // The upstream session reports what its members, the relays, received:
+    // what each relay's line shows, and about what the relays forwarded.
+    let names: Vec<&str> = s.member_figures.iter().map(|m| m.node.as_str()).collect();
+    assert_eq!(names, ["x1", "x2", "x3"]);
+    for (r, m) in s.relays.iter().zip(&s.member_figures) {
+        assert_eq!(r.upstream_goodput_bps, m.goodput_bps, "{r:?} {m:?}");
+        assert!(
+            (s.min_goodput_bps..=s.max_goodput_bps).contains(&r.upstream_goodput_bps),
+            "{r:?}"
+        );
+    }
+    assert!(
+        (s.min_goodput_bps / all.median_bps - 1.0).abs() < 0.05,
+        "upstream min {} vs relayed median {}",
+        s.min_goodput_bps,
+        all.median_bps
+    );
+    assert!(s.member_feedback_pps > 0.0, "the relays acknowledge");
     let up = f.links.iter().find(|l| l.label == "s->c").expect("s->c");
     assert!(
         up.utilisation < 0.12,

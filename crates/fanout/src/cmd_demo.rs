@@ -144,12 +144,16 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         println!("   flow {}: {:.2} Mbit/s", fl.label, fl.goodput_bps / 1e6);
     }
     let bottleneck = figs.links.iter().find(|l| l.label == "r1->r2");
+    let trace = figs.trace_hash.as_deref().map_or(String::new(), |h| {
+        format!(
+            "; trace hash {h} (seed {}: rerun gives the same)",
+            figs.seed
+        )
+    });
     println!(
-        "   Jain fairness index {:.4}; bottleneck utilisation {:.1}%; trace hash {} (seed {}: rerun gives the same)",
+        "   Jain fairness index {:.4}; bottleneck utilisation {:.1}%{trace}",
         figs.jain_index,
         bottleneck.map_or(0.0, |l| l.utilisation * 100.0),
-        figs.trace_hash,
-        figs.seed
     );
     println!("done: try `fanout send --help`, `fanout recv --help`, `fanout sim scenarios/red-4m5.toml`.");
     Ok(())

@@ -86,7 +86,10 @@ pub fn simulate_window(
 pub fn print_human(f: &RunFigures) {
     println!(
         "seed {}  trace {}  window {:.1}–{:.1} s",
-        f.seed, f.trace_hash, f.window_start_s, f.window_end_s
+        f.seed,
+        f.trace_hash.as_deref().unwrap_or("off"),
+        f.window_start_s,
+        f.window_end_s
     );
     for fl in &f.flows {
         println!(
