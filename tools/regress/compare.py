@@ -202,6 +202,10 @@ class Build:
 def add_worktree(rev, path):
     commit = git("rev-parse", "--verify", rev + "^{commit}")
     if os.path.exists(path):
+        at = subprocess.run(["git", "-C", path, "rev-parse", "HEAD"], capture_output=True, text=True)
+        if at.stdout.strip() == commit:  # kept by --keep: reuse it (and its build)
+            log(f"reusing the worktree {path} at {commit[:12]}")
+            return path
         subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], check=False)
         if os.path.exists(path):
             raise SystemExit(f"{path} exists and is not a worktree of {ROOT}: remove it first")
