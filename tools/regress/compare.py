@@ -40,27 +40,29 @@ WORK = "/work/tgt"
 # needs: "bin" = `cargo build --release -p fanout`, "examples", "bench".
 ITEMS = {
     "foundation": ("simulator acceptance: utilisation, Padhye, Jain, RED; seeds 1-3 (quick: 1)",
-                   "20 s (10 s)", {"bin"}),
+                   "15 s (5 s)", {"bin"}),
     "ns3": ("tools/ns3/compare.py against each build (installs ns-3 via tools/ns3/build.sh)",
-            "5 min (2 min) + install", {"bin"}),
+            "5 min (1.5 min) + install", {"bin"}),
     "smo-1g": ("smo.py --only vs-n --n 1000: N = 1000, sender on 1 Gbit/s (quick: N = 100)",
-               "16 min (35 s)", {"bin"}),
+               "16 min (40 s)", {"bin"}),
     "smo-shared": ("smo.py --only shared --n 1000: N = 1000, shared 100 Mbit/s sender link (quick: N = 100)",
-                   "16 min (30 s)", {"bin"}),
+                   "16 min (35 s)", {"bin"}),
     "mctcp": ("fanout sim n1000-merged.toml --warmup 3 (mctcp_scenarios.py; quick: N = 100)",
-              "10 min (20 s)", {"bin"}),
+              "5-15 min (20 s)", {"bin"}),
     "acks": ("cargo bench --bench session_acks (N = 1000), 3 runs each (quick: 1)",
              "3 min (1 min)", {"bench"}),
     "datagram": ("examples/datagram_cost --runs 5 --json, 3 invocations each (quick: 1, --runs 3)",
-                 "30 s (10 s)", {"examples"}),
+                 "15 s (5 s)", {"examples"}),
     "loopback": ("tools/bench/loopback.sh -r 1 --fanout-only, 1 GiB, 3 runs each (quick: 2)",
-                 "45 s (30 s)", {"bin"}),
-    "memory": ("examples/session_memory 1000, 3 runs each (quick: 1)", "10 s (5 s)", {"examples"}),
+                 "1 min (30 s)", {"bin"}),
+    "memory": ("examples/session_memory 1000, 3 runs each (quick: 1)", "5 s (2 s)", {"examples"}),
     "lab-b": ("fanout lab bench benchmarks/suite.toml --only b --tools fanout, 3 runs each "
-              "(quick: 1); root", "3 min (1 min)", {"bin"}),
+              "(quick: 1); root", "2 min (40 s)", {"bin"}),
 }
 
-LOOPBACK_NOISE_FLOOR = 0.10  # loopback: allowance below base when runs spread less
+# loopback: head's median must reach the lower of base's slowest run and base's
+# median less this (the run-to-run noise base showed, or at least this much).
+LOOPBACK_NOISE_FLOOR = 0.10
 
 
 def ratio_ok(lo, hi):
@@ -116,6 +118,7 @@ TARGETS = [
     ("loopback", "verified", "runs verified (BLAKE3 + cmp)", "all", lambda h, b: h == 1, "{:.0%}"),
     ("memory", "bytes", "sender state per member at N = 1000, bytes (median)", "<= 2150 (2.1 KiB)",
      lambda h, b: h <= 2.1 * 1024, "{:.0f}"),
+    # 18.0 s is stricter than the 18.5 s of docs/benchmarks.md (physical limit ~17.5 s).
     ("lab-b", "wall", "wall s (median)", "<= 18.0", lambda h, b: h <= 18.0, "{:.2f}"),
     ("lab-b", "sender-cpu", "sender CPU s (median)", "<= 1.0", lambda h, b: h <= 1.0, "{:.2f}"),
     ("lab-b", "wire", "bytes on the sender's link per file byte (median)", "<= 1.05",
@@ -180,17 +183,21 @@ class Build:
                 f"     built from {self.src}{gone}, CARGO_TARGET_DIR {self.target}")
 
     def build(self, needs):
+        examples = ["--example", "session_memory"]
         if "examples" in needs:
-            ex = os.path.join(self.src, "crates/fanout-transport/examples/datagram_cost.rs")
-            if not os.path.exists(ex):
-                shutil.copy(os.path.join(ROOT, "crates/fanout-transport/examples/datagram_cost.rs"), ex)
-                self.notes.append(f"examples/datagram_cost.rs copied from {ROOT} (absent at this revision)")
+            ex = "crates/fanout-transport/examples/datagram_cost.rs"
+            if not os.path.exists(os.path.join(self.src, ex)) and self.worktree:
+                shutil.copy(os.path.join(ROOT, ex), os.path.join(self.src, ex))
+                self.notes.append(f"{ex} copied from {ROOT} (absent at this revision)")
+            if os.path.exists(os.path.join(self.src, ex)):
+                examples += ["--example", "datagram_cost"]
+            else:
+                self.notes.append(f"no {ex} in {self.src}: item datagram cannot run")
         steps = []
         if "bin" in needs:
             steps.append(["cargo", "build", "--release", "-p", "fanout"])
         if "examples" in needs:
-            steps.append(["cargo", "build", "--release", "-p", "fanout-transport",
-                          "--example", "datagram_cost", "--example", "session_memory"])
+            steps.append(["cargo", "build", "--release", "-p", "fanout-transport"] + examples)
         if "bench" in needs:
             steps.append(["cargo", "bench", "--no-run", "-p", "fanout-transport", "--bench", "session_acks"])
         for cmd in steps:
@@ -417,7 +424,7 @@ def measure_datagram(ctx):
 
 
 def measure_loopback(ctx):
-    reps = 2 if ctx.quick else 3  # at least 2: the allowance is the measured spread
+    reps = 2 if ctx.quick else 3  # at least 2: base's slowest run sets the allowance
 
     def one(b, rep):
         out = os.path.join(ctx.tmp, f"loopback-{b.label}-{rep}.json")
@@ -432,8 +439,10 @@ def measure_loopback(ctx):
     rates = per_build(raw, lambda rs: [r["goodput_gbps"] for r in rs if r["goodput_gbps"]])
     good = {k: (statistics.median(v) if v else None) for k, v in rates.items()}
     spread = {k: ((max(v) - min(v)) / statistics.median(v) if v else None) for k, v in rates.items()}
-    allowance = max([LOOPBACK_NOISE_FLOOR] + [s for s in spread.values() if s is not None])
-    ctx.loopback = {"rates_gbps": rates, "relative_spread": spread, "allowance": allowance}
+    floor = None
+    if rates["base"]:
+        floor = min(min(rates["base"]), good["base"] * (1 - LOOPBACK_NOISE_FLOOR))
+    ctx.loopback = {"rates_gbps": rates, "relative_spread": spread, "floor_gbps": floor}
     figs = {"goodput": good,
             "verified": per_build(raw, lambda rs: sum(r["ok"] for r in rs) / len(rs))}
     return figs, raw
@@ -523,8 +532,10 @@ def epilog():
         for item, key, desc, target, check, _ in TARGETS:
             if item == name and target:
                 lines.append(f"  {'':<11}   target {target:<18} {desc}")
-    lines.append(f"loopback allows max({LOOPBACK_NOISE_FLOOR:.0%}, the runs' relative spread) below base.")
-    lines.append("A release build of the workspace parts takes 3-7 min per build on 2 cores.")
+    lines.append(f"loopback: head's median >= min(base's slowest run, base's median - "
+                 f"{LOOPBACK_NOISE_FLOOR:.0%}).")
+    lines.append("Builds (2 cores, loaded): fanout 4-7 min, examples 2 min, bench 1 min per build; a "
+                 "worktree kept by --keep is reused with its build.")
     return "\n".join(lines)
 
 
@@ -598,8 +609,8 @@ def main():
             cells = [fmt(v["base"], f), fmt(v["head"], f)]
             if it == "loopback" and key == "goodput":
                 lb = ctx.loopback
-                check = lambda h, b, al=lb["allowance"]: b is not None and h >= b * (1 - al)
-                target = f">= base - {lb['allowance']:.0%}"
+                check = lambda h, b, fl=lb["floor_gbps"]: fl is not None and h >= fl
+                target = f">= {fmt(lb['floor_gbps'], '{:.2f}')} (base's noise)"
                 cells = [c + (" [" + "-".join(f"{x:.2f}" for x in (min(lb["rates_gbps"][l]),
                                                                    max(lb["rates_gbps"][l]))) + "]"
                               if lb["rates_gbps"][l] else "") for c, l in zip(cells, ("base", "head"))]
