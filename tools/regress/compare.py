@@ -11,7 +11,7 @@ measurement on both, alternating base and head (base, head, base, head, ...)
 so that machine noise hits both alike; /proc/loadavg is recorded before each
 run. Prints `item | figure | base | head | target | head verdict`; exits 1 if
 a head figure fails its target, 2 if none failed but an item was SKIPPED
-(could not run: a missing tool, not root) or errored, else 0.
+(could not run: a missing tool, not root) or hit an ERROR, else 0.
 
 Inputs (scenarios, suite, tool scripts) come from the checkout that holds
 this script, for both builds, so both run the same workload; only the
@@ -586,6 +586,9 @@ def main():
                 results[it] = {"status": "ran", "figures": figs, "raw": raw}
             except Skip as e:
                 results[it] = {"status": "SKIPPED", "reason": str(e)}
+            except Exception as e:  # the apparatus, not a build, failed: report, go on
+                log(f"{it} failed: {e!r}")
+                results[it] = {"status": "ERROR", "reason": repr(e)}
             results[it]["duration_s"] = round(time.monotonic() - t0, 1)
             log(f"=== {it}: {results[it]['status']} in {results[it]['duration_s']} s")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -598,8 +601,8 @@ def main():
     failed = incomplete = False
     for it in items:
         r = results[it]
-        if r["status"] == "SKIPPED":
-            rows.append([it, "-", "-", "-", "-", f"SKIPPED: {r['reason']}"])
+        if r["status"] != "ran":
+            rows.append([it, "-", "-", "-", "-", f"{r['status']}: {r['reason']}"])
             incomplete = True
             continue
         for item, key, desc, target, check, f in TARGETS:
