@@ -4,7 +4,11 @@
 #
 #   tools/bench/loopback.sh [-r RUNS] [--json FILE] [--size-mib N]
 #                           [--iperf-seconds S] [--dir DIR] [--no-build]
+#                           [--fanout-only] [--bin PATH]
 #                           [-- EXTRA FANOUT TRANSPORT FLAGS]
+#
+# --fanout-only skips both iperf3 tests (and installing iperf3); --bin runs
+# that fanout binary instead of $CARGO_TARGET_DIR/release/fanout, unbuilt.
 #
 # Per run (sequentially, never concurrently, so they do not compete):
 #   1. iperf3 UDP  : server `iperf3 -s -1 -p P --json`, client
@@ -36,13 +40,14 @@ SIZE_MIB=1024
 IPERF_SECS=10
 BASE_DIR=""
 BUILD=1
+IPERF=1
 FANOUT_EXTRA=()
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/work/tgt/bench}"
 FANOUT="$CARGO_TARGET_DIR/release/fanout"
 TMO=120
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -52,6 +57,8 @@ while [[ $# -gt 0 ]]; do
     --iperf-seconds) IPERF_SECS="$2"; shift 2 ;;
     --dir) BASE_DIR="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --fanout-only) IPERF=0; shift ;;
+    --bin) FANOUT="$2"; BUILD=0; shift 2 ;;
     -h|--help) usage 0 ;;
     --) shift; FANOUT_EXTRA=("$@"); break ;;
     *) echo "unknown argument: $1" >&2; usage 2 ;;
@@ -89,7 +96,7 @@ reap() {
 }
 
 # ---------------------------------------------------------------- prerequisites
-if ! command -v iperf3 >/dev/null 2>&1; then
+if [[ $IPERF -eq 1 ]] && ! command -v iperf3 >/dev/null 2>&1; then
   log "installing iperf3"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update >/dev/null
@@ -151,7 +158,8 @@ if [[ -n "$GIT_STATUS" ]]; then GIT_DIRTY=true; else GIT_DIRTY=false; fi
 NPROC="$(nproc)"
 KERNEL="$(uname -r)"
 CPU_MODEL="$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)"
-IPERF_VERSION="$(iperf3 --version 2>/dev/null | head -1)"
+IPERF_VERSION="(iperf3 not run)"
+if [[ $IPERF -eq 1 ]]; then IPERF_VERSION="$(iperf3 --version 2>/dev/null | head -1)"; fi
 TOP_SNAPSHOT="$(top -bn1 | head -15)"
 FANOUT_VERSION="$("$FANOUT" --version 2>/dev/null || true)"
 log "commit $GIT_REV (dirty=$GIT_DIRTY), nproc $NPROC, kernel $KERNEL"
@@ -166,6 +174,7 @@ for run in $(seq 1 "$RUNS"); do
   LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
   log "run $run/$RUNS  loadavg before: $LOAD_BEFORE"
 
+  if [[ $IPERF -eq 1 ]]; then
   # ---- 1. iperf3 UDP
   fresh_port
   timeout "$TMO" iperf3 -s -1 -p "$P" --json > "$R/udp_server.json" 2>"$R/udp_server.err" &
@@ -187,6 +196,7 @@ for run in $(seq 1 "$RUNS"); do
   CPID=$!; PIDS+=("$CPID")
   reap "$CPID" || log "iperf3 TCP client failed (see $R/tcp_client.*)"
   reap "$SPID" || log "iperf3 TCP server failed"
+  fi
 
   # ---- 3. fanout
   fresh_port

@@ -18,9 +18,12 @@ every router); 10 s runs (measure after a 3 s warm-up: `--warmup 3`).
 
 Every merging node (the sender and each merger) has the same processing
 capacity: 40 000 packets/s (25 us per received packet), a 256-packet input
-queue. Usage: python3 tools/experiments/mctcp_scenarios.py
+queue. Usage: python3 tools/experiments/mctcp_scenarios.py [--n N] [--out DIR]
+(--n: only nN-flat/merged.toml with N receivers under ceil(N / 128) level-1
+routers, e.g. a quicker N = 100; the default writes every file, N = 1000).
 """
 
+import argparse
 import os
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "scenarios", "mctcp")
@@ -81,11 +84,11 @@ def seed_topology():
         write(f"seed-{tag}.toml", head + f"# {levels}.\n", nodes, links, receivers, flow)
 
 
-def n1000():
+def n1000(n=1000):
     nodes = [node("s", "10.0.0.1", cpu=True)]
     links = []
     routers = []
-    for a in range(8):
+    for a in range(-(-n // 128)):
         an = f"a{a}"
         nodes.append(node(an, f"10.1.0.{a + 1}", cpu=True))
         links.append(link("s", an))
@@ -103,22 +106,31 @@ def n1000():
                 routers.append(cn)
     leaves = [r for r in routers if r.startswith("c")]
     receivers = []
-    for i in range(1000):
+    for i in range(n):
         rn = f"r{i}"
         leaf = leaves[i % len(leaves)]
         nodes.append(node(rn, f"10.{4 + i // 250}.0.{i % 250 + 1}"))
         links.append(link(leaf, rn))
         receivers.append(rn)
-    head = ("# MCTCP at N = 1000 (issue 4; see tools/experiments/mctcp_scenarios.py):\n"
-            "# routers of fan-out <= 8 (8 -> 16 -> 128), every link 100 Mbit/s, ")
+    a = len([r for r in routers if r.startswith("a")])
+    head = (f"# MCTCP at N = {n} (issue 4; see tools/experiments/mctcp_scenarios.py):\n"
+            f"# routers of fan-out <= 8 ({a} -> {2 * a} -> {16 * a}), every link 100 Mbit/s, ")
     base = '[[flow]]\nkind = "session"\nfrom = "s:5000"\ngroup = "239.1.1.1:7000"\nwindow = "1MiB"\n'
-    write("n1000-flat.toml", head + "no mergers\n# (fanout's default ACK thinning).\n",
+    write(f"n{n}-flat.toml", head + "no mergers\n# (fanout's default ACK thinning).\n",
           nodes, links, receivers, base, duration="10s")
-    write("n1000-merged.toml", head + "a merger on every router.\n", nodes, links, receivers,
+    write(f"n{n}-merged.toml", head + "a merger on every router.\n", nodes, links, receivers,
           base + "mergers = [" + ", ".join(f'"{r}"' for r in routers) + "]\n", duration="10s")
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, help="write only nN-flat/merged.toml with N receivers")
+    ap.add_argument("--out", default=OUT, help="directory (default: scenarios/mctcp)")
+    args = ap.parse_args()
+    OUT = args.out
     os.makedirs(OUT, exist_ok=True)
-    seed_topology()
-    n1000()
+    if args.n is None:
+        seed_topology()
+        n1000()
+    else:
+        n1000(args.n)

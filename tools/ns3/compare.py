@@ -17,7 +17,8 @@ Flow 0 starts at 0 s, flow 1 at the offset.
 
 Builds both simulators first: tools/ns3/build.sh (binary in target/ns3, or
 $OUT) and `cargo build --release -p fanout` (target dir $CARGO_TARGET_DIR, or
-<repo>/target). Runs at most 2 simulations at a time (--jobs).
+<repo>/target); `--fanout-bin PATH` runs that fanout binary instead, without
+building. Runs at most 2 simulations at a time (--jobs).
 
 TCP variant mapping. fanout's NewReno counts acknowledged bytes (RFC 3465):
 about 1 MSS per RTT in congestion avoidance whatever the ACK ratio. ns-3's
@@ -251,6 +252,7 @@ def main():
     ap.add_argument("--tolerance", type=float, default=TOLERANCE)
     ap.add_argument("--jobs", type=int, default=2, help="parallel runs (capped at 2)")
     ap.add_argument("--json-out", help="write every run's raw result here")
+    ap.add_argument("--fanout-bin", help="run this fanout binary (no cargo build)")
     args = ap.parse_args()
 
     offsets = ([float(x) for x in args.offsets.split(",")] if args.offsets
@@ -265,8 +267,11 @@ def main():
 
     log("building ns-3 two_flow ...")
     ns3 = build_ns3()
-    log("building fanout ...")
-    fanout = build_fanout()
+    if args.fanout_bin:
+        fanout = os.path.abspath(args.fanout_bin)
+    else:
+        log("building fanout ...")
+        fanout = build_fanout()
 
     # plan[name] = [(offset, seed), ...]; the same list for every simulator
     plan = {}
