@@ -1,4 +1,5 @@
-//! Per-datagram CPU cost of the unicast sender engine.
+//! Per-datagram CPU cost of the sender engine in a transfer to one receiver
+//! (a session of one member, offered to the listening receiver).
 //!
 //! One sender and one receiver in memory, lossless, a fixed 10 ms RTT and no
 //! rate limit (a datagram arrives one one-way delay after it left), so the
@@ -13,15 +14,17 @@
 //! Virtual time makes every run the same workload (checked); the figures are
 //! the median and the minimum over runs; every byte is checked on arrival.
 //!
-//! Before/after comparisons: once the unicast `Sender` gives way to the
-//! session engine, this example drives a one-member session with the same
-//! data, RTT and reports, so both sides of a refactor run the same workload.
+//! Before/after comparisons: builds before the session engine took over
+//! unicast drove the separate unicast `Sender` here with the same data, RTT
+//! and reports, so `tools/regress/compare.py` runs the same workload on both
+//! sides.
 //!
 //! `cargo run --release -p fanout-transport --example datagram_cost -- [--mib 256] [--runs 5] [--json]`
 
 use fanout_core::{Engine, Instant, Rng};
 use fanout_transport::wire::{decode_frames, Frame, Header};
-use fanout_transport::{Receiver, Sender, TransportConfig};
+use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::{Receiver, TransportConfig};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -96,14 +99,16 @@ fn run(total: u64, pattern: &[u8]) -> Run {
         "10.0.0.2:2000".parse().unwrap(),
     );
     let mut now = Instant::ZERO;
-    let mut sender = Sender::connect(TransportConfig::default(), r_addr, 7, now);
+    let config = SessionConfig::unicast(TransportConfig::default());
+    let mut sender = SessionSender::new(config, 7, now);
+    sender.offer(now, r_addr);
     let mut receiver = Receiver::listen(TransportConfig::default(), now);
     let mut wire = Wire::new();
     let (mut st, mut rt) = ([Duration::ZERO; 4], [Duration::ZERO; 4]);
     let (mut written, mut delivered, mut data, mut acks) = (0u64, 0u64, 0u64, 0u64);
     let mut chunk = vec![0u8; 64 << 10];
     let limit = Instant::ZERO + Duration::from_secs(600);
-    while !(sender.is_closed() && receiver.is_closed()) {
+    while !(sender.close_reason().is_some() && receiver.is_closed()) {
         assert!(now < limit, "not finished after 600 s of virtual time");
         while written < total {
             let at = (written % PATTERN_LEN as u64) as usize;
