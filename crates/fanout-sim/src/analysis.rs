@@ -465,15 +465,13 @@ fn late_figures(
     let member = sim
         .app::<crate::session_late::LateMember>(l.member)
         .and_then(|m| m.receiver());
-    let catch_up = sim
-        .app::<crate::transfer::SinkReceiver>(l.catch_up)
-        .map(|c| c.receiver());
+    let catch_up = sim.app::<crate::session_late::LateCatchUp>(l.catch_up);
     let start = member.map_or(0, |r| r.start_offset());
     let session_bytes = member.map_or(0, |r| r.bytes_read().saturating_sub(start));
-    let catch_up_bytes = catch_up.map_or(0, |r| r.bytes_read());
+    let catch_up_bytes = catch_up.map_or(0, |c| c.bytes_read());
     let session_finished = member.is_some_and(|r| r.is_finished());
     // A joiner admitted at offset 0 needs no catch-up.
-    let catch_up_finished = start == 0 || catch_up.is_some_and(|r| r.is_finished());
+    let catch_up_finished = start == 0 || catch_up.is_some_and(|c| c.is_finished());
     let complete = session_finished
         && catch_up_finished
         && total.is_some_and(|t| catch_up_bytes.min(start) + session_bytes == t);

@@ -26,7 +26,7 @@
 //! evict_outliers = true       # optional: false turns outlier eviction off
 //! join = "catch_up"           # optional: "from_start" (default) | "live" | "catch_up"
 //! late = [{ node = "j1", at = "5s" }]   # optional late joiners (see session_late)
-//! catch_up = "at_join"        # optional: or "after_session"
+//! catch_up_share = 32         # optional: session bytes per catch-up byte while it runs
 //! relays = [{ node = "x1", group = "239.2.1.1:7000" }]   # optional (see session_relay)
 //! relay_buffer = "4MiB"       # optional relay forwarding buffer
 //! mergers = ["m1", "m2"]      # optional MCTCP ACK mergers (see session_merge)
@@ -35,110 +35,109 @@
 use crate::app::{AppProbe, SimApp};
 use crate::ids::AppId;
 use crate::scenario::{FlowFactory, FlowSpec, ScenarioContext};
-use crate::session_late::{catch_up_port, CatchUps, LateMember, LateSpec};
+use crate::session_late::{catch_up_port, LateCatchUp, LateMember, LateSpec};
 use crate::session_merge::{self, MergerApp};
 use crate::session_relay::{RelayApp, RelaySpec, DEFAULT_RELAY_BUFFER};
 use crate::sim::Simulator;
 use crate::transfer::{apply_transport_options, feed_bulk, SinkReceiver};
 use crate::units::Bytes;
-use fanout_core::{Engine, Instant, Transmit};
+use fanout_app::catch_up::{CatchUpConfig, CatchUpServer, RepeatedByte};
+use fanout_core::{Engine, Instant, Rng, Transmit};
 use fanout_transport::session::feedback;
 use fanout_transport::session::policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
-use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
+use fanout_transport::session::{JoinPolicy, SessionConfig, SessionSender};
 use fanout_transport::Receiver;
 use serde::Deserialize;
 use std::net::SocketAddr;
 
-/// A session sender application writing `total` bytes (or forever).
-#[derive(Debug)]
+/// A session sender application writing `total` bytes (or forever) of
+/// zeros, with the catch-up server `fanout send` runs around its session
+/// (late joiners' prefixes re-produced as zeros).
 pub struct BulkSession {
-    session: SessionSender,
+    server: CatchUpServer,
     total: Option<u64>,
     written: u64,
-    catch_ups: CatchUps,
+}
+
+impl std::fmt::Debug for BulkSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BulkSession")
+            .field("written", &self.written)
+            .field("catch_ups", self.server.catch_up_stats())
+            .finish_non_exhaustive()
+    }
 }
 
 impl BulkSession {
-    /// A session sending `total` bytes (`None`: endless).
+    /// A session sending `total` bytes (`None`: endless), with the default
+    /// catch-up server.
     pub fn new(config: SessionConfig, session_id: u64, total: Option<u64>) -> Self {
-        Self::with_catch_up(config, session_id, total, false)
+        Self::with_catch_up(config, session_id, total, CatchUpConfig::default())
     }
 
-    /// Like [`BulkSession::new`]; late joiners' prefix transfers start
-    /// when they join, or with `after_session` once the session finished
-    /// (see [`crate::session_late`]).
+    /// Like [`BulkSession::new`], with the catch-up server's `catch_up`
+    /// settings.
     pub fn with_catch_up(
         config: SessionConfig,
         session_id: u64,
         total: Option<u64>,
-        after_session: bool,
+        catch_up: CatchUpConfig,
     ) -> Self {
+        let transport = config.transport.clone();
+        let session = SessionSender::new(config, session_id, Instant::ZERO);
         BulkSession {
-            catch_ups: CatchUps::new(config.transport.clone(), session_id, after_session),
-            session: SessionSender::new(config, session_id, Instant::ZERO),
+            server: CatchUpServer::new(
+                session,
+                Box::new(RepeatedByte(0)),
+                transport,
+                catch_up,
+                Rng::new(session_id),
+            ),
             total,
             written: 0,
         }
     }
 
-    /// Drains the session's events; a member admitted past offset 0 gets
-    /// its prefix by a unicast catch-up transfer.
-    fn drain_events(&mut self, now: Instant) {
-        while let Some(e) = self.session.poll_event() {
-            match e {
-                SessionEvent::MemberJoined { addr, start, .. } => {
-                    self.catch_ups.on_joined(now, addr, start);
-                }
-                SessionEvent::Finished => self.catch_ups.on_session_finished(now),
-                _ => {}
-            }
-        }
-    }
-
     /// The session.
     pub fn session(&self) -> &SessionSender {
-        &self.session
+        &self.server
+    }
+
+    /// The catch-up server around it.
+    pub fn catch_up(&self) -> &CatchUpServer {
+        &self.server
     }
 }
 
 impl Engine for BulkSession {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        if !self.catch_ups.handle_datagram(now, from, datagram) {
-            self.session.handle_datagram(now, from, datagram);
-            self.drain_events(now);
-        }
+        self.server.handle_datagram(now, from, datagram);
+        while self.server.poll_event().is_some() {}
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let s = &mut self.session;
+        let s: &mut SessionSender = &mut self.server;
         if feed_bulk(&mut self.written, self.total, |b| s.write(b)) {
             s.finish();
         }
-        match self.session.poll_transmit(now, buf) {
-            Some(t) => Some(t),
-            None => self.catch_ups.poll_transmit(now, buf),
-        }
+        self.server.poll_transmit(now, buf)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.session.poll_timeout(), self.catch_ups.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        self.server.poll_timeout()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.session.handle_timeout(now);
-        self.drain_events(now);
-        self.catch_ups.handle_timeout(now);
+        self.server.handle_timeout(now);
+        while self.server.poll_event().is_some() {}
     }
 }
 
 impl SimApp for BulkSession {
     fn probe(&self) -> AppProbe {
         AppProbe {
-            delivered_bytes: self.session.bytes_acked_by_all(),
-            cwnd_bytes: Some(self.session.cwnd()),
+            delivered_bytes: self.server.bytes_acked_by_all(),
+            cwnd_bytes: Some(self.server.cwnd()),
             srtt: None,
             rate_bps: None,
         }
@@ -187,7 +186,7 @@ struct SessionSpec {
     #[serde(default)]
     late: Vec<LateSpec>,
     #[serde(default)]
-    catch_up: Option<String>,
+    catch_up_share: Option<u64>,
     #[serde(default)]
     relays: Vec<RelaySpec>,
     #[serde(default)]
@@ -229,7 +228,7 @@ pub struct LateFlow {
     pub at: Instant,
     /// Its [`LateMember`].
     pub member: AppId,
-    /// The [`SinkReceiver`] of its catch-up transfer.
+    /// Its catch-up socket ([`LateCatchUp`]).
     pub catch_up: AppId,
 }
 
@@ -491,29 +490,33 @@ impl FlowFactory for SessionFlows {
                     .map_err(|e| format!("member {addr}: {e}"))?,
             );
         }
-        let after_session = match t.catch_up.as_deref() {
-            None | Some("at_join") => false,
-            Some("after_session") => true,
-            Some(o) => {
-                return Err(format!(
-                    "catch_up: `{o}`: expected at_join or after_session"
-                ))
+        let mut catch_up = CatchUpConfig::default();
+        if let Some(share) = t.catch_up_share {
+            if share == 0 {
+                return Err("catch_up_share: at least 1".into());
             }
-        };
+            catch_up.session_bytes_per_catch_up_byte = share;
+        }
         let mut late_flows = Vec::with_capacity(late.len());
         for (name, node, at) in late {
             sim.join_at(at, group.ip(), node)
                 .map_err(|e| format!("late {name}: {e}"))?;
             let ip = sim.node(node).ip();
-            let m = LateMember::new(config.transport.clone(), from, at);
+            let plan = std::rc::Rc::default();
+            let m = LateMember::new(
+                config.transport.clone(),
+                from,
+                at,
+                std::rc::Rc::clone(&plan),
+            );
             let member = sim
                 .add_app(SocketAddr::new(ip, group.port()), Box::new(m))
                 .map_err(|e| format!("late {name}: {e}"))?;
-            let sink = SinkReceiver::new(config.transport.clone());
+            let client = LateCatchUp::new(config.transport.clone(), at, plan);
             let catch_up = sim
                 .add_app(
                     SocketAddr::new(ip, catch_up_port(group.port())),
-                    Box::new(sink),
+                    Box::new(client),
                 )
                 .map_err(|e| format!("late {name}: catch-up port: {e}"))?;
             late_flows.push(LateFlow {
@@ -584,7 +587,7 @@ impl FlowFactory for SessionFlows {
                     config,
                     session_id,
                     t.bytes.map(|b| b.0),
-                    after_session,
+                    catch_up,
                 )),
             )
             .map_err(|e| format!("from: {e}"))?;

@@ -1,6 +1,10 @@
-//! Late joiners of a session flow (issue 3 §2): a member that joins the
-//! group and connects at a given time, and the unicast catch-up of the
-//! prefix it missed.
+//! Late joiners of a session flow: a member that joins the group and
+//! connects at a given time and, once the session admits it past offset 0
+//! (`join = "catch_up"`), fetches the prefix it missed exactly as
+//! `fanout recv` does — with `fanout_app`'s [`CatchUpClient`] on a socket
+//! of its own (the group port + 1 here), from the session's
+//! `fanout_app::catch_up::CatchUpServer` (around the sender's session, as
+//! `fanout send` runs it; see [`crate::session_flow::BulkSession`]).
 //!
 //! ```toml
 //! [[flow]]
@@ -8,36 +12,33 @@
 //! # ...
 //! join = "catch_up"                       # "from_start" (default) | "live" | "catch_up"
 //! late = [{ node = "j1", at = "5s" }]     # joins the group and connects at 5 s
-//! catch_up = "at_join"                    # or "after_session"
+//! catch_up_share = 32                     # optional: session bytes per catch-up byte
 //! ```
 //!
 //! A late node must not be a member of the group's `[[group]]` (the flow
-//! joins it at `at`). With `join = "catch_up"` the session admits it at the
-//! current send position `S` (`JoinPolicy::CatchUp`), and the sender's
-//! application opens an ordinary unicast transfer ([`BulkSender`], the
-//! TCP-like engine validated against ns-3) of the `S`-byte prefix to the
-//! joiner's group port + 1, as the real CLI's catch-up does. The joiner has
-//! completed once it holds both parts: `[0, S)` by unicast and `[S, end)`
-//! by the session.
+//! joins it at `at`). The joiner has completed once it holds both parts:
+//! `[0, S)` by catch-up and `[S, end)` by the session.
 //!
-//! `catch_up = "at_join"` (default) starts the prefix transfer at once, as
-//! the CLI does; it then shares the joiner's link with the session, and with
-//! the session window = the minimum over members the joiner's smaller
-//! window holds every member back while it lasts. `"after_session"` starts
-//! every prefix transfer once the session finished (the others are not
-//! slowed at all; the joiner completes later).
+//! The two engines of a joiner run as two apps on its node (the simulator
+//! gives an app one address): the member app hands the catch-up app what
+//! the CLI's `recv` hands its catch-up thread — the sender, the session,
+//! the member id and the start offset — through a shared cell.
 
 use crate::app::{AppProbe, SimApp};
-use crate::transfer::{BulkSender, SinkReceiver};
+use crate::transfer::SinkReceiver;
 use crate::units::HumanDuration;
+use fanout_app::catch_up::CatchUpClient;
 use fanout_core::{Engine, Instant, Transmit};
 use fanout_transport::{Receiver, TransportConfig};
 use serde::Deserialize;
+use std::cell::Cell;
 use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
 
-/// Most catch-up transfers one session runs (joins come from the scenario's
-/// own `late` list, so this only guards against typos).
-pub const MAX_CATCH_UPS: usize = 1024;
+/// How often the catch-up app looks whether its member was admitted
+/// (virtual time; a handful of looks per join).
+const PLAN_CHECK: Duration = Duration::from_millis(10);
 
 /// `{ node = "j1", at = "5s" }`.
 #[derive(Debug, Clone, Deserialize)]
@@ -49,10 +50,26 @@ pub struct LateSpec {
     pub at: HumanDuration,
 }
 
-/// The catch-up receiver's port: the group port + 1.
+/// The catch-up socket's port: the group port + 1.
 pub fn catch_up_port(group_port: u16) -> u16 {
     group_port.wrapping_add(1)
 }
+
+/// What the catch-up needs from the member's admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUpPlan {
+    /// The session sender (the data source).
+    pub sender: SocketAddr,
+    /// The session.
+    pub session_id: u64,
+    /// The member's id in it.
+    pub member_id: u64,
+    /// End of the missed prefix: the member's start offset.
+    pub end: u64,
+}
+
+/// The cell a late member publishes its [`CatchUpPlan`] in.
+pub type PlanCell = Rc<Cell<Option<CatchUpPlan>>>;
 
 /// A member that joins at `at`: until then it sends nothing.
 #[derive(Debug)]
@@ -61,22 +78,43 @@ pub struct LateMember {
     sender: SocketAddr,
     at: Instant,
     inner: Option<SinkReceiver>,
+    plan: PlanCell,
 }
 
 impl LateMember {
-    /// A member of the session sent from `sender`, connecting at `at`.
-    pub fn new(config: TransportConfig, sender: SocketAddr, at: Instant) -> Self {
+    /// A member of the session sent from `sender`, connecting at `at`,
+    /// publishing its catch-up plan in `plan` once admitted past 0.
+    pub fn new(config: TransportConfig, sender: SocketAddr, at: Instant, plan: PlanCell) -> Self {
         LateMember {
             config,
             sender,
             at,
             inner: None,
+            plan,
         }
     }
 
     /// Its receiver, once it connected.
     pub fn receiver(&self) -> Option<&Receiver> {
         self.inner.as_ref().map(|s| s.receiver())
+    }
+
+    /// Publishes the catch-up plan once admitted past offset 0.
+    fn publish(&self) {
+        let Some(r) = self.receiver() else {
+            return;
+        };
+        if self.plan.get().is_some() || r.start_offset() == 0 {
+            return;
+        }
+        if let (Some(sender), Some(session_id)) = (r.data_source(), r.session_id()) {
+            self.plan.set(Some(CatchUpPlan {
+                sender,
+                session_id,
+                member_id: r.member_id(),
+                end: r.start_offset(),
+            }));
+        }
     }
 }
 
@@ -85,6 +123,7 @@ impl Engine for LateMember {
         if let Some(r) = self.inner.as_mut() {
             r.handle_datagram(now, from, datagram);
         }
+        self.publish();
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
@@ -117,99 +156,129 @@ impl SimApp for LateMember {
     }
 }
 
-/// The sender side's catch-up transfers, one per late joiner, multiplexed
-/// on the session's socket and told apart by the peer address.
-#[derive(Debug)]
-pub struct CatchUps {
+/// A late member's catch-up socket: runs the CLI's [`CatchUpClient`] once
+/// the member published its plan, reading (and discarding) the prefix.
+pub struct LateCatchUp {
     config: TransportConfig,
-    session_id: u64,
-    flows: Vec<(SocketAddr, BulkSender)>,
-    next: usize,
-    /// Prefixes waiting for the session's end (`after_session`): joiner
-    /// address and prefix length.
-    deferred: Option<Vec<(SocketAddr, u64)>>,
+    plan: PlanCell,
+    client: Option<CatchUpClient>,
+    /// Next look at the plan, while there is none (`None`: gave up).
+    next_check: Option<Instant>,
+    /// Stop looking after this (the member's join would have timed out).
+    give_up: Instant,
+    scratch: Vec<u8>,
+    read: u64,
 }
 
-impl CatchUps {
-    /// No transfers yet; each will use `config`. With `after_session`,
-    /// transfers wait for [`CatchUps::on_session_finished`].
-    pub fn new(config: TransportConfig, session_id: u64, after_session: bool) -> Self {
-        CatchUps {
+impl std::fmt::Debug for LateCatchUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LateCatchUp")
+            .field("plan", &self.plan.get())
+            .field("read", &self.read)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LateCatchUp {
+    /// The catch-up socket of a member joining at `at`.
+    pub fn new(config: TransportConfig, at: Instant, plan: PlanCell) -> Self {
+        LateCatchUp {
+            give_up: at + config.handshake_timeout * 2,
             config,
-            session_id,
-            flows: Vec::new(),
-            next: 0,
-            deferred: after_session.then(Vec::new),
+            plan,
+            client: None,
+            next_check: Some(at),
+            scratch: vec![0; 64 << 10],
+            read: 0,
         }
     }
 
-    /// A member at `addr` was admitted at `start`: if it missed a prefix,
-    /// send `[0, start)` to its catch-up port (now, or once the session
-    /// finished).
-    pub fn on_joined(&mut self, now: Instant, addr: SocketAddr, start: u64) {
-        match self.deferred.as_mut() {
-            Some(d) if d.len() < MAX_CATCH_UPS => d.push((addr, start)),
-            Some(_) => {}
-            None => self.start(now, addr, start),
-        }
+    /// Prefix bytes read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read
     }
 
-    /// The session finished: deferred prefix transfers start now.
-    pub fn on_session_finished(&mut self, now: Instant) {
-        for (addr, start) in self.deferred.take().unwrap_or_default() {
-            self.start(now, addr, start);
-        }
+    /// True once the whole prefix arrived.
+    pub fn is_finished(&self) -> bool {
+        let Some(plan) = self.plan.get() else {
+            return false;
+        };
+        self.client.as_ref().is_some_and(|c| {
+            c.receiver().is_finished() && c.receiver().stream_len() == Some(plan.end)
+        })
     }
 
-    fn start(&mut self, now: Instant, addr: SocketAddr, start: u64) {
-        if start == 0 || self.flows.len() >= MAX_CATCH_UPS {
+    /// Starts the client once the plan is there.
+    fn start(&mut self, now: Instant) {
+        if self.client.is_some() {
             return;
         }
-        let peer = SocketAddr::new(addr.ip(), catch_up_port(addr.port()));
-        let id = self.session_id ^ (0xCA7C_0000 + self.flows.len() as u64);
-        let config = fanout_transport::session::SessionConfig::unicast(self.config.clone());
-        let s = BulkSender::new(config, peer, id, now, Some(start));
-        self.flows.push((peer, s));
-    }
-
-    /// Hands a datagram from `from` to its transfer; false if none is from there.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) -> bool {
-        match self.flows.iter_mut().find(|(p, _)| *p == from) {
-            Some((_, s)) => {
-                s.handle_datagram(now, from, datagram);
-                true
+        match self.plan.get() {
+            Some(p) => {
+                self.next_check = None;
+                self.client = Some(CatchUpClient::new(
+                    self.config.clone(),
+                    p.sender,
+                    p.session_id,
+                    p.member_id,
+                    p.end,
+                    now,
+                ));
             }
-            None => false,
+            None if now >= self.give_up => self.next_check = None,
+            None => self.next_check = Some(now + PLAN_CHECK),
         }
     }
 
-    /// The next datagram of any transfer (round robin).
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let n = self.flows.len();
-        for i in 0..n {
-            let k = (self.next + i) % n;
-            if let Some(t) = self.flows[k].1.poll_transmit(now, buf) {
-                self.next = (k + 1) % n;
-                return Some(t);
+    fn read_all(&mut self) {
+        if let Some(c) = self.client.as_mut() {
+            loop {
+                let n = c.receiver_mut().read(&mut self.scratch);
+                if n == 0 {
+                    break;
+                }
+                self.read += n as u64;
             }
         }
-        None
+    }
+}
+
+impl Engine for LateCatchUp {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if let Some(c) = self.client.as_mut() {
+            c.handle_datagram(now, from, datagram);
+        }
+        self.read_all();
     }
 
-    /// Earliest deadline of any transfer.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.flows
-            .iter()
-            .filter_map(|(_, s)| s.poll_timeout())
-            .min()
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.start(now);
+        self.client.as_mut()?.poll_transmit(now, buf)
     }
 
-    /// Runs the transfers' expired timers.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        for (_, s) in &mut self.flows {
-            if s.poll_timeout().is_some_and(|t| t <= now) {
-                s.handle_timeout(now);
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.client {
+            Some(c) => c.poll_timeout(),
+            None => self.next_check,
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.start(now);
+        if let Some(c) = self.client.as_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
             }
+        }
+        self.read_all();
+    }
+}
+
+impl SimApp for LateCatchUp {
+    fn probe(&self) -> AppProbe {
+        AppProbe {
+            delivered_bytes: self.read,
+            ..AppProbe::default()
         }
     }
 }

@@ -22,8 +22,8 @@
 //! `cargo run --release -p fanout-transport --example datagram_cost -- [--mib 256] [--runs 5] [--json]`
 
 use fanout_core::{Engine, Instant, Rng};
-use fanout_transport::wire::{decode_frames, Frame, Header};
 use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::wire::{decode_frames, Frame, Header};
 use fanout_transport::{Receiver, TransportConfig};
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -1,12 +1,12 @@
 //! `fanout recv --listen ADDR:PORT -o PATH`.
 
-use crate::file_proto::{Manifest, TRAILER_LEN};
 use crate::net_opts::TransportOpts;
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{drops_map, goodput_bps, peak_rss_bytes, OutputOpts, TransferReport};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
+use fanout_app::{Manifest, TRAILER_LEN};
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::Receiver;
 use std::fs::File;

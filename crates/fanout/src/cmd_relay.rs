@@ -21,9 +21,8 @@
 //! only its send buffer, so a receiver joining after the stream's start
 //! left that buffer is refused with a reason.
 
-use crate::catch_up::prefix::SpoolPrefix;
-use crate::catch_up::CatchUpServer;
-use crate::net_opts::{random_session_id, TransportOpts};
+use crate::catch_up::files::SpoolPrefix;
+use crate::net_opts::{random_rng, random_session_id, TransportOpts};
 use crate::recv_counters::receiver_counters;
 use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
@@ -36,6 +35,7 @@ use crate::session_net::{
 use crate::session_view::SessionView;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use fanout_app::catch_up::{CatchUpConfig, CatchUpServer, PrefixSource, PrefixStream};
 use fanout_io::{Clock, Driver, RunStats, Waker};
 use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::{CloseReason, Receiver};
@@ -219,21 +219,18 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
         .config(args.net.transport(), delivery.group(), join);
     let session_id = random_session_id();
     let session = SessionSender::new(config, session_id, clock.now());
-    let mut session = match &args.spool {
-        Some(p) => CatchUpServer::with_source(
-            session,
-            session_id,
-            Box::new(SpoolPrefix { path: p.clone() }),
-            args.net.transport(),
-        ),
+    let source: Box<dyn PrefixSource> = match &args.spool {
+        Some(p) => Box::new(SpoolPrefix { path: p.clone() }),
         // Never asked: without a spool no member starts past offset 0.
-        None => CatchUpServer::with_source(
-            session,
-            session_id,
-            Box::new(NoPrefix),
-            args.net.transport(),
-        ),
+        None => Box::new(NoPrefix),
     };
+    let mut session = CatchUpServer::new(
+        session,
+        source,
+        args.net.transport(),
+        CatchUpConfig::default(),
+        random_rng(),
+    );
     let quiet = args.out.quiet || args.out.json;
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
     let mut forward = Forward {
@@ -363,9 +360,12 @@ impl Forward {
 /// admits no member past offset 0).
 struct NoPrefix;
 
-impl crate::catch_up::prefix::PrefixSource for NoPrefix {
-    fn open(&self, _end: u64) -> Result<Box<dyn crate::catch_up::prefix::PrefixStream>> {
-        bail!("this relay keeps no spool (--spool) to serve a missed prefix from")
+impl PrefixSource for NoPrefix {
+    fn open(&self, _end: u64) -> std::io::Result<Box<dyn PrefixStream>> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "this relay keeps no spool (--spool) to serve a missed prefix from",
+        ))
     }
 }
 

@@ -2,8 +2,8 @@
 //! session of one, offered to the listening receiver) and
 //! `fanout send FILE --group G:PORT --bind ADDR:PORT` (a TCP-SMO session).
 
-use crate::file_feed::FileFeed;
-use crate::net_opts::{random_session_id, TransportOpts};
+use crate::catch_up::files::{open_file_feed, FilePrefix};
+use crate::net_opts::{random_rng, random_session_id, TransportOpts};
 use crate::progress::bytes_bar;
 use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
@@ -14,9 +14,12 @@ use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
 use crate::session_view::SessionView;
 use anyhow::{Context, Result};
 use clap::Args;
+use fanout_app::catch_up::{CatchUpConfig, CatchUpServer};
+use fanout_app::FileFeed;
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
 use fanout_transport::CloseReason;
+use std::fs::File;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -72,7 +75,7 @@ fn any_addr(like: SocketAddr) -> SocketAddr {
 
 /// Sends `args.file`; returns the report.
 pub fn send(args: &SendArgs) -> Result<TransferReport> {
-    let feed = FileFeed::open(&args.file)?;
+    let feed = open_file_feed(&args.file)?;
     if args.group.is_some() || args.unicast {
         send_session(args, feed)
     } else {
@@ -80,7 +83,7 @@ pub fn send(args: &SendArgs) -> Result<TransferReport> {
     }
 }
 
-fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
+fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferReport> {
     let peer = resolve(args.to.as_deref().context("--to or --group is required")?)?;
     let bind = args.bind.unwrap_or(any_addr(peer));
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
@@ -110,7 +113,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     })?;
     bar.finish_and_clear();
     if let Some(e) = feed.take_error() {
-        return Err(e);
+        return Err(anyhow::Error::new(e).context("read error"));
     }
     let what = match &left {
         Some(why) => format!("transfer to {peer} (the receiver left: {why})"),
@@ -141,7 +144,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     ))
 }
 
-fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
+fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferReport> {
     args.session.validate()?;
     let spec = SessionSpec {
         group: args.group,
@@ -159,13 +162,16 @@ fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     let config = args
         .session
         .config(args.net.transport(), delivery.group(), JoinPolicy::CatchUp);
-    let session_id = random_session_id();
-    let mut session = crate::catch_up::CatchUpServer::new(
-        SessionSender::new(config, session_id, clock.now()),
-        session_id,
-        args.file.clone(),
-        feed.manifest().clone(),
+    let source = FilePrefix {
+        path: args.file.clone(),
+        manifest: feed.manifest().clone(),
+    };
+    let mut session = CatchUpServer::new(
+        SessionSender::new(config, random_session_id(), clock.now()),
+        Box::new(source),
         args.net.transport(),
+        CatchUpConfig::default(),
+        random_rng(),
     );
     let size = feed.manifest().size;
     let header_len = feed.header_len();
@@ -191,7 +197,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
     view.finish();
     let stats = stats?;
     if let Some(e) = feed.take_error() {
-        return Err(e);
+        return Err(anyhow::Error::new(e).context("read error"));
     }
     let reason = require_completed(
         session.close_reason(),
@@ -226,7 +232,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed) -> Result<TransferReport> {
 #[allow(clippy::too_many_arguments)] // one report, assembled once per mode
 fn sent_report(
     peer: String,
-    feed: &FileFeed,
+    feed: &FileFeed<File>,
     seconds: f64,
     close: &CloseReason,
     transport: Vec<(&'static str, u64)>,

@@ -10,7 +10,7 @@
 //! receive window, which slows the session down to it (slowest-receiver
 //! release), and stdin is read no faster than the session sends.
 //!
-//! Session relay (TCP-SMO §IV.B, [`crate::upstream_relay`]): `stream recv
+//! Session relay (TCP-SMO §IV.B, [`fanout_app::upstream_relay`]): `stream recv
 //! --upstream` sends the receiver's stdin to the sender on its own
 //! connection; `stream send --echo-upstream` re-multicasts each complete
 //! line of it, prefixed with the receiver's address, and `--upstream-out
@@ -27,9 +27,10 @@ use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, run_session, JoinSpec, SessionSpec,
 };
 use crate::session_view::SessionView;
-use crate::upstream_relay::{UpstreamRelay, UpstreamSink};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use fanout_app::upstream_relay::UpstreamRelay;
+use fanout_app::UpstreamSink;
 use fanout_io::{Clock, Driver};
 use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::Receiver;
@@ -161,16 +162,16 @@ pub fn stream_send(
     let mut feed = InputFeed::spawn(input, driver.waker());
     let quiet = args.out.quiet || args.out.json;
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
-    let mut relay = match &args.upstream_out {
+    let mut relay_out = match &args.upstream_out {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .with_context(|| format!("cannot create {}", path.display()))?;
             Some(OutputDrain::spawn(file, driver.waker()))
         }
         None => None,
-    }
-    .map(|out| UpstreamRelay::new(args.echo_upstream, Some(out)))
-    .or_else(|| args.echo_upstream.then(|| UpstreamRelay::new(true, None)));
+    };
+    let mut relay = (args.echo_upstream || relay_out.is_some())
+        .then(|| UpstreamRelay::new(args.echo_upstream, relay_out.is_some()));
     if relay.is_some() {
         view.watch_upstream();
     }
@@ -188,7 +189,8 @@ pub fn stream_send(
             view.poll_events(s);
             if let Some(r) = relay.as_mut() {
                 let events = view.take_upstream();
-                if let Err(e) = r.pump(s, events, feed.at_line_start(), feed.ended()) {
+                r.pump(s, events, feed.at_line_start(), feed.ended());
+                if let Some(Err(e)) = relay_out.as_mut().map(|out| write_relayed(r, out)) {
                     s.abort("sender's upstream output failed");
                     relay_error = Some(e);
                 }
@@ -208,7 +210,10 @@ pub fn stream_send(
         return Err(e);
     }
     if let Some(r) = relay.as_mut() {
-        r.finish()?;
+        r.finish();
+        if let Some(out) = relay_out.as_mut() {
+            finish_relayed(r, out)?;
+        }
     }
     if let Some(e) = feed.take_error() {
         return Err(e);
@@ -415,4 +420,31 @@ pub fn run(args: StreamArgs) -> Result<()> {
         .eprint(a.out.json),
     }
     Ok(())
+}
+
+/// Writes the relayed lines the output has room for (`--upstream-out`).
+fn write_relayed(relay: &mut UpstreamRelay, out: &mut OutputDrain) -> Result<()> {
+    while out.has_room()? {
+        let Some(line) = relay.pop_output() else {
+            break;
+        };
+        out.push(line)?;
+    }
+    Ok(())
+}
+
+/// At the end of the session: writes every relayed line left and closes
+/// the output.
+fn finish_relayed(relay: &mut UpstreamRelay, out: &mut OutputDrain) -> Result<()> {
+    let rest: Vec<u8> = std::iter::from_fn(|| relay.pop_output())
+        .flatten()
+        .collect();
+    if !rest.is_empty() {
+        // The transfer is over: waiting for the writer is fine now.
+        while !out.has_room()? {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        out.push(rest)?;
+    }
+    out.finish()
 }

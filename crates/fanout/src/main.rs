@@ -10,8 +10,6 @@ mod cmd_relay;
 mod cmd_send;
 mod cmd_sim;
 mod cmd_stream;
-mod file_feed;
-mod file_proto;
 mod net_opts;
 mod pipe;
 mod progress;
@@ -20,9 +18,6 @@ mod report;
 mod session_args;
 mod session_net;
 mod session_view;
-#[cfg(test)]
-mod test_sink;
-mod upstream_relay;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -117,6 +117,12 @@ impl TransportOpts {
 }
 
 /// A fresh random 64-bit session id.
+/// A PRNG seeded from the OS (session ids of catch-up transfers).
+pub fn random_rng() -> fanout_core::Rng {
+    fanout_core::Rng::new(random_session_id())
+}
+
+/// A random session id from the OS.
 pub fn random_session_id() -> u64 {
     let mut b = [0u8; 8];
     // A failing OS RNG only weakens session-id unpredictability; fall back

@@ -3,8 +3,8 @@
 //! bounded channel, so a slow or idle pipe never blocks the engine, and the
 //! thread wakes the loop ([`fanout_io::Waker`]) when it has news.
 
-use crate::file_feed::StreamSink;
 use anyhow::{anyhow, Result};
+use fanout_app::StreamSink;
 use fanout_io::Waker;
 use std::io::{Read, Write};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
@@ -112,7 +112,7 @@ impl InputFeed {
 
     /// Whether the stream is between lines of the input: nothing written
     /// yet, or the last byte written was a newline (where the session
-    /// relay may insert a line, [`crate::upstream_relay`]).
+    /// relay may insert a line, [`fanout_app::upstream_relay`]).
     pub fn at_line_start(&self) -> bool {
         self.last.is_none_or(|b| b == b'\n')
     }
@@ -228,7 +228,7 @@ impl OutputDrain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_sink::Sink;
+    use fanout_app::MemorySink as Sink;
     use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
 
     fn waker() -> (Driver, Waker) {

@@ -1,6 +1,6 @@
 //! End-of-run summaries: one human line set, or JSON for scripts.
 
-use crate::catch_up::server::CatchUpStats;
+use fanout_app::catch_up::CatchUpStats;
 use fanout_core::stats::DropCounters;
 use fanout_transport::session::SessionStats;
 use fanout_transport::CloseReason;

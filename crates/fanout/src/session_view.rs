@@ -4,7 +4,7 @@
 //! by `fanout send --group` and `fanout stream send`.
 
 use crate::report::{MemberReport, SubtreeReceiverReport};
-use crate::upstream_relay::RelayEvent;
+use fanout_app::upstream_relay::RelayEvent;
 use fanout_core::time::Instant;
 use fanout_transport::session::{MemberId, MemberSnapshot, SessionEvent, SessionSender};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};

@@ -3,13 +3,13 @@
 //! from a unicast catch-up transfer (a second thread with its own socket),
 //! both written into one [`SplitFile`].
 
-use super::client::CatchUpClient;
 use super::split_file::SplitFile;
 use crate::cmd_recv::RecvArgs;
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{drops_map, goodput_bps, peak_rss_bytes, TransferReport};
 use anyhow::{bail, Context, Result};
+use fanout_app::catch_up::CatchUpClient;
 use fanout_core::time::Instant;
 use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
 use fanout_transport::{Receiver, TransportConfig};
@@ -245,7 +245,7 @@ fn fetch_prefix(
             }
         }
         let mut chunk = vec![0u8; CHUNK_BYTES];
-        let n = c.receiver().read(&mut chunk);
+        let n = c.receiver_mut().read(&mut chunk);
         if n == 0 {
             return true;
         }

@@ -4,8 +4,8 @@
 //! in `NAME.part`. Once both parts are complete the file is hashed back
 //! from disk (BLAKE3) and renamed only if it matches the trailer.
 
-use crate::file_proto::{Manifest, TRAILER_LEN};
 use anyhow::{bail, ensure, Context, Result};
+use fanout_app::{Manifest, TRAILER_LEN};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;

@@ -59,8 +59,13 @@ impl CatchUpClient {
         }
     }
 
-    /// The unicast receiver of the prefix (read it like any stream).
-    pub fn receiver(&mut self) -> &mut Receiver {
+    /// The receiver of the prefix.
+    pub fn receiver(&self) -> &Receiver {
+        &self.receiver
+    }
+
+    /// The receiver of the prefix, to read it like any stream.
+    pub fn receiver_mut(&mut self) -> &mut Receiver {
         &mut self.receiver
     }
 

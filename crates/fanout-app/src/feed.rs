@@ -1,54 +1,18 @@
 //! Feeds a file into a stream in fanout's file protocol (manifest message,
 //! bytes, BLAKE3 trailer message), never blocking: each call writes what
-//! the stream takes now.
+//! the stream takes now. The file is any reader of exactly `size` bytes
+//! (a [`std::fs::File`] in the CLI, synthetic bytes in the simulator).
 
-use crate::file_proto::{sanitize_name, Manifest};
-use anyhow::{bail, Context, Result};
-use fanout_transport::session::SessionSender;
-use std::fs::File;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-
-/// What a file can be fed into: a session sender (of one member or many),
-/// or a member's upstream stream.
-pub trait StreamSink {
-    /// Queues one whole message, or nothing (false) if it does not fit now.
-    fn write_message(&mut self, msg: &[u8]) -> bool;
-    /// Queues what fits of `data`; returns the count.
-    fn write(&mut self, data: &[u8]) -> usize;
-    /// Bytes `write` would take now.
-    fn writable(&self) -> usize;
-    /// Ends the stream.
-    fn finish(&mut self);
-    /// Aborts, telling the peer(s) why.
-    fn abort(&mut self, reason: &str);
-}
-
-impl StreamSink for SessionSender {
-    fn write_message(&mut self, msg: &[u8]) -> bool {
-        SessionSender::write_message(self, msg)
-    }
-    fn write(&mut self, data: &[u8]) -> usize {
-        SessionSender::write(self, data)
-    }
-    fn writable(&self) -> usize {
-        SessionSender::writable(self)
-    }
-    fn finish(&mut self) {
-        SessionSender::finish(self)
-    }
-    fn abort(&mut self, reason: &str) {
-        SessionSender::abort(self, reason)
-    }
-}
+use crate::manifest::Manifest;
+use crate::StreamSink;
+use std::io::{self, Read};
 
 /// Smallest read from the file once streaming (unless less is left), bytes.
 const MIN_READ_BYTES: usize = 64 << 10;
 
 /// A file on its way into a stream.
-pub struct FileFeed {
-    path: PathBuf,
-    file: File,
+pub struct FileFeed<R> {
+    reader: R,
     manifest: Manifest,
     header: Vec<u8>,
     hasher: blake3::Hasher,
@@ -57,30 +21,14 @@ pub struct FileFeed {
     most_room: usize,
     done: u64,
     trailer: Option<Vec<u8>>,
-    error: Option<anyhow::Error>,
+    error: Option<io::Error>,
 }
 
-impl FileFeed {
-    /// Opens `path` (a regular file with a UTF-8 name).
-    pub fn open(path: &Path) -> Result<FileFeed> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let meta = file
-            .metadata()
-            .with_context(|| format!("cannot stat {}", path.display()))?;
-        if !meta.is_file() {
-            bail!("{} is not a regular file", path.display());
-        }
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .context("the file name is not valid UTF-8")?;
-        let manifest = Manifest {
-            size: meta.len(),
-            name: sanitize_name(name)?,
-        };
-        Ok(FileFeed {
-            path: path.to_path_buf(),
-            file,
+impl<R: Read> FileFeed<R> {
+    /// Feeds `manifest.size` bytes of `reader`, announced by `manifest`.
+    pub fn new(reader: R, manifest: Manifest) -> Self {
+        FileFeed {
+            reader,
             header: manifest.encode(),
             manifest,
             hasher: blake3::Hasher::new(),
@@ -89,7 +37,7 @@ impl FileFeed {
             done: 0,
             trailer: None,
             error: None,
-        })
+        }
     }
 
     /// The manifest sent first.
@@ -126,11 +74,11 @@ impl FileFeed {
                 .len()
                 .min(s.writable())
                 .min((size - self.done) as usize);
-            match self.file.read(&mut self.chunk[..want]) {
+            match self.reader.read(&mut self.chunk[..want]) {
                 Ok(0) => {
-                    self.error = Some(anyhow::anyhow!(
-                        "{} shrank while being sent",
-                        self.path.display()
+                    self.error = Some(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{} shrank while being sent", self.manifest.name),
                     ));
                     s.abort("sender's file changed");
                     return;
@@ -141,8 +89,9 @@ impl FileFeed {
                     debug_assert_eq!(taken, n, "writable() promised room");
                     self.done += n as u64;
                 }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.error = Some(anyhow::Error::new(e).context("read error"));
+                    self.error = Some(e);
                     s.abort("sender's read error");
                     return;
                 }
@@ -161,7 +110,7 @@ impl FileFeed {
     }
 
     /// The read error that aborted the stream, if any.
-    pub fn take_error(&mut self) -> Option<anyhow::Error> {
+    pub fn take_error(&mut self) -> Option<io::Error> {
         self.error.take()
     }
 
@@ -212,12 +161,12 @@ mod tests {
 
     #[test]
     fn reads_wait_for_room_worth_a_read_and_the_stream_is_whole() {
-        let dir = std::env::temp_dir().join(format!("fanout-feed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f.bin");
         let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        std::fs::write(&path, &body).unwrap();
-        let mut feed = FileFeed::open(&path).unwrap();
+        let manifest = Manifest {
+            size: body.len() as u64,
+            name: "f.bin".into(),
+        };
+        let mut feed = FileFeed::new(&body[..], manifest);
         let mut w = Window {
             capacity: 1 << 20,
             held: 0,
@@ -233,7 +182,6 @@ mod tests {
             }
             w.held = w.held.saturating_sub(3000);
         }
-        std::fs::remove_dir_all(&dir).unwrap();
         assert!(w.finished);
         let header = feed.header_len() as usize;
         assert_eq!(&w.got[header..header + body.len()], &body[..]);

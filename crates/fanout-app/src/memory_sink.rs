@@ -1,12 +1,12 @@
-//! A [`StreamSink`] for unit tests of the stream feeds ([`crate::pipe`],
-//! [`crate::catch_up::prefix`]): it collects what it is given, at most
-//! `room` bytes per call.
+//! A [`StreamSink`] into memory: it collects what it is given, at most
+//! `room` bytes per call — for tests of stream producers, and to capture
+//! a stream (a file's as the file protocol frames it) without a session.
 
-use crate::file_feed::StreamSink;
+use crate::StreamSink;
 
-/// Collects what a feed writes, `room` bytes per call.
+/// Collects what a producer writes, `room` bytes per call.
 #[derive(Debug, Default)]
-pub struct Sink {
+pub struct MemorySink {
     /// Every byte accepted so far, messages included, in order.
     pub got: Vec<u8>,
     /// Bytes accepted per `write` call (and reported by `writable`).
@@ -15,7 +15,7 @@ pub struct Sink {
     pub finished: bool,
 }
 
-impl StreamSink for Sink {
+impl StreamSink for MemorySink {
     fn write_message(&mut self, msg: &[u8]) -> bool {
         self.got.extend_from_slice(msg);
         true

@@ -1,9 +1,10 @@
-//! Session relay in the CLI (`shared/SEEDS-DIGEST.md` §1, TCP-SMO §IV.B;
-//! issue 3 §4): `fanout stream recv --upstream` sends the receiver's stdin
-//! to the sender on its own connection ([`UpstreamSink`]);
-//! `fanout stream send --echo-upstream` re-multicasts each complete line
-//! a receiver sent, prefixed with `[ADDR] `, into the session, and
-//! `--upstream-out FILE` writes the same lines to a file ([`UpstreamRelay`]).
+//! Session relay (TCP-SMO §IV.B: each receiver can send data back to the
+//! source through its own connection): a member's upstream stream is any
+//! producer writing into [`crate::UpstreamSink`]; the sender's
+//! [`UpstreamRelay`] re-multicasts each complete line a receiver sent,
+//! prefixed with `[ADDR] `, into the session (`fanout stream send
+//! --echo-upstream`), and/or hands the same lines to an output the caller
+//! drains (`--upstream-out FILE`).
 //!
 //! Echoed lines enter the stream only between lines of the sender's own
 //! input (when the last input byte written was a newline, or none was),
@@ -13,11 +14,7 @@
 //! at the sender, whose upstream windows then close (the members slow
 //! down; nothing is lost).
 
-use crate::file_feed::StreamSink;
-use crate::pipe::OutputDrain;
-use anyhow::Result;
 use fanout_transport::session::{MemberId, SessionSender};
-use fanout_transport::Receiver;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
@@ -36,29 +33,6 @@ pub enum RelayEvent {
     Left(MemberId),
 }
 
-/// A member's receiver as the sink of its stdin (`stream recv --upstream`).
-pub struct UpstreamSink<'a>(pub &'a mut Receiver);
-
-impl StreamSink for UpstreamSink<'_> {
-    fn write_message(&mut self, msg: &[u8]) -> bool {
-        msg.len() <= self.0.upstream_writable() && self.0.write_upstream(msg) == msg.len()
-    }
-    fn write(&mut self, data: &[u8]) -> usize {
-        self.0.write_upstream(data)
-    }
-    fn writable(&self) -> usize {
-        self.0.upstream_writable()
-    }
-    fn finish(&mut self) {
-        self.0.finish_upstream();
-    }
-    /// The input failed: end the upstream stream there (the session
-    /// itself goes on).
-    fn abort(&mut self, _reason: &str) {
-        self.0.finish_upstream();
-    }
-}
-
 /// Counters of the sender's relay.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RelayCounters {
@@ -73,10 +47,12 @@ pub struct RelayCounters {
 }
 
 /// The sender's side: reads members' upstream bytes, cuts them into
-/// prefixed lines, echoes them into the stream and/or writes them out.
+/// prefixed lines, echoes them into the stream and/or queues them for an
+/// output ([`UpstreamRelay::pop_output`]).
 pub struct UpstreamRelay {
     echo: bool,
-    out: Option<OutputDrain>,
+    /// Lines are queued for an output.
+    output: bool,
     /// Members with unread upstream bytes (or an unread end).
     ready: BTreeMap<MemberId, SocketAddr>,
     /// Each member's line so far (`[ADDR] ` included).
@@ -88,12 +64,12 @@ pub struct UpstreamRelay {
 }
 
 impl UpstreamRelay {
-    /// A relay echoing lines into the stream (`echo`) and/or writing them
-    /// to `out`.
-    pub fn new(echo: bool, out: Option<OutputDrain>) -> Self {
+    /// A relay echoing lines into the stream (`echo`) and/or queueing them
+    /// for an output (`output`).
+    pub fn new(echo: bool, output: bool) -> Self {
         UpstreamRelay {
             echo,
-            out,
+            output,
             ready: BTreeMap::new(),
             partial: BTreeMap::new(),
             to_echo: VecDeque::new(),
@@ -109,16 +85,17 @@ impl UpstreamRelay {
     }
 
     /// One turn of the event loop: takes the session's upstream `events`,
-    /// reads what the queues have room for, echoes lines into `s` if the
-    /// input is between lines (`at_line_start`) and the stream is still
-    /// open (`!ended`), and hands lines to the output file.
+    /// reads what the queues have room for, and echoes lines into `s` if
+    /// the input is between lines (`at_line_start`) and the stream is
+    /// still open (`!ended`). Lines for the output wait in
+    /// [`UpstreamRelay::pop_output`].
     pub fn pump(
         &mut self,
         s: &mut SessionSender,
         events: Vec<RelayEvent>,
         at_line_start: bool,
         ended: bool,
-    ) -> Result<()> {
+    ) {
         for e in events {
             match e {
                 RelayEvent::Readable(id, addr) => {
@@ -171,14 +148,14 @@ impl UpstreamRelay {
                 self.to_echo.pop_front();
             }
         }
-        if let Some(out) = self.out.as_mut() {
-            while !self.to_file.is_empty() && out.has_room()? {
-                let line = self.to_file.pop_front().expect("not empty");
-                self.queued -= line.len();
-                out.push(line)?;
-            }
-        }
-        Ok(())
+    }
+
+    /// The next line for the output, if any (the caller writes it out when
+    /// its output has room; until then lines count against the bound).
+    pub fn pop_output(&mut self) -> Option<Vec<u8>> {
+        let line = self.to_file.pop_front()?;
+        self.queued -= line.len();
+        Some(line)
     }
 
     /// Completes member `id`'s line (adding the newline it lacks) and
@@ -195,31 +172,19 @@ impl UpstreamRelay {
             self.queued += line.len();
             self.to_echo.push_back(line.clone());
         }
-        if self.out.is_some() {
+        if self.output {
             self.queued += line.len();
             self.to_file.push_back(line);
         }
     }
 
-    /// At the end of the session: writes every pending line to the file
-    /// (partial ones completed) and closes it.
-    pub fn finish(&mut self) -> Result<()> {
+    /// At the end of the session: completes every partial line; the
+    /// output's lines then wait in [`UpstreamRelay::pop_output`].
+    pub fn finish(&mut self) {
         let ids: Vec<MemberId> = self.partial.keys().copied().collect();
         for id in ids {
             self.end_line(id);
         }
-        let Some(out) = self.out.as_mut() else {
-            return Ok(());
-        };
-        let rest: Vec<u8> = self.to_file.drain(..).flatten().collect();
-        if !rest.is_empty() {
-            // The transfer is over: waiting for the writer is fine now.
-            while !out.has_room()? {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            out.push(rest)?;
-        }
-        out.finish()
     }
 }
 
@@ -277,16 +242,16 @@ mod tests {
             });
             s.handle_datagram(now, member, &datagram(9, f));
         }
-        let mut relay = UpstreamRelay::new(true, None);
+        let mut relay = UpstreamRelay::new(true, true);
         let free = s.writable();
         // Mid-line in the sender's own input: nothing is echoed yet.
         let news = events(&mut s);
-        relay.pump(&mut s, news, false, false).unwrap();
+        relay.pump(&mut s, news, false, false);
         assert_eq!(relay.counters().bytes, up.len() as u64);
         assert_eq!(relay.counters().lines, 3, "abc, a cut piece, the rest");
         assert_eq!(relay.counters().echoed, 0);
         assert_eq!(s.writable(), free);
-        relay.pump(&mut s, Vec::new(), true, false).unwrap();
+        relay.pump(&mut s, Vec::new(), true, false);
         assert_eq!(relay.counters().echoed, 3);
         let prefix = "[10.0.0.2:7000] ".len();
         // Each line carries the prefix; the cut piece and the last one
@@ -295,5 +260,10 @@ mod tests {
         let echoed = (prefix + 4) + (MAX_LINE_BYTES + 1) + (prefix + 5000 - cut + 1);
         assert_eq!(free - s.writable(), echoed);
         assert!(s.upstream_finished(s.members().next().unwrap().0));
+        // The same lines wait for the output, in order.
+        let out: Vec<Vec<u8>> = std::iter::from_fn(|| relay.pop_output()).collect();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], b"[10.0.0.2:7000] abc\n");
+        assert_eq!(out.iter().map(Vec::len).sum::<usize>(), echoed);
     }
 }

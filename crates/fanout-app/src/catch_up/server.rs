@@ -6,35 +6,52 @@
 //! socket means one port to open, one address the joiner already knows, and
 //! one event loop — no second port to announce.
 
-use super::prefix::{FilePrefix, PrefixSource, PrefixStream};
+use super::prefix::{PrefixSource, PrefixStream};
 use super::request::parse_request;
-use crate::file_feed::StreamSink;
-use crate::file_proto::Manifest;
-use crate::net_opts::random_session_id;
+use crate::StreamSink;
 use fanout_core::time::Instant;
-use fanout_core::{Engine, Transmit};
+use fanout_core::{Engine, Rng, Transmit};
 use fanout_transport::session::{SessionConfig, SessionSender};
 use fanout_transport::{CloseReason, TransportConfig};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::{Bound, Deref, DerefMut};
-use std::path::PathBuf;
 
-/// Catch-up transfers served at once (each holds a send buffer of at most
-/// [`CATCH_UP_SEND_BUFFER`]); further requests are ignored until one ends
-/// (the joiner retries).
+/// Most catch-up transfers served at once, whatever the configuration
+/// (each holds a send buffer of at most [`CatchUpConfig::send_buffer_bytes`]);
+/// further requests are ignored until one ends (the joiner retries).
 pub const MAX_CATCH_UPS: usize = 16;
-/// Send buffer of one catch-up transfer, bytes.
-pub const CATCH_UP_SEND_BUFFER: usize = 4 << 20;
-/// While the session runs, catch-ups together may send at most one byte
-/// per this many bytes the session sent (plus [`CATCH_UP_ALLOWANCE`]): the
-/// prefix crosses the sender's link too, and at a fair share it would slow
-/// every member for as long as it runs (`docs/experiments/smo.md`, "Late
-/// joiners of a file"). Once the session has ended they run at full speed.
-pub const SESSION_BYTES_PER_CATCH_UP_BYTE: u64 = 32;
-/// Catch-up bytes allowed regardless of the share, so a joiner always gets
-/// the manifest (it reads no live bytes before it) and the handshake.
-pub const CATCH_UP_ALLOWANCE: u64 = 256 << 10;
+
+/// How a catch-up server shares the sender's link with its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CatchUpConfig {
+    /// Transfers served at once (at most [`MAX_CATCH_UPS`]).
+    pub max_jobs: usize,
+    /// Send buffer of one transfer, bytes.
+    pub send_buffer_bytes: usize,
+    /// While the session runs, catch-ups together may send at most one
+    /// byte per this many bytes the session sent (plus `allowance_bytes`):
+    /// the prefix crosses the sender's link too, and at a fair share it
+    /// would slow every member for as long as it runs
+    /// (`docs/experiments/smo.md`, "Late joiners of a file"). Once the
+    /// session has ended they run at full speed.
+    pub session_bytes_per_catch_up_byte: u64,
+    /// Catch-up bytes allowed regardless of the share, so a joiner always
+    /// gets the manifest (it reads no live bytes before it) and the
+    /// handshake.
+    pub allowance_bytes: u64,
+}
+
+impl Default for CatchUpConfig {
+    fn default() -> Self {
+        CatchUpConfig {
+            max_jobs: MAX_CATCH_UPS,
+            send_buffer_bytes: 4 << 20,
+            session_bytes_per_catch_up_byte: 32,
+            allowance_bytes: 256 << 10,
+        }
+    }
+}
 /// Peers whose catch-up ended, remembered so a late duplicate request does
 /// not start the prefix again (FIFO, bounded).
 const MAX_REMEMBERED: usize = 256;
@@ -59,13 +76,16 @@ struct Job {
     feed: Box<dyn PrefixStream>,
 }
 
-/// A [`SessionSender`] plus the unicast catch-up transfers of its late
-/// joiners. Derefs to the session, so the application drives it like one.
+/// A [`SessionSender`] plus the catch-up transfers of its late joiners.
+/// Derefs to the session, so the application drives it like one.
 pub struct CatchUpServer {
     session: SessionSender,
     session_id: u64,
     source: Box<dyn PrefixSource>,
     transport: TransportConfig,
+    config: CatchUpConfig,
+    /// Session ids of the transfers.
+    rng: Rng,
     jobs: BTreeMap<SocketAddr, Job>,
     done: VecDeque<SocketAddr>,
     /// Datagram bytes the session sent.
@@ -78,33 +98,27 @@ pub struct CatchUpServer {
 }
 
 impl CatchUpServer {
-    /// Wraps `session` (id `session_id`), which streams the file at `path`
-    /// described by `manifest`; catch-ups use `transport` with a send buffer
-    /// of at most [`CATCH_UP_SEND_BUFFER`].
+    /// Wraps `session`, serving prefixes of its stream from `source`;
+    /// transfers use `transport` (with the send buffer `config` allows)
+    /// and session ids drawn from `rng`.
     pub fn new(
         session: SessionSender,
-        session_id: u64,
-        path: PathBuf,
-        manifest: Manifest,
-        transport: TransportConfig,
-    ) -> Self {
-        let source = Box::new(FilePrefix { path, manifest });
-        Self::with_source(session, session_id, source, transport)
-    }
-
-    /// Wraps `session`, serving prefixes of its stream from `source`.
-    pub fn with_source(
-        session: SessionSender,
-        session_id: u64,
         source: Box<dyn PrefixSource>,
         mut transport: TransportConfig,
+        config: CatchUpConfig,
+        rng: Rng,
     ) -> Self {
-        transport.send_buffer_bytes = transport.send_buffer_bytes.min(CATCH_UP_SEND_BUFFER);
+        transport.send_buffer_bytes = transport.send_buffer_bytes.min(config.send_buffer_bytes);
         CatchUpServer {
+            session_id: session.session_id(),
             session,
-            session_id,
             source,
             transport,
+            config: CatchUpConfig {
+                max_jobs: config.max_jobs.min(MAX_CATCH_UPS),
+                ..config
+            },
+            rng,
             jobs: BTreeMap::new(),
             done: VecDeque::new(),
             session_sent: 0,
@@ -140,7 +154,7 @@ impl CatchUpServer {
         let ok = member
             && end > 0
             && end <= self.session.snd_nxt()
-            && self.jobs.len() < MAX_CATCH_UPS
+            && self.jobs.len() < self.config.max_jobs
             && !self.done.contains(&from);
         if !ok {
             self.stats.refused += 1;
@@ -151,12 +165,12 @@ impl CatchUpServer {
             Ok(f) => f,
             Err(e) => {
                 self.stats.refused += 1;
-                tracing::warn!(%from, "catch-up refused: {e:#}");
+                tracing::warn!(%from, "catch-up refused: {e}");
                 return;
             }
         };
         let config = SessionConfig::unicast(self.transport.clone());
-        let mut sender = SessionSender::new(config, random_session_id(), now);
+        let mut sender = SessionSender::new(config, self.rng.next_u64(), now);
         sender.offer(now, from);
         let mut job = Job { sender, feed };
         job.feed.feed(&mut job.sender);
@@ -166,11 +180,11 @@ impl CatchUpServer {
     }
 
     /// True while the catch-ups used up their share of the sender's link
-    /// (see [`SESSION_BYTES_PER_CATCH_UP_BYTE`]).
+    /// (see [`CatchUpConfig::session_bytes_per_catch_up_byte`]).
     fn throttled(&self) -> bool {
+        let share = self.config.session_bytes_per_catch_up_byte.max(1);
         self.session.close_reason().is_none()
-            && self.catch_up_sent
-                >= self.session_sent / SESSION_BYTES_PER_CATCH_UP_BYTE + CATCH_UP_ALLOWANCE
+            && self.catch_up_sent >= self.session_sent / share + self.config.allowance_bytes
     }
 
     /// Refills catch-up senders and retires the ones that ended.
@@ -317,8 +331,10 @@ impl Engine for CatchUpServer {
 
 #[cfg(test)]
 mod tests {
+    use super::super::prefix::FileInMemory;
     use super::super::request::{encode_request, Request};
     use super::*;
+    use crate::Manifest;
     use fanout_core::drain;
     use fanout_transport::session::{JoinPolicy, SessionConfig};
     use fanout_transport::wire::{accept_header, decode_frames, Frame};
@@ -350,13 +366,14 @@ mod tests {
 
     #[test]
     fn only_members_get_a_bounded_number_of_catch_ups() {
-        let dir = std::env::temp_dir().join(format!("fanout-cus-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f.bin");
-        std::fs::write(&path, vec![5u8; 1 << 20]).unwrap();
+        let bytes: std::sync::Arc<[u8]> = vec![5u8; 1 << 20].into();
         let manifest = Manifest {
             size: 1 << 20,
             name: "f.bin".into(),
+        };
+        let file = FileInMemory {
+            manifest: manifest.clone(),
+            bytes: bytes.clone(),
         };
         let config = SessionConfig {
             join: JoinPolicy::CatchUp,
@@ -365,7 +382,13 @@ mod tests {
         let now = Instant::ZERO;
         let (sid, sender, member) = (77, SENDER.parse().unwrap(), MEMBER.parse().unwrap());
         let session = SessionSender::new(config.clone(), sid, now);
-        let mut s = CatchUpServer::new(session, sid, path, manifest, config.transport.clone());
+        let mut s = CatchUpServer::new(
+            session,
+            Box::new(file),
+            config.transport.clone(),
+            CatchUpConfig::default(),
+            Rng::new(1),
+        );
         // A real member joins, then the session sends the manifest and data.
         let mut r = Receiver::join(config.transport.clone(), sender, now);
         let mut buf = Vec::new();
@@ -373,7 +396,7 @@ mod tests {
             s.handle_datagram(now, member, b)
         });
         assert_eq!(s.member_count(), 1);
-        let mut feed = crate::file_feed::FileFeed::open(&dir.join("f.bin")).unwrap();
+        let mut feed = crate::FileFeed::new(&bytes[..], manifest);
         feed.feed(&mut s);
         let out = sent(&mut s, now);
         let accept = out.iter().find_map(|(_, d)| {
@@ -418,6 +441,5 @@ mod tests {
             s.catch_up_stats().refused,
             4 + 100 - (MAX_CATCH_UPS as u64 - 1)
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -9,7 +9,7 @@
 //! The receiver writes into `NAME.part` and renames it only once the hash
 //! matches, so a partial or corrupt file never looks complete.
 
-use anyhow::{bail, ensure, Context, Result};
+use thiserror::Error;
 
 const MAGIC: &[u8; 6] = b"FOFILE";
 const VERSION: u8 = 1;
@@ -17,6 +17,26 @@ const VERSION: u8 = 1;
 pub const MAX_NAME_BYTES: usize = 255;
 /// Encoded trailer length.
 pub const TRAILER_LEN: usize = 32;
+
+/// Why a manifest was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ManifestError {
+    /// The stream does not start with the file protocol's magic.
+    #[error("the sender does not speak fanout's file protocol")]
+    NotFileProtocol,
+    /// Another version of the file protocol.
+    #[error("file protocol version {0} is not supported")]
+    Version(u8),
+    /// The name length field exceeds [`MAX_NAME_BYTES`].
+    #[error("file name too long ({0} bytes)")]
+    NameTooLong(usize),
+    /// The name is not UTF-8.
+    #[error("file name is not UTF-8")]
+    NameNotUtf8,
+    /// The name has no usable base name.
+    #[error("the sender's file name {0:?} is not a usable base name")]
+    BadName(String),
+}
 
 /// What the sender says about the file before its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,33 +62,29 @@ impl Manifest {
 
     /// Parses a manifest from the front of `buf`; `Ok(None)` if more bytes
     /// are needed. Returns the manifest and its encoded length.
-    pub fn decode(buf: &[u8]) -> Result<Option<(Manifest, usize)>> {
+    pub fn decode(buf: &[u8]) -> Result<Option<(Manifest, usize)>, ManifestError> {
         if buf.len() < 17 {
             if !MAGIC.starts_with(&buf[..buf.len().min(6)]) {
-                bail!("the sender does not speak fanout's file protocol");
+                return Err(ManifestError::NotFileProtocol);
             }
             return Ok(None);
         }
-        ensure!(
-            &buf[..6] == MAGIC,
-            "the sender does not speak fanout's file protocol"
-        );
-        ensure!(
-            buf[6] == VERSION,
-            "file protocol version {} is not supported",
-            buf[6]
-        );
+        if &buf[..6] != MAGIC {
+            return Err(ManifestError::NotFileProtocol);
+        }
+        if buf[6] != VERSION {
+            return Err(ManifestError::Version(buf[6]));
+        }
         let size = u64::from_be_bytes(buf[7..15].try_into().expect("8 bytes"));
         let name_len = u16::from_be_bytes([buf[15], buf[16]]) as usize;
-        ensure!(
-            name_len <= MAX_NAME_BYTES,
-            "file name too long ({name_len} bytes)"
-        );
+        if name_len > MAX_NAME_BYTES {
+            return Err(ManifestError::NameTooLong(name_len));
+        }
         if buf.len() < 17 + name_len {
             return Ok(None);
         }
         let name = std::str::from_utf8(&buf[17..17 + name_len])
-            .context("file name is not UTF-8")?
+            .map_err(|_| ManifestError::NameNotUtf8)?
             .to_owned();
         Ok(Some((
             Manifest {
@@ -82,11 +98,11 @@ impl Manifest {
 
 /// Keeps only a plain base name: no path separators, no `..`, no control
 /// characters — a hostile sender cannot write outside the target directory.
-pub fn sanitize_name(name: &str) -> Result<String> {
+pub fn sanitize_name(name: &str) -> Result<String, ManifestError> {
     let base = name.rsplit(['/', '\\']).next().unwrap_or("");
     let clean: String = base.chars().filter(|c| !c.is_control()).collect();
     if clean.is_empty() || clean == "." || clean == ".." {
-        bail!("the sender's file name {name:?} is not a usable base name");
+        return Err(ManifestError::BadName(name.to_owned()));
     }
     Ok(clean)
 }
@@ -106,7 +122,10 @@ mod tests {
         for cut in 0..enc.len() {
             assert_eq!(Manifest::decode(&enc[..cut]).unwrap(), None, "cut {cut}");
         }
-        assert!(Manifest::decode(b"GARBAGE-GARBAGE-GARBAGE").is_err());
+        assert_eq!(
+            Manifest::decode(b"GARBAGE-GARBAGE-GARBAGE"),
+            Err(ManifestError::NotFileProtocol)
+        );
     }
 
     #[test]
