@@ -93,6 +93,9 @@ pub struct SessionFigures {
     pub member_figures: Vec<MemberFigures>,
     /// Late joiners.
     pub late_joiners: Vec<LateJoinerFigures>,
+    /// The catch-up server around the session (its late joiners'
+    /// prefixes).
+    pub catch_up: CatchUpFigures,
     /// Relays and their downstream sessions.
     pub relays: Vec<RelayFigures>,
     /// Every receiver behind a relay together (`None` without relays).
@@ -184,6 +187,19 @@ pub struct MemberFigures {
     /// First metrics sample at which it had read the whole (bounded)
     /// stream, seconds.
     pub finished_at_s: Option<f64>,
+}
+
+/// What a session's catch-up server did (`fanout_app::catch_up`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CatchUpFigures {
+    /// Transfers started.
+    pub started: u64,
+    /// Transfers every byte of which was acknowledged.
+    pub completed: u64,
+    /// Datagram bytes the session sent.
+    pub session_bytes: u64,
+    /// Datagram bytes the catch-ups sent while the session was open.
+    pub bytes_during_session: u64,
 }
 
 /// One late joiner's figures (issue 3 §2).
@@ -324,6 +340,18 @@ fn session_figures(
         .app::<BulkSession>(s.sender)
         .map(|b| (b.session().stats().clone(), b.session().member_count()))
         .unwrap_or_default();
+    let catch_up = sim
+        .app::<BulkSession>(s.sender)
+        .map(|b| {
+            let c = b.catch_up().catch_up_stats();
+            CatchUpFigures {
+                started: c.started,
+                completed: c.completed,
+                session_bytes: c.session_bytes,
+                bytes_during_session: c.bytes_during_session,
+            }
+        })
+        .unwrap_or_default();
     let secs = sim.now().as_secs_f64().max(1e-9);
     let node = sim.app_node(s.sender);
     let node_stats = sim.node(node).stats();
@@ -421,6 +449,7 @@ fn session_figures(
         relayed,
         member_figures,
         late_joiners,
+        catch_up,
         members,
         members_left: stats.members_left,
         min_goodput_bps: goodputs.first().copied().unwrap_or(0.0),

@@ -184,3 +184,39 @@ fn feedback_stays_within_budget_on_a_shared_100_mbit_link() {
     let unthinned = shared(0);
     assert!(unthinned.feedback_pps > 20_000.0, "{unthinned:?}");
 }
+
+/// Late joiners' catch-ups are served by the catch-up server `fanout send`
+/// runs (`fanout_app::catch_up`), with its link share: while the session
+/// runs, catch-ups send at most one byte per `catch_up_share` bytes the
+/// session sends (plus a small allowance), so a smaller share moves more
+/// of the prefix early. `fanout send --catch-up-share` sets the same
+/// server's share (checked over real sockets in
+/// `crates/fanout/tests/late_joiner.rs`).
+#[test]
+fn the_catch_up_share_bounds_what_catch_ups_send_during_the_session() {
+    let during = |share: u64| {
+        let mut sc = late_slow(false);
+        set_flow_key(
+            &mut sc,
+            0,
+            "catch_up_share",
+            toml::Value::Integer(share as i64),
+        );
+        let f = run(sc, 24, 0);
+        let c = f.sessions[0].catch_up.clone();
+        assert_eq!((c.started, c.completed), (1, 1), "share {share}: {c:?}");
+        let allowance = fanout_app::catch_up::CatchUpConfig::default().allowance_bytes;
+        // One datagram may cross the bound before it is checked again.
+        let bound = c.session_bytes / share + allowance + 1500;
+        assert!(c.bytes_during_session <= bound, "share {share}: {c:?}");
+        eprintln!("catch_up_share {share}: {c:?}");
+        c.bytes_during_session
+    };
+    // Measured: 8.2 MB against 2.7 MB (the share-64 bound); the prefix
+    // transfer's own window limits it at share 2.
+    let (wide, narrow) = (during(2), during(64));
+    assert!(
+        wide > 2 * narrow,
+        "share 2: {wide} B, share 64: {narrow} B during the session"
+    );
+}

@@ -6,7 +6,7 @@ use crate::cmd_send::{send, SendArgs};
 use crate::cmd_sim::simulate_scenario;
 use crate::net_opts::TransportOpts;
 use crate::report::OutputOpts;
-use crate::session_args::SessionSendArgs;
+use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use anyhow::{ensure, Context, Result};
 use clap::{Args, Parser};
 use fanout_sim::Scenario;
@@ -112,6 +112,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
             window_policy: WindowPolicy::Minimum,
             session_rtt: RttPolicy::Maximum,
         },
+        catch_up: CatchUpArgs { catch_up_share: 32 },
         out: OutputOpts {
             json: false,
             quiet: true,

@@ -28,14 +28,14 @@ use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts,
 };
-use crate::session_args::SessionSendArgs;
+use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, DeliveryReport, JoinSpec, SessionSpec,
 };
 use crate::session_view::SessionView;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use fanout_app::catch_up::{CatchUpConfig, CatchUpServer, PrefixSource, PrefixStream};
+use fanout_app::catch_up::{CatchUpServer, PrefixSource, PrefixStream};
 use fanout_io::{Clock, Driver, RunStats, Waker};
 use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::{CloseReason, Receiver};
@@ -99,6 +99,8 @@ pub struct RelayArgs {
     pub spool: Option<PathBuf>,
     #[command(flatten)]
     pub session: SessionSendArgs,
+    #[command(flatten)]
+    pub catch_up: CatchUpArgs,
     #[command(flatten)]
     pub out: OutputOpts,
     #[command(flatten)]
@@ -228,7 +230,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
         session,
         source,
         args.net.transport(),
-        CatchUpConfig::default(),
+        args.catch_up.config(),
         random_rng(),
     );
     let quiet = args.out.quiet || args.out.json;

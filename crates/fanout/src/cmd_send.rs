@@ -9,12 +9,12 @@ use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts, TransferReport,
 };
-use crate::session_args::SessionSendArgs;
+use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
 use crate::session_view::SessionView;
 use anyhow::{Context, Result};
 use clap::Args;
-use fanout_app::catch_up::{CatchUpConfig, CatchUpServer};
+use fanout_app::catch_up::CatchUpServer;
 use fanout_app::FileFeed;
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
@@ -51,6 +51,8 @@ pub struct SendArgs {
     pub bind: Option<SocketAddr>,
     #[command(flatten)]
     pub session: SessionSendArgs,
+    #[command(flatten)]
+    pub catch_up: CatchUpArgs,
     #[command(flatten)]
     pub out: OutputOpts,
     #[command(flatten)]
@@ -170,7 +172,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         SessionSender::new(config, random_session_id(), clock.now()),
         Box::new(source),
         args.net.transport(),
-        CatchUpConfig::default(),
+        args.catch_up.config(),
         random_rng(),
     );
     let size = feed.manifest().size;

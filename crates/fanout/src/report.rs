@@ -42,6 +42,8 @@ pub fn file_session_counters(
         ("catch_ups_failed", cu.failed),
         ("catch_up_bytes", cu.bytes),
         ("catch_up_requests_refused", cu.refused),
+        ("catch_up_bytes_during_session", cu.bytes_during_session),
+        ("session_datagram_bytes", cu.session_bytes),
         ("send_syscalls", send_syscalls),
     ]
 }

@@ -9,6 +9,7 @@
 
 use anyhow::{ensure, Result};
 use clap::Args;
+use fanout_app::catch_up::CatchUpConfig;
 use fanout_transport::session::policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 use fanout_transport::session::{JoinPolicy, ReleasePolicy, SessionConfig};
 use fanout_transport::TransportConfig;
@@ -64,6 +65,27 @@ pub struct SessionSendArgs {
     /// of receivers (e.g. `p90`).
     #[arg(long, default_value = "max", value_name = "POLICY", value_parser = parse_rtt)]
     pub session_rtt: RttPolicy,
+}
+
+/// Flags of the catch-up server of a file session (`fanout send --group`,
+/// `fanout relay --spool`): how late joiners get the prefix they missed.
+#[derive(Debug, Args)]
+pub struct CatchUpArgs {
+    /// While the session runs, late joiners' catch-ups together send at
+    /// most one byte per this many bytes the session sends (the rest once
+    /// it ended), so they barely slow the others.
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub catch_up_share: u64,
+}
+
+impl CatchUpArgs {
+    /// The catch-up server's configuration.
+    pub fn config(&self) -> CatchUpConfig {
+        CatchUpConfig {
+            session_bytes_per_catch_up_byte: self.catch_up_share,
+            ..CatchUpConfig::default()
+        }
+    }
 }
 
 /// `--release`: `slowest`, `quorum:SHARE` (0 < SHARE ≤ 1) or `buffer`.

@@ -89,7 +89,11 @@ fn early_mean_seconds(reports: &[serde_json::Value], early: usize) -> f64 {
 /// `late`, receiver 8 starts only once the others passed the send buffer.
 /// Checks that all 8 files are identical; returns the sender's and the
 /// receivers' reports and the others' progress when receiver 8 started.
-fn session(tag: &str, late: bool) -> Option<(serde_json::Value, Vec<serde_json::Value>, u64)> {
+fn session(
+    tag: &str,
+    late: bool,
+    sender_args: &[&str],
+) -> Option<(serde_json::Value, Vec<serde_json::Value>, u64)> {
     if let Some(reason) = require_netns() {
         eprintln!("skipped: {reason}");
         return None;
@@ -135,6 +139,7 @@ fn session(tag: &str, late: bool) -> Option<(serde_json::Value, Vec<serde_json::
             "--json",
             "--quiet",
         ])
+        .args(sender_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
@@ -182,7 +187,7 @@ fn session(tag: &str, late: bool) -> Option<(serde_json::Value, Vec<serde_json::
 
 #[test]
 fn a_late_joiner_gets_the_whole_file_by_catch_up() {
-    let Some((sender, reports, progress_at_join)) = session("late", true) else {
+    let Some((sender, reports, progress_at_join)) = session("late", true, &[]) else {
         return;
     };
     let late = &reports[RECEIVERS - 1]["transport"];
@@ -196,6 +201,8 @@ fn a_late_joiner_gets_the_whole_file_by_catch_up() {
     assert_eq!(t["members_joined"], RECEIVERS as u64, "{t}");
     assert_eq!(t["catch_ups_completed"], 1, "{t}");
     assert_eq!(t["catch_up_bytes"].as_u64(), Some(start), "{t}");
+    let during = t["catch_up_bytes_during_session"].as_u64().unwrap();
+    assert!(during <= share_bound(t, 32), "{t}");
     eprintln!(
         "late joiner: joined at {:.1} MiB of the others' progress, start offset {start}, \
          sender {:.2} s; the 7 others {:.2} s on average; joiner {:.2} s",
@@ -211,7 +218,7 @@ fn a_late_joiner_gets_the_whole_file_by_catch_up() {
 /// `--test-threads=1`).
 #[test]
 fn the_same_session_without_a_late_joiner() {
-    let Some((sender, reports, _)) = session("base", false) else {
+    let Some((sender, reports, _)) = session("base", false, &[]) else {
         return;
     };
     assert_eq!(sender["transport"]["catch_ups_completed"], 0);
@@ -219,5 +226,36 @@ fn the_same_session_without_a_late_joiner() {
         "no late joiner: sender {:.2} s; the first 7 receivers {:.2} s on average",
         sender["seconds"].as_f64().unwrap(),
         early_mean_seconds(&reports, RECEIVERS - 1),
+    );
+}
+
+/// What catch-ups may send while the session runs with `--catch-up-share
+/// share`: one byte per `share` of the session's, plus the allowance, plus
+/// one datagram sent before the bound is checked again.
+fn share_bound(transport: &serde_json::Value, share: u64) -> u64 {
+    let session = transport["session_datagram_bytes"].as_u64().unwrap();
+    let allowance = fanout_app::catch_up::CatchUpConfig::default().allowance_bytes;
+    session / share + allowance + 1500
+}
+
+/// `--catch-up-share` sets the share of the catch-up server the simulator
+/// runs too (`fanout_app::catch_up`, checked there in
+/// `crates/fanout-sim/tests/smo_scenarios.rs`): at 2, the joiner's
+/// catch-up sends more while the session runs than the default share of
+/// 32 would ever allow, and still within its own bound.
+#[test]
+fn the_catch_up_share_flag_sets_what_catch_ups_send_during_the_session() {
+    let Some((sender, reports, _)) = session("share", true, &["--catch-up-share", "2"]) else {
+        return;
+    };
+    let t = &sender["transport"];
+    let during = t["catch_up_bytes_during_session"].as_u64().unwrap();
+    assert!(during <= share_bound(t, 2), "{t}");
+    assert!(during > share_bound(t, 32), "{t}");
+    let start = reports[RECEIVERS - 1]["transport"]["start_offset"].as_u64();
+    eprintln!(
+        "--catch-up-share 2: {during} B of catch-up while the session ran \
+         ({} B of session datagrams; prefix {start:?} B)",
+        t["session_datagram_bytes"]
     );
 }

@@ -69,6 +69,12 @@ pub struct CatchUpStats {
     pub bytes: u64,
     /// Requests refused (not a member, bad range, table full, repeat).
     pub refused: u64,
+    /// Datagram bytes the session sent.
+    pub session_bytes: u64,
+    /// Datagram bytes the catch-ups sent while the session was still open
+    /// (at most `session_bytes / share + allowance`, see
+    /// [`CatchUpConfig::session_bytes_per_catch_up_byte`]).
+    pub bytes_during_session: u64,
 }
 
 struct Job {
@@ -288,6 +294,7 @@ impl Engine for CatchUpServer {
         // The session first; catch-ups get what is left, within their share.
         if let Some(t) = self.session.poll_transmit(now, buf) {
             self.session_sent += buf.len() as u64;
+            self.stats.session_bytes = self.session_sent;
             return Some(t);
         }
         if self.throttled() {
@@ -296,6 +303,9 @@ impl Engine for CatchUpServer {
         buf.clear();
         let t = self.poll_jobs(now, buf)?;
         self.catch_up_sent += buf.len() as u64;
+        if self.session.close_reason().is_none() {
+            self.stats.bytes_during_session = self.catch_up_sent;
+        }
         Some(t)
     }
 
