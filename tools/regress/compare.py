@@ -176,6 +176,12 @@ class Build:
     def env(self):
         return dict(os.environ, CARGO_TARGET_DIR=self.target)
 
+    def transport_features(self):
+        """`--features bench` where fanout-transport keeps its benchmark
+        helpers behind that feature (later revisions), nothing before."""
+        with open(os.path.join(self.src, "crates/fanout-transport/Cargo.toml")) as f:
+            return ["--features", "bench"] if re.search(r"^bench = ", f.read(), re.M) else []
+
     def describe(self):
         dirty = " + uncommitted changes" if self.dirty else ""
         gone = " (worktree removed)" if self.worktree and not os.path.isdir(self.src) else ""
@@ -197,9 +203,11 @@ class Build:
         if "bin" in needs:
             steps.append(["cargo", "build", "--release", "-p", "fanout"])
         if "examples" in needs:
-            steps.append(["cargo", "build", "--release", "-p", "fanout-transport"] + examples)
+            steps.append(["cargo", "build", "--release", "-p", "fanout-transport"] + examples
+                         + self.transport_features())
         if "bench" in needs:
-            steps.append(["cargo", "bench", "--no-run", "-p", "fanout-transport", "--bench", "session_acks"])
+            steps.append(["cargo", "bench", "--no-run", "-p", "fanout-transport", "--bench", "session_acks"]
+                         + self.transport_features())
         for cmd in steps:
             t0 = time.monotonic()
             subprocess.run(cmd, cwd=self.src, env=self.env(), check=True, stdout=sys.stderr)
@@ -390,8 +398,8 @@ def measure_acks(ctx):
     names = {"ack_per_member_n1000": "lockstep", "ack_mix_n1000": "mix"}
 
     def one(b, _):
-        out = sh(["cargo", "bench", "-p", "fanout-transport", "--bench", "session_acks"],
-                 cwd=b.src, env=b.env())
+        out = sh(["cargo", "bench", "-p", "fanout-transport", "--bench", "session_acks"]
+                 + b.transport_features(), cwd=b.src, env=b.env())
         r = {}
         for bench, short in names.items():
             with open(os.path.join(b.target, "criterion", "session", bench, "new", "estimates.json")) as f:
