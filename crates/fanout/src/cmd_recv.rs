@@ -3,7 +3,9 @@
 use crate::net_opts::TransportOpts;
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
-use crate::report::{drops_map, goodput_bps, peak_rss_bytes, OutputOpts, TransferReport};
+use crate::report::{
+    drops_map, goodput_bps, peak_rss_bytes, version_hint, OutputOpts, TransferReport,
+};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{Manifest, TRAILER_LEN};
@@ -280,7 +282,11 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         return crate::catch_up::receive_rest(args, &mut driver, &mut receiver, clock, started);
     }
     let Some(peer) = receiver.peer() else {
-        bail!("no sender connected within {} s", args.wait);
+        bail!(
+            "no sender connected within {} s{}",
+            args.wait,
+            version_hint(&receiver.stats().drops)
+        );
     };
     if let Some(e) = app_error {
         inc.abandon();
@@ -291,7 +297,10 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         let why = receiver
             .close_reason()
             .map_or("unknown".into(), |r| r.to_string());
-        bail!("transfer from {peer} incomplete: {why}");
+        bail!(
+            "transfer from {peer} incomplete: {why}{}",
+            version_hint(&receiver.stats().drops)
+        );
     }
     inc.complete()?;
     let m = inc.manifest.clone().context("no manifest")?;

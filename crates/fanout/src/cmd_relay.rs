@@ -273,6 +273,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     }
     let reason = require_completed(
         session.close_reason(),
+        &session.stats().drops,
         format_args!("session to {}", delivery.peer_label()),
     )?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());

@@ -121,7 +121,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         Some(why) => format!("transfer to {peer} (the receiver left: {why})"),
         None => format!("transfer to {peer}"),
     };
-    let reason = require_completed(sender.close_reason(), what)?;
+    let reason = require_completed(sender.close_reason(), &sender.stats().drops, what)?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = sender.stats();
     let transport = vec![
@@ -203,6 +203,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     }
     let reason = require_completed(
         session.close_reason(),
+        &session.stats().drops,
         format_args!("session to {}", delivery.peer_label()),
     )?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());

@@ -227,6 +227,7 @@ pub fn stream_send(
     }
     let reason = require_completed(
         session.close_reason(),
+        &session.stats().drops,
         format_args!("stream to {}", delivery.peer_label()),
     )?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());

@@ -1,7 +1,7 @@
 //! End-of-run summaries: one human line set, or JSON for scripts.
 
 use fanout_app::catch_up::CatchUpStats;
-use fanout_core::stats::DropCounters;
+use fanout_core::stats::{DropCounters, DropReason};
 use fanout_transport::session::SessionStats;
 use fanout_transport::CloseReason;
 use serde::Serialize;
@@ -9,16 +9,33 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 
 /// How a sending engine ended (a missing reason counts as an idle timeout);
-/// an error naming `what` unless it completed.
+/// an error naming `what` unless it completed, with
+/// [`version_hint`] from the engine's `drops`.
 pub fn require_completed(
     reason: Option<&CloseReason>,
+    drops: &DropCounters,
     what: impl Display,
 ) -> anyhow::Result<CloseReason> {
     let reason = reason.cloned().unwrap_or(CloseReason::IdleTimeout);
     if reason != CloseReason::Completed {
-        anyhow::bail!("{what} failed: {reason}");
+        anyhow::bail!("{what} failed: {reason}{}", version_hint(drops));
     }
     Ok(reason)
+}
+
+/// Why a transfer may have failed although a peer was there: datagrams of
+/// another fanout wire version arrived (an older or newer build never
+/// misreads ours, it drops them, and we drop its: `unsupported_version`).
+/// Empty if none did.
+pub fn version_hint(drops: &DropCounters) -> String {
+    match drops.get(DropReason::UnsupportedVersion) {
+        0 => String::new(),
+        n => format!(
+            " ({n} datagrams of another fanout wire version arrived and were dropped: \
+             both ends must run a fanout build speaking wire version {})",
+            fanout_transport::wire::VERSION
+        ),
+    }
 }
 
 /// A file session sender's counters (`send --group`, `relay`): the session's

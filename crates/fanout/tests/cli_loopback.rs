@@ -260,3 +260,33 @@ fn bad_input_gets_clear_errors() {
     let (ok, _) = run(&["--help"]);
     assert!(ok);
 }
+
+/// A sender of wire version 1 (before the handshake frames were split)
+/// is never misread: its CONNECT is dropped as `unsupported_version`, the
+/// receiver waits out `--wait`, and its error says why.
+#[test]
+fn a_peer_of_another_wire_version_gets_a_clear_error() {
+    let dir = temp_dir("version");
+    let (p, addr, log) = start_recv(dir.path(), &["--wait", "2"]);
+    let v1_connect: Vec<u8> = [
+        &b"FO"[..],
+        &[1, 0],                   // version 1, no flags
+        &7u64.to_be_bytes(),       // session id
+        &0u32.to_be_bytes(),       // packet number
+        &[0x02, 1, 0x45, 0x8d, 0], // v1 CONNECT: sends_data 1, max payload 1421, window 0
+        &[0, 0, 0, 0, 0, 0],       // timestamp, member id, start offset
+    ]
+    .concat();
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..3 {
+        s.send_to(&v1_connect, addr).unwrap();
+    }
+    let out = finish(p, Duration::from_secs(20));
+    assert!(!out.status.success());
+    let err: Vec<String> = log.try_iter().collect();
+    assert!(
+        err.iter()
+            .any(|l| l.contains("3 datagrams of another fanout wire version")),
+        "{err:?}"
+    );
+}
