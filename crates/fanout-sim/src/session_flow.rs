@@ -43,8 +43,8 @@ use crate::transfer::{apply_transport_options, feed_bulk, SinkReceiver};
 use crate::units::Bytes;
 use fanout_app::catch_up::{CatchUpConfig, CatchUpServer, RepeatedByte};
 use fanout_core::{Engine, Instant, Rng, Transmit};
-use fanout_transport::session::feedback;
-use fanout_transport::session::policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
+use fanout_transport::session::budget_for_link;
+use fanout_transport::session::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionSender};
 use fanout_transport::Receiver;
 use serde::Deserialize;
@@ -432,7 +432,7 @@ impl FlowFactory for SessionFlows {
             Some("coded") => {
                 let block = t
                     .repair_block
-                    .unwrap_or(fanout_transport::session::coded_repair::DEFAULT_BLOCK_SEGMENTS);
+                    .unwrap_or(fanout_transport::session::DEFAULT_BLOCK_SEGMENTS);
                 if !(2..=fanout_transport::fec::MAX_SOURCE_SYMBOLS).contains(&block) {
                     return Err("repair_block: must be within 2..=64".into());
                 }
@@ -454,9 +454,9 @@ impl FlowFactory for SessionFlows {
             config.steady_ack_every = None;
         }
         // A sender knows its own link's speed (a real one reads its NIC's):
-        // the default budget is a share of it (`feedback::budget_for_link`).
+        // the default budget is a share of it (`budget_for_link`).
         if let Some(bps) = sender_link_bps(sim, from) {
-            config.feedback_budget_pps = feedback::budget_for_link(bps);
+            config.feedback_budget_pps = budget_for_link(bps);
         }
         if let Some(b) = t.feedback_budget {
             config.feedback_budget_pps = b;

@@ -53,7 +53,7 @@ pub struct TransportConfig {
     /// Ancestors to re-attach to, in order, when the merger named by
     /// `feedback_via` (or a later one of this list, except the last) falls
     /// silent for `parent_silence` — typically that merger's parent, ...,
-    /// then the session sender ([`crate::reattach`]). Empty: the merger is
+    /// then the session sender (`crate::reattach`). Empty: the merger is
     /// never abandoned (the idle timeout ends the session instead).
     pub feedback_fallback: Vec<SocketAddr>,
     /// A feedback parent that is not the last of `feedback_fallback` and

@@ -11,27 +11,35 @@
 //! Every engine is sans-IO ([`fanout_core::Engine`]), so the same code runs
 //! over real sockets (`fanout-io`) and in the simulator (`fanout-sim`).
 
-pub mod config;
-pub mod event;
+mod config;
+mod event;
 pub mod fec;
 pub mod handshake;
 pub mod merge;
-pub mod packet;
-pub mod reattach;
-pub mod receiver;
-pub mod recovery;
-pub mod recv_buffer;
-pub mod segment_log;
-pub mod send_buffer;
+mod packet;
+mod reattach;
+mod receiver;
+mod recovery;
+mod recv_buffer;
+mod segment_log;
+mod send_buffer;
 pub mod session;
-pub mod stats;
-pub mod upstream;
+mod stats;
+mod upstream;
 pub mod wire;
 
-pub use config::TransportConfig;
+pub use config::{TransportConfig, DATA_FRAME_FIXED_OVERHEAD, DEFAULT_MAX_DATAGRAM};
 pub use event::{CloseReason, Event};
+pub use packet::{PacketBuilder, PacketNumbers};
+pub use reattach::{DEFAULT_PARENT_SILENCE, MAX_FALLBACK};
+pub use receiver::coded::{CodedRx, MAX_HELD_REPAIR_BYTES, MAX_PARTIAL_BLOCKS};
 pub use receiver::Receiver;
-pub use recovery::Recovery;
-pub use segment_log::SegmentLog;
+pub use recovery::{
+    AckOutcome, Recovery, TimeoutOutcome, MAX_REPAIRS_IN_FLIGHT, MAX_SACK_RANGES_KEPT,
+};
+pub use segment_log::{LoggedSegment, SegmentLog};
 pub use stats::ReceiverStats;
-pub use upstream::{UpstreamSendStats, UpstreamStatus};
+pub use upstream::{
+    UpstreamSendStats, UpstreamStatus, MAX_UPSTREAM_RTO_BACKOFFS, UPSTREAM_INITIAL_WINDOW,
+    UPSTREAM_SEND_BUFFER,
+};

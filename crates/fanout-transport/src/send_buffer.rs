@@ -54,11 +54,6 @@ impl SendBuffer {
         self.bytes.len()
     }
 
-    /// True if nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
     /// Appends as much of `data` as fits; returns the count taken.
     pub fn write(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(self.free());

@@ -16,7 +16,7 @@ pub struct ReceiverStats {
     /// Stream bytes received that were already held.
     pub duplicate_bytes: u64,
     /// Re-attachments to an ancestor after the feedback merger fell
-    /// silent ([`crate::reattach`]).
+    /// silent (`crate::reattach`).
     pub reattaches: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,

@@ -7,7 +7,7 @@
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, Rng};
 use fanout_transport::fec::{self, BlockGeometry};
-use fanout_transport::session::policy::{FairScaling, RepairPolicy, WindowPolicy};
+use fanout_transport::session::{FairScaling, RepairPolicy, WindowPolicy};
 use fanout_transport::session::{SessionConfig, SessionSender};
 use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{decode_frames, Frame, Header, HeaderFlags, RepairFrame};
@@ -357,7 +357,7 @@ proptest! {
             }
             m.handle_datagram(Instant::ZERO, sender, &d);
             if let Some(c) = m.coded_repair() {
-                prop_assert!(c.held_bytes() <= fanout_transport::receiver::coded::MAX_HELD_REPAIR_BYTES);
+                prop_assert!(c.held_bytes() <= fanout_transport::MAX_HELD_REPAIR_BYTES);
             }
         }
         let got = read_all(&mut m);

@@ -2,7 +2,7 @@
 //! a meet — commutative, associative, idempotent — and a merged ACK never
 //! acknowledges (cumulatively or by SACK) an offset some child has not.
 
-use fanout_transport::merge::ack_meet::older_timestamp;
+use fanout_transport::merge::older_timestamp;
 use fanout_transport::merge::AckSummary;
 use fanout_transport::wire::{AckFrame, WireTimestamp, MAX_SACK_RANGES};
 use proptest::prelude::*;

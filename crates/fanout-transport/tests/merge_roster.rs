@@ -12,7 +12,7 @@ mod merge;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MAX_SUBTREE_RECEIVERS};
-use fanout_transport::session::policy::RepairPolicy;
+use fanout_transport::session::RepairPolicy;
 use fanout_transport::session::{SessionConfig, SessionSender, MAX_SESSION_ROSTER_ENTRIES};
 use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{

@@ -35,7 +35,10 @@ fn every_file_and_item_the_rfc_map_names_exists() {
                     .iter()
                     .filter(|f| f.to_string_lossy().ends_with(&format!("/{path}")))
                     .collect();
-                assert!(!matches.is_empty(), "{path} named in rfc-map.md: no such file");
+                assert!(
+                    !matches.is_empty(),
+                    "{path} named in rfc-map.md: no such file"
+                );
                 file = matches.first().copied();
                 checked += 1;
             } else if let Some(f) = file {

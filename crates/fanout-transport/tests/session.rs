@@ -900,7 +900,7 @@ fn upstream_arrives_once_in_order_under_loss_and_the_session_goes_on() {
 
 #[test]
 fn a_flooding_member_cannot_grow_upstream_memory_and_strangers_are_dropped() {
-    use fanout_transport::session::upstream::{MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW};
+    use fanout_transport::session::{MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW};
     let n = MAX_UPSTREAM_BUFFERS + 6;
     let data = random_data(300_000, 13);
     let cfg = SessionConfig {

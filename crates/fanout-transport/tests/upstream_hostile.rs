@@ -160,10 +160,7 @@ fn drive_member(
     let mut r = Receiver::join(cfg, sender_addr(), now);
     let data: Vec<u8> = (0..written as u64).map(truth).collect();
     let n = r.write_upstream(&data);
-    prop_assert_eq!(
-        n,
-        written.min(fanout_transport::upstream::UPSTREAM_SEND_BUFFER)
-    );
+    prop_assert_eq!(n, written.min(fanout_transport::UPSTREAM_SEND_BUFFER));
     if finish {
         r.finish_upstream();
     }
@@ -177,7 +174,7 @@ fn drive_member(
     });
     r.handle_datagram(now, sender_addr(), &datagram(0, accept));
     prop_assert!(r.peer().is_some());
-    let mut limit = fanout_transport::upstream::UPSTREAM_INITIAL_WINDOW;
+    let mut limit = fanout_transport::UPSTREAM_INITIAL_WINDOW;
     for (k, &(cumulative, window, advance_ms)) in acks.iter().enumerate() {
         let mut sent = Vec::new();
         drain(&mut r, now, &mut out, 256, |_, d| sent.push(d.to_vec()));

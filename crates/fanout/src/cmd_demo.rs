@@ -10,8 +10,8 @@ use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use anyhow::{ensure, Context, Result};
 use clap::{Args, Parser};
 use fanout_sim::Scenario;
-use fanout_transport::session::policy::{RttPolicy, WindowPolicy};
 use fanout_transport::session::ReleasePolicy;
+use fanout_transport::session::{RttPolicy, WindowPolicy};
 use std::io::Write;
 use std::sync::mpsc;
 

@@ -41,7 +41,7 @@ pub struct TransportOpts {
     #[arg(long, default_value = "cubic", value_name = "ALGO")]
     pub cc: CcAlgorithm,
     /// Largest UDP payload, in bytes (path MTU − IP/UDP headers).
-    #[arg(long, default_value_t = fanout_transport::config::DEFAULT_MAX_DATAGRAM as u64, value_name = "BYTES",
+    #[arg(long, default_value_t = fanout_transport::DEFAULT_MAX_DATAGRAM as u64, value_name = "BYTES",
           value_parser = clap::value_parser!(u64).range(256..=65_000))]
     pub max_datagram: u64,
     /// Send buffer / receive window, in MiB.

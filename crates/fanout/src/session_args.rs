@@ -10,7 +10,7 @@
 use anyhow::{ensure, Result};
 use clap::Args;
 use fanout_app::catch_up::CatchUpConfig;
-use fanout_transport::session::policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
+use fanout_transport::session::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 use fanout_transport::session::{JoinPolicy, ReleasePolicy, SessionConfig};
 use fanout_transport::TransportConfig;
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@ use super::request::{encode_request, Request};
 use fanout_core::time::Instant;
 use fanout_core::{Engine, Transmit};
 use fanout_transport::handshake::retry_wait;
-use fanout_transport::packet::PacketNumbers;
+use fanout_transport::PacketNumbers;
 use fanout_transport::{Receiver, TransportConfig};
 use std::net::SocketAddr;
 

@@ -10,8 +10,8 @@
 //! [`fanout_transport::Receiver`] joins it — so no byte of the prefix goes
 //! to an address that did not answer.
 
-use fanout_transport::packet::{PacketBuilder, PacketNumbers};
 use fanout_transport::wire::{accept_header, decode_frames, CatchUpFrame, Frame};
+use fanout_transport::{PacketBuilder, PacketNumbers};
 
 /// What a request says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! the receiver's counterpart.
 
 use crate::DriverConfig;
-use fanout_transport::session::policy::{RepairPolicy, RttPolicy, WindowPolicy};
 use fanout_transport::session::{JoinPolicy, ReleasePolicy, SessionConfig};
+use fanout_transport::session::{RepairPolicy, RttPolicy, WindowPolicy};
 use fanout_transport::TransportConfig;
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -37,7 +37,7 @@ pub struct MergerConfig {
     pub parent_timeout: Duration,
     /// Send every admitted child a keep-alive (a PADDING datagram) this
     /// often, so children with a fallback chain can tell a crashed merger
-    /// from a quiet one ([`crate::reattach`]). `None`: no keep-alives.
+    /// from a quiet one (`crate::reattach`). `None`: no keep-alives.
     pub keepalive: Option<Duration>,
     /// Ancestors to re-attach to, in order, when the parent (a merger, not
     /// the last of this list) falls silent for `parent_silence`: its
@@ -98,7 +98,7 @@ pub struct MergerStats {
     /// Merged ACKs built at once because a child repeated its ACK.
     pub duplicate_forwards: u64,
     /// Children's duplicate ACKs not forwarded: a duplicate at the same
-    /// merged point already went up ([`super::mctcp`] rule 2).
+    /// merged point already went up (`super::mctcp` rule 2).
     pub duplicates_suppressed: u64,
     /// Merged CONNECTs sent upstream (with retries).
     pub connects_out: u64,

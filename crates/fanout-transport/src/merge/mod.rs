@@ -4,16 +4,16 @@
 //! Design notes and the merge rules with their seed citations:
 //! `docs/mctcp.md`.
 //!
-//! * [`spec`] — the concast merge-specification abstraction ([`MergeSpec`]:
+//! * `spec` — the concast merge-specification abstraction ([`MergeSpec`]:
 //!   tag / merge / done / build) and its per-message framework
 //!   ([`MergeTable`], seed Fig. 1).
-//! * [`ack_meet`] — the ACK lattice: [`AckSummary::meet`] (min cumulative,
+//! * `ack_meet` — the ACK lattice: [`AckSummary::meet`] (min cumulative,
 //!   common SACK ranges, min window right edge, oldest timestamp echo).
-//! * [`join`] — CONNECT merging by count, timer or both ([`JoinMerge`]).
-//! * [`mctcp`] — the MCTCP specification over fanout's wire ([`Mctcp`]).
-//! * [`children`] — children as soft state ([`ChildTable`], bounded by
+//! * `join` — CONNECT merging by count, timer or both ([`JoinMerge`]).
+//! * `mctcp` — the MCTCP specification over fanout's wire ([`Mctcp`]).
+//! * `children` — children as soft state ([`ChildTable`], bounded by
 //!   [`MAX_CHILDREN`]).
-//! * [`relay`] — what goes down: the parent's control frames to all
+//! * `relay` — what goes down: the parent's control frames to all
 //!   children, its DATA only to those lacking it.
 //! * [`Merger`] — the sans-IO engine ([`fanout_core::Engine`]).
 //!
@@ -55,7 +55,7 @@
 //!    and unmerged children coexist in the same member table (partial
 //!    deployment: the sender's own merge is the meet over its members).
 //!    What changes is **weight** (built): mergers page a ROSTER upstream
-//!    ([`roster`], `docs/wire.md` §4.8) with their subtree's receiver
+//!    (`roster`, `docs/wire.md` §4.8) with their subtree's receiver
 //!    count, largest fan-in and each receiver's cumulative ACK; the sender
 //!    counts receivers in the repair threshold and the session's receiver
 //!    count, divides the feedback budget by the busiest node's fan-in, and
@@ -65,25 +65,25 @@
 //!    relayed only to the children lacking it (done here); a merger could
 //!    also answer a child's loss from a small cache before the sender sees
 //!    it (not in the seed; later).
-//! 4. **Crashed mergers** (built, [`crate::reattach`]): mergers send their
+//! 4. **Crashed mergers** (built): mergers send their
 //!    children keep-alives; a child whose parent stays silent for 1 s
 //!    re-attaches to the next ancestor of its fallback chain with a resume
 //!    CONNECT naming its position, and continues from there; the sender
 //!    evicts a dead merger member after its stall timeout
 //!    (`docs/mctcp.md`, "Crashed mergers").
 
-pub mod ack_meet;
-pub mod children;
+mod ack_meet;
+mod children;
 mod config;
 mod engine;
-pub mod join;
-pub mod mctcp;
-pub mod relay;
-pub mod roster;
-pub mod roster_store;
-pub mod spec;
+mod join;
+mod mctcp;
+mod relay;
+mod roster;
+mod roster_store;
+mod spec;
 
-pub use ack_meet::AckSummary;
+pub use ack_meet::{older_timestamp, AckSummary};
 pub use children::{ChildTable, MAX_CHILDREN};
 pub use config::{MergerConfig, MergerStats};
 pub use engine::{Merger, MAX_QUEUED};

@@ -43,7 +43,7 @@ const MAX_EARLY_BYTES: usize = 128 << 10;
 /// datagrams cannot make the hold many small allocations (at most 1024).
 const EARLY_MIN_CHARGE: usize = 128;
 
-pub mod coded;
+pub(crate) mod coded;
 mod rejoin;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,7 +345,7 @@ impl Receiver {
     }
 
     /// Queues bytes for the session sender on this member's own connection
-    /// (session relay, TCP-SMO §IV.B; [`crate::upstream`]); returns how
+    /// (session relay, TCP-SMO §IV.B; `crate::upstream`); returns how
     /// many the bounded upstream buffer took (never blocks). Always 0 for
     /// a member reporting through a merger (mergers do not relay it), and
     /// once the session or the upstream stream ended.

@@ -154,11 +154,6 @@ impl CodedBlocks {
     pub fn len(&self) -> usize {
         self.closed.len() + usize::from(self.open.is_some())
     }
-
-    /// True when no block is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The two prices of repairing a block's pending losses: `(m, d)` = (most

@@ -77,10 +77,10 @@ pub struct SessionConfig {
     /// Feedback budget: ACK packets per second from all members together.
     /// Each member's data-triggered ACKs are spaced at least
     /// `members / budget` apart, in staggered slots (0 = no time thinning).
-    /// See [`super::feedback`].
+    /// See `super::feedback`.
     pub feedback_budget_pps: u32,
     /// Evict members whose window or RTT is far outside the rest
-    /// ([`super::eviction`]; `None` = off).
+    /// (`super::eviction`; `None` = off).
     pub outlier_eviction: Option<OutlierEviction>,
 }
 

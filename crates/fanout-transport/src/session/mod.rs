@@ -19,40 +19,45 @@
 mod addr_index;
 #[cfg(feature = "bench")]
 pub mod bench_support;
-pub mod coded_repair;
+mod coded_repair;
 mod config;
 mod controller;
-pub mod eviction;
+mod eviction;
 mod fanout_run;
-pub mod feedback;
+mod feedback;
 mod member;
 mod member_timers;
 mod members;
 mod ordered;
-pub mod policy;
+mod policy;
 mod rank;
 mod repair_queue;
 mod resume;
-pub mod roster;
+mod roster;
 mod sender;
 mod slots;
 mod snapshot;
 mod timers;
 mod tournament;
-pub mod upstream;
+mod upstream;
 
+pub use coded_repair::DEFAULT_BLOCK_SEGMENTS;
 pub use config::{JoinPolicy, ReleasePolicy, SessionConfig, DEFAULT_MAX_MEMBERS};
 pub use controller::{EssentiallyFair, MinimumWindow, SessionController};
 pub use eviction::OutlierEviction;
 pub use fanout_run::FANOUT_RUN_SEGMENTS;
+pub use feedback::{
+    ack_interval_us, budget_for_link, segments_per_ack, ACK_WIRE_BYTES,
+    DEFAULT_FEEDBACK_BUDGET_PPS, FEEDBACK_LINK_SHARE,
+};
 pub use member::{Member, MemberTimer};
 pub use members::{IndexSpec, MemberKey, MemberView};
-pub use policy::{FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
+pub use policy::{rank_at, FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 pub use repair_queue::MAX_QUEUED_REPAIRS;
 pub use roster::{ReceiverProgress, MAX_SESSION_ROSTER_ENTRIES};
 pub use sender::{SessionEvent, SessionSender, SessionStats, MAX_OFFERS, MAX_PENDING_CONTROL};
 pub use snapshot::MemberSnapshot;
-pub use upstream::{UpstreamStats, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW};
+pub use upstream::{UpstreamStats, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_RANGES, MAX_UPSTREAM_WINDOW};
 
 /// A member's id within one session (assigned at admission, never reused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -80,7 +80,7 @@ pub enum RepairPolicy {
         /// Sender-link capacity over a member link's (≥ 1).
         uplink_ratio: f64,
     },
-    /// Coded (parity) repair ([`super::coded_repair`], [`crate::fec`]):
+    /// Coded (parity) repair (`super::coded_repair`, [`crate::fec`]):
     /// new segments are grouped into blocks of `block` segments; when a
     /// block's losses are due, `m` Reed–Solomon repair symbols are
     /// multicast, `m` the most segments any one member misses in it,

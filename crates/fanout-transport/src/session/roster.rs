@@ -108,11 +108,6 @@ impl SessionRoster {
         self.store.len()
     }
 
-    /// True when no receiver is listed behind a merger.
-    pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
-    }
-
     /// The receivers listed behind mergers: (merger member, receiver
     /// address, cumulative ACK, when reported).
     pub fn entries(&self) -> impl Iterator<Item = (MemberId, SocketAddr, u64, Instant)> + '_ {

@@ -459,7 +459,7 @@ impl SessionSender {
     }
 
     /// Copies member `id`'s next in-order upstream bytes (session relay,
-    /// [`super::upstream`]) into `out`; returns the count (0 when nothing
+    /// `super::upstream`) into `out`; returns the count (0 when nothing
     /// is readable now). Reading opens the member's upstream window.
     pub fn read_upstream(&mut self, id: MemberId, out: &mut [u8]) -> usize {
         self.upstream.as_mut().map_or(0, |u| u.read(id, out))
@@ -496,6 +496,24 @@ impl SessionSender {
     /// [`super::MAX_PENDING_CONTROL`]).
     pub fn queued_controls(&self) -> usize {
         self.controls.len()
+    }
+
+    /// Receivers listed behind mergers (at most
+    /// [`super::MAX_SESSION_ROSTER_ENTRIES`]).
+    pub fn roster_entries(&self) -> usize {
+        self.roster.len()
+    }
+
+    /// Blocks the coded repair policy tracks (at most one per block of
+    /// segments in the send buffer, plus one per short segment).
+    pub fn coded_blocks(&self) -> usize {
+        self.coded.as_ref().map_or(0, |c| c.len())
+    }
+
+    /// Stream bytes held in the send buffer (at most its size,
+    /// [`crate::TransportConfig::send_buffer_bytes`]).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffer.len()
     }
 
     /// Stops multicasting: from now on every new segment and repair goes to
