@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Writes the MCTCP scenario files of issue 4 (scenarios/mctcp/*.toml).
+"""Writes the MCTCP scenario files (scenarios/mctcp/*.toml).
 
-seed-*.toml: the seed's Emulab topology (Mullins et al., SEEDS-DIGEST.md §2,
-seed §VI): one sender, 18 receivers, merge daemons M0-M8 on three levels,
-every link 100 Mbit/s. Fig. 6 is not in the text we have; the tree is
+seed-*.toml: the Emulab topology of MCTCP §VI (Mullins et al.): one sender,
+18 receivers, merge daemons M0-M8 on three levels, every link 100 Mbit/s.
+The paper's Fig. 6 is not in the text we have; the tree is
 reconstructed as M0 = the sender (level 0), M1-M2 (level 1), M3-M8 (level 2),
 three receivers under each level-2 node (1 + 2 + 6 = 9 mergers, 6 x 3 = 18).
 Variants: merging at the sender only ("l0"), at levels 0-1 ("l01"), at
-levels 0-2 ("l012"); seed-like ACKs (every 2 segments, no adaptive thinning,
-no feedback budget, as the seed's Linux TCP) and, for sender-only merging,
+levels 0-2 ("l012"); ACKs like the paper's (every 2 segments, no adaptive
+thinning, no feedback budget, as its Linux TCP) and, for sender-only merging,
 fanout's default feedback thinning ("l0-thinned").
 
 n1000-*.toml: 1000 receivers under routers of fan-out at most 8 (sender ->
@@ -69,7 +69,7 @@ def seed_topology():
             nodes.append(node(f"r{r}", f"10.0.2.{r + 1}"))
             links.append(link(f"m{m}", f"r{r}"))
     receivers = [f"r{r}" for r in range(18)]
-    head = ("# MCTCP, the seed's topology (issue 4; see tools/experiments/mctcp_scenarios.py):\n"
+    head = ("# MCTCP, the topology of MCTCP §VI (see tools/experiments/mctcp_scenarios.py):\n"
             "# 18 receivers, mergers M1-M8 on the routers, 100 Mbit/s links, merging at\n")
     base = 'window = "1MiB"\n'
     for tag, levels, mergers, acks in [
@@ -113,7 +113,7 @@ def n1000(n=1000):
         links.append(link(leaf, rn))
         receivers.append(rn)
     a = len([r for r in routers if r.startswith("a")])
-    head = (f"# MCTCP at N = {n} (issue 4; see tools/experiments/mctcp_scenarios.py):\n"
+    head = (f"# MCTCP at N = {n} (see tools/experiments/mctcp_scenarios.py):\n"
             f"# routers of fan-out <= 8 ({a} -> {2 * a} -> {16 * a}), every link 100 Mbit/s, ")
     base = '[[flow]]\nkind = "session"\nfrom = "s:5000"\ngroup = "239.1.1.1:7000"\nwindow = "1MiB"\n'
     write(f"n{n}-flat.toml", head + "no mergers\n# (fanout's default ACK thinning).\n",

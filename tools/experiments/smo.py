@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates the simulator tables of docs/experiments/smo.md (TCP-SMO, issue 3).
+"""Regenerates the simulator tables of docs/experiments/smo.md (TCP-SMO).
 
 Each experiment runs `fanout sim --json` on a scenario of scenarios/smo/, with
 keys appended to its (last) [[flow]] table for the variants, and prints a

@@ -3,19 +3,20 @@
 //!
 //! RFC 5681 §4.2: ACK at least every second full-sized segment and within
 //! 500 ms; ACK immediately on out-of-order data and when a gap fills.
-//! SMO §II (adaptive ACKs): every 2 segments normally, 4–8 after slow start
-//! while there is no loss, back to 2 on loss — the sender steers `every`.
+//! TCP-SMO §II.D (adaptive ACKs): every 2 segments normally, 4–8 after slow
+//! start while there is no loss, back to 2 on loss — the sender steers
+//! `every`.
 //!
-//! Feedback pacing (issue 3: per-receiver feedback thinned by count *and* by
-//! time): a session sender may also give each member a minimum interval
-//! between data-triggered ACKs. Time is cut into slots of that length,
-//! offset by a per-member phase; a member sends at most one data-triggered
-//! ACK per slot, at the first moment its trigger (count, loss signal or
-//! delayed-ACK timer) and its slot allow. With the phases spread over the
-//! slot, N members that hear the same multicast segment at the same instant
-//! send their ACKs spread over the slot instead of in one burst, and the
-//! sender receives at most N / interval ACKs per second. Handshake, FIN,
-//! PING and window-update ACKs are urgent and ignore the slot.
+//! Feedback pacing (per-receiver feedback thinned by count *and* by time): a
+//! session sender may also give each member a minimum interval between
+//! data-triggered ACKs. Time is cut into slots of that length, offset by a
+//! per-member phase; a member sends at most one data-triggered ACK per slot, at
+//! the first moment its trigger (count, loss signal or delayed-ACK timer) and
+//! its slot allow. With the phases spread over the slot, N members that hear
+//! the same multicast segment at the same instant send their ACKs spread over
+//! the slot instead of in one burst, and the sender receives at most
+//! N / interval ACKs per second. Handshake, FIN, PING and window-update ACKs
+//! are urgent and ignore the slot.
 
 use crate::time::Instant;
 use std::time::Duration;

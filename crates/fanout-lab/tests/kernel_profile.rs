@@ -1,13 +1,13 @@
-//! The kernel profile as a cross-check of the emulator (issue 5): the same
-//! zero-delay topology (scenarios/lab/crosscheck.toml) built both ways —
-//! user-space emulator over TUN, and bridge + tbf + nftables — measured
-//! with the same probe and the same kernel TCP flow. Also: static multicast
-//! groups on the bridge, and nothing left behind. Needs namespaces (skipped
-//! without, unless FANOUT_NETNS_REQUIRED=1); about 30 s of real time.
+//! The kernel profile as a cross-check of the emulator: the same zero-delay
+//! topology (scenarios/lab/crosscheck.toml) built both ways — user-space
+//! emulator over TUN, and bridge + tbf + nftables — measured with the same
+//! probe and the same kernel TCP flow. Also: static multicast groups on the
+//! bridge, and nothing left behind. Needs namespaces (skipped without, unless
+//! FANOUT_NETNS_REQUIRED=1); about 30 s of real time.
 //!
 //! Tolerances:
 //! - Loss: 50 000 probes through a Bernoulli 5% link; the estimate's σ is
-//!   √(0.05·0.95/50 000) ≈ 0.001, so the issue's ±10% (relative) is 5σ.
+//!   √(0.05·0.95/50 000) ≈ 0.001, so the required ±10% (relative) is 5σ.
 //!   The link's own count of random drops (the emulator's model, the
 //!   kernel's nftables rule) is printed next to it, and may not exceed the
 //!   probes lost.

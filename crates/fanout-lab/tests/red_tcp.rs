@@ -1,7 +1,7 @@
-//! The lab's TCP self-check (issue 5): two kernel TCP Reno flows through an
-//! emulated 4.5 Mbit/s RED bottleneck (scenarios/lab/red-4m5.toml, the
-//! simulator's red-4m5 scenario as a lab) reach at least 90% utilisation
-//! together and get within 5% of each other.
+//! The lab's TCP self-check: two kernel TCP Reno flows through an emulated
+//! 4.5 Mbit/s RED bottleneck (scenarios/lab/red-4m5.toml, the simulator's
+//! red-4m5 scenario as a lab) reach at least 90% utilisation together and get
+//! within 5% of each other.
 //!
 //! "Within 5%" is a long-run property: Reno's share over RED is driven by
 //! its random early drops (~2% of ~190 packets/s per flow), and the ratio of

@@ -127,7 +127,7 @@ impl Spread {
     }
 }
 
-/// One MCTCP merger's figures (issue 4), over the whole run.
+/// One MCTCP merger's figures, over the whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct MergerFigures {
     /// Merger node.
@@ -139,7 +139,7 @@ pub struct MergerFigures {
     /// Merged ACKs sent to its parent.
     pub acks_out: u64,
     /// Of those, sent at once because a child repeated its ACK (the loss
-    /// signal, seed Fig. 5 `retransmit`).
+    /// signal, MCTCP Fig. 5 `retransmit`).
     pub duplicate_forwards: u64,
     /// Children's duplicate ACKs not forwarded (a duplicate at the same
     /// merged point already went up).
@@ -202,7 +202,7 @@ pub struct CatchUpFigures {
     pub bytes_during_session: u64,
 }
 
-/// One late joiner's figures (issue 3 §2).
+/// One late joiner's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct LateJoinerFigures {
     /// Node name.

@@ -1,5 +1,5 @@
 //! `[[star]]`: many leaves behind their own links to one hub, in a few
-//! lines of scenario (the SMO experiments' topology). Expanded into plain
+//! lines of scenario (the TCP-SMO experiments' topology). Expanded into plain
 //! nodes, links and group members when the scenario is parsed.
 //!
 //! ```toml

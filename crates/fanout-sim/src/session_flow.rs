@@ -13,7 +13,7 @@
 //! repair_cost_ratio = 1.0     # optional: cost rule instead (sender/member link speed ratio)
 //! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block
 //! repair_block = 32           #   segments; fallback: the cost rule (repair_cost_ratio, default 1)
-//! window_policy = "min"       # optional: "min" or "fair" (essentially fair, SMO §II)
+//! window_policy = "min"       # optional: "min" or "fair" (essentially fair, TCP-SMO §II.F)
 //! fair = { percentile = 0.5, a = 1.0, b = 1.0, scaling = "log2" }  # optional, for "fair"
 //! rtt_percentile = 0.9        # optional: session RTT = this percentile (default max)
 //! wait_for = 10               # optional: members to wait for (default all)

@@ -1,6 +1,6 @@
-//! MCTCP ACK mergers in session flows (issue 4, `docs/mctcp.md`,
-//! `shared/SEEDS-DIGEST.md` §2): nodes on the data path that merge the
-//! feedback of the members below them into one flow toward the sender.
+//! MCTCP ACK mergers in session flows (`docs/mctcp.md`, MCTCP §IV–§V): nodes on
+//! the data path that merge the feedback of the members below them into one
+//! flow toward the sender.
 //!
 //! ```toml
 //! [[flow]]
@@ -13,12 +13,12 @@
 //! Data still goes to the group; only feedback is redirected. Every member,
 //! and every merger, reports to the **first merger on its path toward the
 //! sender** (up the sender's shortest-path tree), or to the sender when
-//! there is none: concast, ACKs merge where reverse paths meet (seed §II).
+//! there is none: concast, ACKs merge where reverse paths meet (MCTCP §II).
 //! Members report through [`fanout_transport::TransportConfig::feedback_via`].
 //! A merger's join merge waits for exactly its children (by count, with a
 //! 500 ms timer as a fallback). Give merger and sender nodes a
 //! `cpu = { ... }` ([`crate::node::CpuModel`]) to model their processing
-//! capacity (the seed's §VI bottleneck).
+//! capacity (the bottleneck of MCTCP §VI).
 
 use crate::app::{AppProbe, SimApp};
 use crate::ids::{LinkId, NodeId};

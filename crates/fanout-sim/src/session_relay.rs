@@ -1,6 +1,6 @@
-//! Session relays for hierarchy (SMO §II, issue 3 §5): a node that is a
-//! member of an upstream session and the sender of a downstream session,
-//! forwarding bytes as they arrive through a bounded buffer.
+//! Session relays for hierarchy (TCP-SMO §V.D): a node that is a member of an
+//! upstream session and the sender of a downstream session, forwarding bytes as
+//! they arrive through a bounded buffer.
 //!
 //! ```toml
 //! [[flow]]

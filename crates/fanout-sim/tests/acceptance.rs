@@ -1,5 +1,5 @@
-//! Foundation acceptance scenarios (issue 2), run from the repository's
-//! `scenarios/` files with the real transport engines.
+//! Foundation acceptance scenarios, run from the repository's `scenarios/`
+//! files with the real transport engines.
 
 use fanout_core::Instant;
 use fanout_sim::analysis::{figures, padhye_bps, RunFigures};

@@ -1,8 +1,8 @@
-//! Issue 4's MCTCP simulator scenarios (`scenarios/mctcp/`), short: the
-//! seed's topology (18 receivers, mergers on three levels, 100 Mbit/s
-//! links, every merging node limited to 40 000 packets/s) with merging at
-//! the sender only and at levels 0–2. The full runs and their figures are
-//! in docs/experiments/mctcp.md.
+//! The MCTCP simulator scenarios (`scenarios/mctcp/`), short: the topology of
+//! MCTCP §VI (18 receivers, mergers on three levels, 100 Mbit/s links, every
+//! merging node limited to 40 000 packets/s) with merging at the sender only
+//! and at levels 0–2. The full runs and their figures are in
+//! docs/experiments/mctcp.md.
 
 use fanout_sim::Scenario;
 
@@ -14,7 +14,7 @@ fn load(name: &str) -> Scenario {
 
 use common::run;
 
-/// Seed §VI: with the sender merging every receiver's ACKs its processing
+/// MCTCP §VI: with the sender merging every receiver's ACKs its processing
 /// capacity caps the session; merging in the tree spreads the load and
 /// the throughput roughly doubles.
 #[test]

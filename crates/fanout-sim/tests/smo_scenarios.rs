@@ -1,4 +1,4 @@
-//! Issue 3's simulator scenarios at small N and short durations: the
+//! The TCP-SMO simulator scenarios at small N and short durations: the
 //! behaviour each one shows, asserted with margins. The full-size runs and
 //! their figures are in docs/experiments/smo-scenarios.md (CLI only).
 
@@ -164,12 +164,12 @@ fn ten_members_each_get_line_rate_from_one_multicast_stream() {
     );
 }
 
-/// Feedback thinning (issue 3): with every member's ACKs paced into
-/// staggered slots, the ACK rate at the sender stays within the session's
-/// feedback budget where all feedback shares the sender's 100 Mbit/s link
-/// (the seed's setting), and the session still runs near line rate. By
-/// count alone (every 8 segments at ~8 000 segments/s) 100 members would
-/// send ~100 000 ACKs/s.
+/// Feedback thinning: with every member's ACKs paced into staggered slots,
+/// the ACK rate at the sender stays within the session's feedback budget
+/// where all feedback shares the sender's 100 Mbit/s link (the setting of
+/// TCP-SMO §V.B), and the session still runs near line rate. By count alone
+/// (every 8 segments at ~8 000 segments/s) 100 members would send ~100 000
+/// ACKs/s.
 #[test]
 fn feedback_stays_within_budget_on_a_shared_100_mbit_link() {
     let shared = |budget: i64| {

@@ -1,6 +1,6 @@
 //! ACKs processed per second by the session sender with 1000 members
-//! (issue 3: target ≥ 5 million per core). Only `handle_datagram` of the
-//! ACKs is timed; sending the data they acknowledge is not.
+//! (target: ≥ 5 million per core). Only `handle_datagram` of the ACKs is timed;
+//! sending the data they acknowledge is not.
 //!
 //! Two ACK streams:
 //! * `ack_per_member_n1000`: each round sends 64 KiB and every member

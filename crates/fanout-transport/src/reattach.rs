@@ -1,5 +1,5 @@
-//! Re-attachment to the next ancestor when a feedback parent (an MCTCP
-//! merger) dies (issue 4, item 4; `docs/mctcp.md`, "Crashed mergers").
+//! Re-attachment to the next ancestor when a feedback parent (an MCTCP merger)
+//! dies (`docs/mctcp.md`, "Crashed mergers").
 //!
 //! A receiver or merger reporting to a merger knows an ordered **fallback
 //! chain** of ancestors (e.g. its merger's parent, then the session sender).

@@ -1,7 +1,7 @@
 //! The master block's record of sent segments, shared by every member
-//! (SMO §II: one send buffer, one sequence space). Members keep only what
-//! differs from it (SACKed and lost ranges), so per-member state stays small
-//! and a multicast send costs O(1), not O(members).
+//! (TCP-SMO §II.B: one send buffer, one sequence space). Members keep only
+//! what differs from it (SACKed and lost ranges), so per-member state stays
+//! small and a multicast send costs O(1), not O(members).
 
 use fanout_core::time::Instant;
 use std::collections::VecDeque;

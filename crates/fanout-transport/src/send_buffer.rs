@@ -1,6 +1,7 @@
 //! The sender's stream buffer: bytes written by the application, addressed
 //! by 64-bit stream offset, held until every receiver that counts has
-//! acknowledged them (SMO §II: the master block owns the one send buffer).
+//! acknowledged them (TCP-SMO §II.B: the master block owns the one send
+//! buffer).
 
 use std::collections::{BTreeSet, VecDeque};
 use std::ops::Range;

@@ -1,6 +1,6 @@
-//! A session member's upstream byte stream (session relay,
-//! `shared/SEEDS-DIGEST.md` §1, TCP-SMO §IV.B: "each receiver can send any
-//! data back to the source server through the individual connection"):
+//! A session member's upstream byte stream (session relay, TCP-SMO §IV.B:
+//! "each receiver can send any data back to the source server through the
+//! individual connection"):
 //! the sending half, run inside the member's [`crate::Receiver`].
 //!
 //! Reliable and flow-controlled, deliberately simple (upstream traffic is a

@@ -1,8 +1,8 @@
-//! Merged-duplicate suppression (issue 4): when a loss above a merger
-//! makes all its children repeat their ACK for the same hole, the merger
-//! forwards the loss signal once, at once, and then one merged ACK per
-//! round of repeats (when the ranges held in common grow), not one per
-//! child. The [`Merger`] engine is fed real datagrams.
+//! Merged-duplicate suppression: when a loss above a merger makes all its
+//! children repeat their ACK for the same hole, the merger forwards the loss
+//! signal once, at once, and then one merged ACK per round of repeats (when the
+//! ranges held in common grow), not one per child. The [`Merger`] engine is fed
+//! real datagrams.
 
 #![allow(clippy::single_range_in_vec_init)] // one SACK block is the common case
 

@@ -1,6 +1,6 @@
-//! Property tests of the MCTCP ACK merge (issue 4 acceptance): the merge is
-//! a meet — commutative, associative, idempotent — and a merged ACK never
-//! acknowledges (cumulatively or by SACK) an offset some child has not.
+//! Property tests of the MCTCP ACK merge: the merge is a meet — commutative,
+//! associative, idempotent — and a merged ACK never acknowledges (cumulatively
+//! or by SACK) an offset some child has not.
 
 use fanout_transport::merge::older_timestamp;
 use fanout_transport::merge::AckSummary;

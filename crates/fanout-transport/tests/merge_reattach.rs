@@ -1,7 +1,6 @@
-//! Asynchronous joins and crashed mergers in MCTCP trees (issue 4, item 4;
-//! `docs/mctcp.md`): a session sender multicasting to receivers whose
-//! feedback goes through [`Merger`]s, over an in-memory wire with 5 ms per
-//! hop, deterministic.
+//! Asynchronous joins and crashed mergers in MCTCP trees (`docs/mctcp.md`): a
+//! session sender multicasting to receivers whose feedback goes through
+//! [`Merger`]s, over an in-memory wire with 5 ms per hop, deterministic.
 //!
 //! * A late *file* joiner behind a merger starts at the subtree's position
 //!   and fetches the missed prefix from the session sender (its data

@@ -1,10 +1,9 @@
-//! The sender's view of a merger tree (issue 4, deliverables 3 and 5): a
-//! merger is one member standing for its subtree, whose ROSTER pages
-//! (`docs/wire.md` §4.8) give the session sender its receiver count (the
-//! repair threshold counts receivers) and every receiver's progress. A
-//! session sender, trees of [`Merger`]s, real [`Receiver`]s and a scripted
-//! hostile member over an in-memory wire (5 ms per hop, deterministic),
-//! as in `tests/merge_tree.rs`.
+//! The sender's view of a merger tree: a merger is one member standing for its
+//! subtree, whose ROSTER pages (`docs/wire.md` §4.8) give the session sender
+//! its receiver count (the repair threshold counts receivers) and every
+//! receiver's progress. A session sender, trees of [`Merger`]s, real
+//! [`Receiver`]s and a scripted hostile member over an in-memory wire (5 ms per
+//! hop, deterministic), as in `tests/merge_tree.rs`.
 
 #[path = "common/merge.rs"]
 mod merge;

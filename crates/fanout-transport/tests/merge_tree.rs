@@ -1,7 +1,7 @@
-//! Story and hostile-input tests of MCTCP mergers (issue 4): a session
-//! sender, trees of [`Merger`]s and real [`Receiver`]s over an in-memory
-//! wire with per-hop delay and loss. The sender runs unchanged in unicast
-//! fan-out mode: a merger is one member standing for its subtree.
+//! Story and hostile-input tests of MCTCP mergers: a session sender, trees of
+//! [`Merger`]s and real [`Receiver`]s over an in-memory wire with per-hop delay
+//! and loss. The sender runs unchanged in unicast fan-out mode: a merger is one
+//! member standing for its subtree.
 
 #[path = "common/merge.rs"]
 mod merge;

@@ -1,5 +1,5 @@
 //! `fanout merge --listen ADDR:PORT --parent HOST:PORT`: an MCTCP ACK merger
-//! (issue 4, `docs/mctcp.md`; seed: `shared/SEEDS-DIGEST.md` §2).
+//! (`docs/mctcp.md`; MCTCP §IV–§V).
 //!
 //! Children — receivers run with `fanout recv --merger`, or lower mergers
 //! whose `--parent` is this one's `--listen` — send their CONNECT and ACKs

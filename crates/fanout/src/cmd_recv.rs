@@ -49,7 +49,7 @@ pub struct RecvArgs {
     pub source: Option<std::net::IpAddr>,
     /// Send the join and all feedback to this ACK merger (`fanout merge
     /// --listen`) instead of the sender; data still comes from the sender
-    /// named by --from (MCTCP, issue 4).
+    /// named by --from (MCTCP).
     #[arg(long, value_name = "HOST:PORT", requires = "from")]
     pub merger: Option<String>,
     /// Ancestors of the --merger to re-attach to, in order, if it falls
@@ -253,7 +253,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         started.get_or_insert(now);
         if r.start_offset() > 0 {
             // Joined after the file's start was released: the missed
-            // prefix comes by catch-up (issue 3 §2, `catch_up`).
+            // prefix comes by catch-up (`catch_up`).
             return true;
         }
         while app_error.is_none() {

@@ -1,6 +1,6 @@
 //! `fanout relay`: a member of one session and the sender of another,
-//! forwarding the stream as it arrives (issue 3 §5; SMO seed: "relay
-//! servers are receivers of one channel and senders of another").
+//! forwarding the stream as it arrives (the relay servers of TCP-SMO §V.D
+//! receive one session and multicast it in another).
 //!
 //! Two event loops, one per socket: the upstream [`Receiver`] runs on its
 //! own thread and hands the bytes it reads, in order, through a bounded

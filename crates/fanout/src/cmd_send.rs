@@ -160,7 +160,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     // Late joiners get the live stream from the current position and
-    // the missed prefix by unicast catch-up (`catch_up`, issue 3 §2).
+    // the missed prefix by unicast catch-up (`catch_up`).
     let config = args
         .session
         .config(args.net.transport(), delivery.group(), JoinPolicy::CatchUp);

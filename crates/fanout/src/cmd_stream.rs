@@ -1,5 +1,5 @@
-//! `fanout stream send` (stdin into a live session) and `fanout stream
-//! recv` (a live session onto stdout), issue 3 §7.
+//! `fanout stream send` (stdin into a live session) and `fanout stream recv` (a
+//! live session onto stdout).
 //!
 //! The stream is raw bytes: no manifest, no trailer. The session is live
 //! ([`JoinPolicy::Live`]): receivers present when data starts get the whole

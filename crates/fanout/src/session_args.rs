@@ -46,21 +46,21 @@ pub struct SessionSendArgs {
     /// With --group: evict a receiver that makes no progress for this long.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub stall_timeout: u64,
-    /// With --group: when the send buffer frees data (SMO §II). `slowest`:
+    /// With --group: when the send buffer frees data (TCP-SMO §II). `slowest`:
     /// once every receiver acknowledged it; `quorum:SHARE`: once that share
     /// of receivers did (one missing freed data is evicted); `buffer`: also
     /// whenever the writer needs room, so a slow receiver never blocks the
     /// others (it is evicted when it misses freed data).
     #[arg(long, default_value = "slowest", value_name = "POLICY", value_parser = parse_release)]
     pub release: ReleasePolicy,
-    /// With --group: the session window (SMO §II). `min`: the smallest
+    /// With --group: the session window (TCP-SMO §II). `min`: the smallest
     /// receiver window, TCP-fair on every path; `fair`: essentially fair,
     /// the median receiver's window kept between 1 and 1 + log2 N times a
     /// TCP flow's on the worst path, so a few lossy receivers do not hold
     /// back all the others.
     #[arg(long, default_value = "min", value_name = "POLICY", value_parser = parse_window)]
     pub window_policy: WindowPolicy,
-    /// With --group: the session RTT that paces sending (SMO §II). `max`:
+    /// With --group: the session RTT that paces sending (TCP-SMO §II). `max`:
     /// the largest receiver RTT; `pNN`: the largest among the fastest NN%
     /// of receivers (e.g. `p90`).
     #[arg(long, default_value = "max", value_name = "POLICY", value_parser = parse_rtt)]

@@ -1,9 +1,8 @@
-//! Where a session's data goes (issue 3 §6): multicast once to the group,
-//! or a unicast copy to each receiver — asked for with `--unicast`, or
-//! chosen automatically, and said so, when the group cannot be used (its
-//! socket options are refused or no route covers it, at the start, or a
-//! send to it fails later). Also the receiver's side: the socket a member
-//! joins a session on.
+//! Where a session's data goes: multicast once to the group, or a unicast copy
+//! to each receiver — asked for with `--unicast`, or chosen automatically, and
+//! said so, when the group cannot be used (its socket options are refused or no
+//! route covers it, at the start, or a send to it fails later). Also the
+//! receiver's side: the socket a member joins a session on.
 
 use anyhow::{bail, ensure, Context, Result};
 use fanout_core::{Engine, Instant};

@@ -1,11 +1,11 @@
-//! A late joiner of a file session gets the whole file (issue 3 §2): over
-//! real IP multicast in a bridged LAN of network namespaces this test
-//! creates (10.77.0.0/24, 239.77.0.2, TTL 1; every host link shaped to
-//! 100 Mbit/s so the transfer lasts long enough to join mid-way), seven
-//! receivers start with the session and an eighth joins after the others'
-//! `.part` files passed the send buffer; it gets the live part by multicast
-//! and the missed prefix by unicast catch-up, and all eight files are
-//! identical. Every wait is bounded; the LAN guard removes everything.
+//! A late joiner of a file session gets the whole file: over real IP multicast
+//! in a bridged LAN of network namespaces this test creates (10.77.0.0/24,
+//! 239.77.0.2, TTL 1; every host link shaped to 100 Mbit/s so the transfer
+//! lasts long enough to join mid-way), seven receivers start with the session
+//! and an eighth joins after the others' `.part` files passed the send buffer;
+//! it gets the live part by multicast and the missed prefix by unicast
+//! catch-up, and all eight files are identical. Every wait is bounded; the LAN
+//! guard removes everything.
 
 #![expect(
     clippy::disallowed_methods,

@@ -1,12 +1,12 @@
-//! `fanout merge` over real IP multicast (issue 4, MCTCP), in a bridged LAN
-//! of network namespaces this test creates (10.77.0.0/24, TTL 1; nothing
-//! reaches the root namespace): a sender multicasts a 4 MiB file to a
-//! group of four receivers; each receiver joins through one of two ACK
-//! mergers (`fanout recv --merger`), which report to the sender. All four
-//! files are identical and verified end to end, the sender sees two members
-//! (the mergers), and it receives fewer ACKs than the receivers sent. Every
-//! wait is bounded; the LAN guard kills what runs in it and removes it.
-//! Skipped without namespaces unless `FANOUT_NETNS_REQUIRED=1`.
+//! `fanout merge` over real IP multicast (MCTCP), in a bridged LAN of network
+//! namespaces this test creates (10.77.0.0/24, TTL 1; nothing reaches the root
+//! namespace): a sender multicasts a 4 MiB file to a group of four receivers;
+//! each receiver joins through one of two ACK mergers (`fanout recv --merger`),
+//! which report to the sender. All four files are identical and verified end to
+//! end, the sender sees two members (the mergers), and it receives fewer ACKs
+//! than the receivers sent. Every wait is bounded; the LAN guard kills what
+//! runs in it and removes it. Skipped without namespaces unless
+//! `FANOUT_NETNS_REQUIRED=1`.
 
 mod common;
 use common::{finish, spawn};

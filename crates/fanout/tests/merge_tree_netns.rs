@@ -1,6 +1,6 @@
-//! Two-level ACK merger trees over real IP multicast (issue 4 acceptance,
-//! MCTCP), in a bridged LAN of network namespaces this test creates
-//! (10.77.0.0/24, TTL 1; nothing reaches the root namespace):
+//! Two-level ACK merger trees over real IP multicast (MCTCP), in a bridged LAN
+//! of network namespaces this test creates (10.77.0.0/24, TTL 1; nothing
+//! reaches the root namespace):
 //!
 //! sender (host 0) → M0 (host 1) → {M1 (host 2), M2 (host 3)} → 8 receivers
 //! each (hosts 4..=19). Receivers report through `fanout recv --merger M1

@@ -1,13 +1,12 @@
-//! `fanout relay` over real IP multicast (issue 3 §5), in a bridged LAN of
-//! network namespaces this test creates (10.77.0.0/24, TTL 1; nothing
-//! reaches the root namespace): a sender multicasts a 24 MiB file to group
-//! G1, where the relay and two receivers are members; the relay forwards
-//! the stream as it arrives to three receivers of group G2. All five files
-//! are identical and verified end to end (the relay forwards the manifest
-//! and BLAKE3 trailer untouched). A second case gives the relay a spool and
-//! has a downstream receiver join late: it gets the missed prefix from the
-//! relay by catch-up. Every wait is bounded; the LAN guard kills what runs
-//! in it and removes it.
+//! `fanout relay` over real IP multicast (TCP-SMO §V.D), in a bridged LAN of
+//! network namespaces this test creates (10.77.0.0/24, TTL 1; nothing reaches
+//! the root namespace): a sender multicasts a 24 MiB file to group G1, where
+//! the relay and two receivers are members; the relay forwards the stream as it
+//! arrives to three receivers of group G2. All five files are identical and
+//! verified end to end (the relay forwards the manifest and BLAKE3 trailer
+//! untouched). A second case gives the relay a spool and has a downstream
+//! receiver join late: it gets the missed prefix from the relay by catch-up.
+//! Every wait is bounded; the LAN guard kills what runs in it and removes it.
 
 #![expect(
     clippy::disallowed_methods,

@@ -8,8 +8,8 @@
 //!   (RFC 3465 §2.2–2.3): each ACK adds `min(acked, L)`. RFC 3465 recommends
 //!   `L = 2·SMSS` and allows larger values "with care"; fanout uses
 //!   [`ABC_LIMIT_SEGMENTS`] = 64, close to Linux (which has no limit), because
-//!   its receivers legitimately stretch ACKs (SMO's adaptive ACKs every 4–8
-//!   segments; batched receive) and pacing spreads the resulting burst.
+//!   its receivers legitimately stretch ACKs (TCP-SMO's adaptive ACKs every
+//!   4–8 segments; batched receive) and pacing spreads the resulting burst.
 //!   While the data that was outstanding when the retransmission timer fired
 //!   is being acknowledged, `L = 1·SMSS` (RFC 3465 §2.3: ACKs of data
 //!   retransmitted after an RTO may cover segments the receiver already held).

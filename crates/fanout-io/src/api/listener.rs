@@ -1,6 +1,6 @@
 //! The sending side: `bind` with one [`SessionOptions`], `accept` members,
-//! write the stream, `finish` (seed: "server = ordinary listen/accept + one
-//! option naming (G, port, policies)").
+//! write the stream, `finish` (TCP-SMO §III: the server is an ordinary
+//! listen/accept plus one option naming the group, port and policies).
 
 use super::errors;
 use super::options::SessionOptions;

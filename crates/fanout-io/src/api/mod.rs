@@ -1,10 +1,9 @@
-//! A blocking, std-only library API over the session engines, in the
-//! seed's socket model (`shared/SEEDS-DIGEST.md` §1, TCP-SMO): the sender
-//! is an ordinary listen/accept with one option naming the group and the
-//! policies ([`SessionListener::bind`] + [`SessionOptions`]); a receiver
-//! subscribes, connects and reads ([`Subscriber::subscribe`],
-//! [`Subscriber::connect`], [`Connection`] as [`std::io::Read`]). A
-//! receiver may also send bytes back on its connection
+//! A blocking, std-only library API over the session engines, in the socket
+//! model of TCP-SMO §III: the sender is an ordinary listen/accept with one
+//! option naming the group and the policies ([`SessionListener::bind`] +
+//! [`SessionOptions`]); a receiver subscribes, connects and reads
+//! ([`Subscriber::subscribe`], [`Subscriber::connect`], [`Connection`] as
+//! [`std::io::Read`]). A receiver may also send bytes back on its connection
 //! ([`Connection::upstream`]), which the sender's application receives with
 //! [`SessionListener::recv_upstream`] (session relay, TCP-SMO §IV.B).
 //!

@@ -1,6 +1,6 @@
-//! The one option a session sender is opened with (seed: "server =
-//! ordinary listen/accept + one option naming (G, port, policies)"), and
-//! the receiver's counterpart.
+//! The one option a session sender is opened with (TCP-SMO §III: the
+//! server is an ordinary listen/accept plus one option naming the group,
+//! port and policies), and the receiver's counterpart.
 
 use crate::DriverConfig;
 use fanout_transport::session::{JoinPolicy, ReleasePolicy, SessionConfig};
@@ -10,8 +10,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The group and policies of one session, with builder methods over
-/// [`SessionConfig`] (its defaults are the seed's: release at the slowest
-/// receiver, multicast repair above 5% missing, 10 s stall eviction).
+/// [`SessionConfig`] (its defaults follow TCP-SMO §II: release at the
+/// slowest receiver, multicast repair above 5% missing; 10 s stall
+/// eviction).
 ///
 /// ```
 /// use fanout_io::api::SessionOptions;
@@ -87,14 +88,14 @@ impl SessionOptions {
         self
     }
 
-    /// The seed's repair rule: multicast when more than `share` (0–1, values
-    /// outside are clamped) of the receivers miss a segment.
+    /// TCP-SMO's repair rule (§II.E): multicast when more than `share` (0–1,
+    /// values outside are clamped) of the receivers miss a segment.
     pub fn repair_threshold(self, share: f64) -> Self {
         let share = if share.is_nan() { 0.05 } else { share };
         self.repair(RepairPolicy::Threshold(share.clamp(0.0, 1.0)))
     }
 
-    /// How the session window follows the receivers' (SMO §II `G`;
+    /// How the session window follows the receivers' (TCP-SMO §II.F `G`;
     /// default the minimum, strictly TCP-fair).
     pub fn window(mut self, policy: WindowPolicy) -> Self {
         self.config.window = policy;

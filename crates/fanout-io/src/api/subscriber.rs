@@ -1,4 +1,4 @@
-//! The receiving side (seed: "receiver = subscribe + connect + read"):
+//! The receiving side (TCP-SMO §III: subscribe, connect, read):
 //! [`Subscriber::subscribe`] binds the socket (joined to the group, if
 //! any), [`Subscriber::connect`] joins the sender's session, and the
 //! [`Connection`] is an ordinary [`std::io::Read`].

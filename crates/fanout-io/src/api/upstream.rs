@@ -1,11 +1,10 @@
-//! Session relay in the blocking API (`shared/SEEDS-DIGEST.md` §1,
-//! TCP-SMO §IV.B: "each receiver can send any data back to the source
-//! server through the individual connection"; the seed's example is a
-//! remote student asking a question in a live lecture): a receiver writes
-//! upstream on its [`Connection`], the sender's application receives each
-//! member's bytes with [`SessionListener::recv_upstream`] and decides what
-//! to do with them — for example write them into the session, to every
-//! receiver.
+//! Session relay in the blocking API (TCP-SMO §IV.B: "each receiver can send
+//! any data back to the source server through the individual connection"; the
+//! paper's example is a remote student asking a question in a live lecture): a
+//! receiver writes upstream on its [`Connection`], the sender's application
+//! receives each member's bytes with [`SessionListener::recv_upstream`] and
+//! decides what to do with them — for example write them into the session, to
+//! every receiver.
 
 use super::errors;
 use super::listener::SessionListener;

@@ -1,6 +1,6 @@
-//! The benchmark suite: fanout and the Debian peers (uftp, udpcast) on the
-//! same emulated topologies, one after the other in one invocation, and the
-//! report generated from the results (issue 5, deliverables 2 and 3).
+//! The benchmark suite: fanout and the Debian peers (uftp, udpcast) on the same
+//! emulated topologies, one after the other in one invocation, and the report
+//! generated from the results (`docs/benchmarks.md`).
 //!
 //! For every selected (scenario, tool, run) the bench builds the scenario's
 //! lab afresh ([`scenario::topology`]), starts the receivers, then the

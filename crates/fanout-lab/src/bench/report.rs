@@ -1,13 +1,13 @@
 //! The Markdown report (`docs/benchmarks.md`) from a results JSON: per
 //! scenario a table of every tool's figures and their ratios to fanout, the
-//! fairness table, the issue's target for scenario (b), machine notes and
+//! fairness table, the target for scenario (b), machine notes and
 //! run-to-run spread, and every failed or invalid run with its reason.
 
 use super::results::{Results, RunResult};
 use super::suite::ScenarioSpec;
 use std::fmt::Write as _;
 
-/// The issue's target for the 4-receiver, 100 Mbit/s scenario at 200 MiB.
+/// The target for the 4-receiver, 100 Mbit/s scenario at 200 MiB.
 pub mod target {
     /// The scenario it applies to.
     pub const SCENARIO: &str = "b";
@@ -366,7 +366,7 @@ fn stats_of(res: &Results, scenario: &str, tool: &str) -> Stats {
 }
 
 fn target_section(md: &mut String, res: &Results) {
-    let _ = writeln!(md, "## The issue's target (scenario b)\n");
+    let _ = writeln!(md, "## The target (scenario b)\n");
     let _ = writeln!(
         md,
         "Target: 200 MiB to 4 receivers each behind 100 Mbit/s, fanout with its TCP-friendly default in at most \

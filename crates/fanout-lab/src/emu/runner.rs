@@ -263,8 +263,8 @@ struct Loop {
     steering: Option<Steering>,
 }
 
-/// Puts the calling thread under SCHED_FIFO with `chrt` (util-linux), the
-/// way the measurements were taken; false if that failed.
+/// Puts the calling thread under SCHED_FIFO with `chrt` (util-linux); false
+/// if that failed.
 fn set_realtime() -> bool {
     let Ok(link) = std::fs::read_link("/proc/thread-self") else {
         return false;

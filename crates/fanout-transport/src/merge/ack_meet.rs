@@ -3,16 +3,16 @@
 //! An ACK from a child stands for the set of stream offsets it has received,
 //! `[0, cumulative) ∪ SACK` (`docs/wire.md` §4.1), plus a right edge of its
 //! receive window and a timestamp echo. [`AckSummary::meet`] is the greatest
-//! lower bound of two such summaries (MCTCP, `shared/SEEDS-DIGEST.md` §2,
-//! seed §V.B: "when all children have acknowledged a byte, the merger
-//! constructs a representative cumulative acknowledgement"):
+//! lower bound of two such summaries (MCTCP §V.B: "when all children have
+//! acknowledged a byte, the merger constructs a representative cumulative
+//! acknowledgement"):
 //!
 //! * acknowledged set = the **intersection** of the children's sets, so the
 //!   cumulative point is the **minimum** of the children's cumulative points
-//!   (seed Fig. 5 `minimum_ack_received`) and the SACK ranges are those every
+//!   (MCTCP Fig. 5 `minimum_ack_received`) and the SACK ranges are those every
 //!   child holds above it;
 //! * window right edge (`cumulative + window`) = the **minimum** of the
-//!   children's right edges. The seed's rule "window = min" (Fig. 5
+//!   children's right edges. MCTCP's rule "window = min" (Fig. 5
 //!   `minimum_window_received`) is taken on absolute right edges, because our
 //!   windows count from each child's own cumulative point: a child far ahead
 //!   with a small window may still accept more than one far behind;

@@ -1,7 +1,7 @@
-//! A merger's children held as soft state (concast keeps its upstream
-//! neighbour list "using soft-state techniques similar to RSVP", MCTCP seed
-//! §II): each child is refreshed by every datagram it sends and forgotten
-//! after a timeout without one.
+//! A merger's children held as soft state (concast keeps its upstream neighbour
+//! list "using soft-state techniques similar to RSVP", MCTCP §II): each child
+//! is refreshed by every datagram it sends and forgotten after a timeout
+//! without one.
 //!
 //! Ordered indexes over the children's cumulative points and window right
 //! edges make the merge decision ([`super::mctcp`]) O(log N) per ACK; the
@@ -178,7 +178,7 @@ impl ChildTable {
 
     /// Admitted children behind some sibling whose cumulative point has not
     /// advanced for `stall` (a stalled or bogus child holding its subtree's
-    /// merged point; TCP-SMO evicts such receivers, `SEEDS-DIGEST.md` §1).
+    /// merged point; TCP-SMO §II.C removes such receivers).
     /// O(N): called on a slow periodic timer.
     pub fn stalled(&self, now: Instant, stall: Duration) -> Vec<SocketAddr> {
         let Some(&(top, _)) = self.cums.last() else {

@@ -1,10 +1,10 @@
 //! Join (CONNECT) merging: when a merger opens its own membership upstream.
 //!
-//! MCTCP merges the receivers' SYNs into one (seed §V.A): "our current merge
+//! MCTCP merges the receivers' SYNs into one (MCTCP §V.A): "our current merge
 //! spec contains both time, sender count, and a time/sender count
 //! combination mechanism for connection establishment". [`JoinMerge`] is
 //! that choice; [`ConnectSummary`] merges the children's CONNECT options the
-//! way the seed merges TCP options (§V.C): the MSS is the **minimum**
+//! way MCTCP merges TCP options (§V.C): the MSS is the **minimum**
 //! advertised by any child — here CONNECT's `max_payload`, the only place our
 //! protocol carries an MSS (ACKs have none) — and the initial window the
 //! **minimum** (CONNECT's window counts from the start of delivery, so the
@@ -14,7 +14,7 @@ use crate::wire::{ConnectFrame, WireTimestamp};
 use fanout_core::time::Instant;
 use std::time::Duration;
 
-/// When the merged CONNECT goes upstream (seed §V.A).
+/// When the merged CONNECT goes upstream (MCTCP §V.A).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JoinMerge {
     /// Once this many children have asked to join.

@@ -1,7 +1,7 @@
-//! The MCTCP merge specification for fanout's ACKs and CONNECTs (seed
+//! The MCTCP merge specification for fanout's ACKs and CONNECTs (MCTCP
 //! Fig. 5, adapted to the wire of `docs/wire.md`).
 //!
-//! * **Tag** (`getTag`): the seed tags a message with its TCP sequence
+//! * **Tag** (`getTag`): MCTCP tags a message with its TCP sequence
 //!   number, which only changes between the handshake, data and teardown
 //!   phases. Ours is the phase itself: [`MctcpTag::Join`] for CONNECT,
 //!   [`MctcpTag::Ack`] for ACKs and for leaves (a leave may advance the
@@ -9,20 +9,20 @@
 //! * **Join**: the children's CONNECT options are merged
 //!   ([`ConnectSummary::meet`]: minimum MSS and window) and one CONNECT goes
 //!   upstream once [`JoinMerge`] says so (by count, timer, or both).
-//! * **Ack**: each child keeps its highest cumulative point (seed: "if
+//! * **Ack**: each child keeps its highest cumulative point (MCTCP Fig. 5: "if
 //!   after(ack, old) then update, else retransmit = true"), its latest SACK
 //!   ranges above it, the highest window right edge it announced and its
 //!   latest timestamp echo. A merged ACK ([`AckSummary::meet`] over the
 //!   admitted children) is built when
 //!   1. **every child acknowledged data beyond the last merged cumulative
-//!      point** — the seed's "new cumulative ack from all known senders",
+//!      point** — MCTCP's "new cumulative ack from all known senders",
 //!      read relative to the merged point: read literally (each child beyond
 //!      its own previous ACK) it deadlocks when a child that already holds
 //!      everything sent has nothing new to acknowledge while the sender waits
 //!      for the merged ACK to open its window;
 //!   2. **a child sent a non-advancing (duplicate) ACK** — forwarded at once,
 //!      so the loss signal (the SACK ranges above a hole) still reaches the
-//!      sender's fast retransmit / RACK (seed: `retransmit`); once per
+//!      sender's fast retransmit / RACK (MCTCP Fig. 5: `retransmit`); once per
 //!      merged cumulative point: the siblings' duplicates for the same
 //!      point are not forwarded again (a loss above the merger makes every
 //!      child repeat its ACK; what their repeats add — ranges now held in
@@ -42,7 +42,7 @@
 //!
 //!   Leaves and soft-state expiries re-evaluate the rule (the slowest child
 //!   leaving can advance the merged point).
-//! * **Timestamp echo** (what the seed left open, §V.C): the merged ACK
+//! * **Timestamp echo** (what MCTCP left open, §V.C): the merged ACK
 //!   echoes what the ACK that made it due echoed — when the merged point
 //!   advances, the ACK of the last child to cover it, so the sender's
 //!   sample `now − echo` is the RTT of the data that completed the
@@ -102,7 +102,7 @@ pub struct JoinState {
 pub struct AckState {
     /// The last merged ACK built.
     pub last: Option<AckSummary>,
-    /// A child sent a duplicate since then (seed: `retransmit`).
+    /// A child sent a duplicate since then (MCTCP Fig. 5: `retransmit`).
     pub retransmit: bool,
     /// Merged ACKs built because of a duplicate.
     pub duplicates_forwarded: u64,

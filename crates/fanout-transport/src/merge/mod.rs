@@ -1,12 +1,11 @@
-//! MCTCP ACK aggregation (`shared/SEEDS-DIGEST.md` §2, issue 4): mergers
-//! that combine their children's feedback hop by hop, so a session sender's
-//! feedback load depends on its fan-out, not on the number of receivers.
-//! Design notes and the merge rules with their seed citations:
-//! `docs/mctcp.md`.
+//! MCTCP ACK aggregation (MCTCP §IV–§V): mergers that combine their children's
+//! feedback hop by hop, so a session sender's feedback load depends on its
+//! fan-out, not on the number of receivers. Design notes and the merge rules
+//! with their citations of the paper: `docs/mctcp.md`.
 //!
 //! * `spec` — the concast merge-specification abstraction ([`MergeSpec`]:
 //!   tag / merge / done / build) and its per-message framework
-//!   ([`MergeTable`], seed Fig. 1).
+//!   ([`MergeTable`], MCTCP Fig. 1).
 //! * `ack_meet` — the ACK lattice: [`AckSummary::meet`] (min cumulative,
 //!   common SACK ranges, min window right edge, oldest timestamp echo).
 //! * `join` — CONNECT merging by count, timer or both ([`JoinMerge`]).
@@ -38,9 +37,8 @@
 //!
 //! Today a [`crate::session::SessionSender`] already works with mergers
 //! unchanged in unicast fan-out mode (no group): the merger is one member,
-//! receives that member's copy of each segment and relays it to its
-//! children (`tests/merge_tree.rs`). With IP multicast, and to meet the
-//! rest of issue 4, the following is next:
+//! receives that member's copy of each segment and relays it to its children
+//! (`tests/merge_tree.rs`). With IP multicast, the following is next:
 //!
 //! 1. **Data source ≠ feedback target at the receiver** (built): a
 //!    receiver joined with [`crate::TransportConfig::feedback_via`] sends
@@ -64,7 +62,7 @@
 //! 3. **Repairs through the tree.** A unicast repair to a merger member is
 //!    relayed only to the children lacking it (done here); a merger could
 //!    also answer a child's loss from a small cache before the sender sees
-//!    it (not in the seed; later).
+//!    it (not in MCTCP; later).
 //! 4. **Crashed mergers** (built): mergers send their
 //!    children keep-alives; a child whose parent stays silent for 1 s
 //!    re-attaches to the next ancestor of its fallback chain with a resume

@@ -1,11 +1,10 @@
-//! A merger's roster of its subtree (`docs/wire.md` §4.8): the receiver
-//! count and per-receiver progress it reports upstream in ROSTER pages,
-//! built from its direct receiver children (their cumulative ACKs in the
-//! [`ChildTable`]) and from the pages its merger children report
-//! ([`RosterStore`]), so that every parent up to the session sender knows
-//! how many receivers a merged member stands for and how far each got
-//! (issue 4 item 5; MCTCP's merged ACK alone hides them,
-//! `shared/SEEDS-DIGEST.md` §2).
+//! A merger's roster of its subtree (`docs/wire.md` §4.8): the receiver count
+//! and per-receiver progress it reports upstream in ROSTER pages, built from
+//! its direct receiver children (their cumulative ACKs in the [`ChildTable`])
+//! and from the pages its merger children report ([`RosterStore`]), so that
+//! every parent up to the session sender knows how many receivers a merged
+//! member stands for and how far each got (MCTCP's merged ACK alone hides them,
+//! MCTCP §V.B).
 //!
 //! Pages go to the parent at most every [`MIN_PAGE_GAP`] and at least one
 //! full cycle per [`ROSTER_CYCLE`] (bounded: at most 50 pages of at most

@@ -1,11 +1,11 @@
-//! The merge-specification abstraction of concast (MCTCP seed §II, Figs. 1
+//! The merge-specification abstraction of concast (MCTCP §II, Figs. 1
 //! and 2) and its per-message framework.
 //!
-//! A specification says which messages may merge ([`MergeSpec::tag`], the
-//! seed's `getTag`), how one more message is folded into the saved state
+//! A specification says which messages may merge ([`MergeSpec::tag`],
+//! MCTCP's `getTag`), how one more message is folded into the saved state
 //! ([`MergeSpec::merge`]), whether a message should go upstream now
-//! ([`MergeSpec::done`]) and what it is ([`MergeSpec::build`], the seed's
-//! `buildMsg`). The seed's *flow state block* (`fsb`: state shared by all
+//! ([`MergeSpec::done`]) and what it is ([`MergeSpec::build`], MCTCP's
+//! `buildMsg`). MCTCP's *flow state block* (`fsb`: state shared by all
 //! tags of one flow, such as the table of children) is the specification
 //! value itself, hence `&mut self`; the per-tag *merge state* is
 //! [`MergeSpec::State`], kept by [`MergeTable`].
@@ -19,7 +19,7 @@ use std::fmt::Debug;
 /// specifications should have a small fixed tag space (MCTCP has two).
 pub const MAX_TAGS: usize = 16;
 
-/// A concast merge specification (seed Fig. 2).
+/// A concast merge specification (MCTCP Fig. 2).
 pub trait MergeSpec {
     /// One message from a child (already authenticated as coming from a
     /// known child, or a request to become one).
@@ -37,7 +37,7 @@ pub trait MergeSpec {
     /// A fresh state for `tag` (first message of that tag).
     fn new_state(&self, tag: Self::Tag) -> Self::State;
 
-    /// Folds `msg` into `state` (the seed's `merge(s, m, fsb)`).
+    /// Folds `msg` into `state` (MCTCP's `merge(s, m, fsb)`).
     fn merge(&mut self, state: &mut Self::State, msg: Self::Msg, now: Instant);
 
     /// Whether a message should be built and forwarded now (`done(s)`).
@@ -52,7 +52,7 @@ pub trait MergeSpec {
     fn deadline(&self, state: &Self::State) -> Option<Instant>;
 }
 
-/// Saved merge states by tag, and the seed's per-packet procedure (Fig. 1:
+/// Saved merge states by tag, and MCTCP's per-packet procedure (Fig. 1:
 /// look up the tag, merge, and if done build and forward).
 #[derive(Debug)]
 pub struct MergeTable<S: MergeSpec> {

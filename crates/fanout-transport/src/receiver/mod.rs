@@ -185,8 +185,9 @@ impl Receiver {
         }
     }
 
-    /// Joins the session of the sender at `sender` (receiver-initiated, SMO
-    /// §II): sends CONNECT until ACCEPT arrives or the handshake times out.
+    /// Joins the session of the sender at `sender` (receiver-initiated,
+    /// TCP-SMO §II.A): sends CONNECT until ACCEPT arrives or the handshake
+    /// times out.
     /// The sender's data may then arrive from its address on any destination
     /// (a multicast group this host joined, or unicast).
     ///

@@ -1,4 +1,4 @@
-//! Session policies (SMO §II), with the seed's defaults.
+//! Session policies (TCP-SMO §II), with the paper's defaults.
 
 use super::eviction::OutlierEviction;
 use super::policy::{RepairPolicy, RttPolicy, WindowPolicy};
@@ -9,7 +9,8 @@ use std::time::Duration;
 /// Most members one session admits by default (a peer-controlled count).
 pub const DEFAULT_MAX_MEMBERS: usize = 4096;
 
-/// When the send buffer may release data (SMO §II, `snd.una` of the master).
+/// When the send buffer may release data (TCP-SMO §II.C, `snd.una` of the
+/// master).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ReleasePolicy {
     /// Once every member acknowledged it (default).
@@ -21,7 +22,7 @@ pub enum ReleasePolicy {
     /// room: a write into a full buffer releases the oldest data already
     /// multicast at least once, so slow members never block the writer; a
     /// member still missing released data is evicted when it needs it
-    /// repaired (SMO §II's buffer-limited release).
+    /// repaired (the buffer-limited release of TCP-SMO §II.C).
     BufferLimited,
 }
 
@@ -36,7 +37,7 @@ pub enum JoinPolicy {
     /// Bulk with late joiners: members that join before any data was sent
     /// start at 0; a later joiner starts at the current send position, and
     /// the ACCEPT's start offset tells it which prefix `[0, start)` it must
-    /// fetch out of band (the file CLI's unicast catch-up, issue 3 §2).
+    /// fetch out of band (the file CLI's unicast catch-up).
     CatchUp,
 }
 
@@ -52,12 +53,12 @@ pub struct SessionConfig {
     pub release: ReleasePolicy,
     /// Start and late-join behaviour.
     pub join: JoinPolicy,
-    /// Multicast or unicast repairs (SMO §II; default: multicast when more
-    /// than 5% of members miss a segment).
+    /// Multicast or unicast repairs (TCP-SMO §II.E; default: multicast when
+    /// more than 5% of members miss a segment).
     pub repair: RepairPolicy,
-    /// The session window from the members' (SMO §II `G`; default min).
+    /// The session window from the members' (TCP-SMO §II.F `G`; default min).
     pub window: WindowPolicy,
-    /// The session RTT from the members' (SMO §II; default max).
+    /// The session RTT from the members' (TCP-SMO §II.E; default max).
     pub rtt: RttPolicy,
     /// Hold data until this many members joined (bulk sessions).
     pub wait_for_members: usize,
@@ -70,7 +71,7 @@ pub struct SessionConfig {
     pub stall_timeout: Duration,
     /// A member is evicted after this many consecutive RTO expiries.
     pub max_rto_backoffs: u32,
-    /// Adaptive ACK frequency (SMO §II): members acknowledge every 2
+    /// Adaptive ACK frequency (TCP-SMO §II.D): members acknowledge every 2
     /// segments in slow start and after loss, every `steady_ack_every`
     /// otherwise; `None` leaves every member at its own policy.
     pub steady_ack_every: Option<u32>,

@@ -1,12 +1,12 @@
-//! Outlier eviction (SMO §II, issue 3 §1): "a receiver whose RTT or window
-//! is far outside the rest, or that stalls, is reset with a reason and the
-//! others continue". Stalls are the stall timeout's job (see
+//! Outlier eviction (TCP-SMO §II.E–F): a receiver whose RTT or window is
+//! far outside the rest, or that stalls, is reset with a reason and the
+//! others continue. Stalls are the stall timeout's job (see
 //! [`super::SessionConfig::stall_timeout`]); this module finds members whose
 //! smoothed RTT is far *above* the session's median (default) or whose
 //! congestion window is far *below* it (opt-in, see
 //! [`OutlierEviction::window_ratio`]), for longer than a grace period.
 //!
-//! With the session window = the minimum over members (the SMO default),
+//! With the session window = the minimum over members (the TCP-SMO default),
 //! one member behind a slow link holds every other member to its rate; its
 //! RTT inflates (the queue at its own link; 0.6 s behind a 2 Mbit/s link
 //! with 100 packets of queue, against 12 ms for the others). Evicting it

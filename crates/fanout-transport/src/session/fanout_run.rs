@@ -1,9 +1,9 @@
-//! Unicast fan-out without a multicast group (issue 3 §6): every new
-//! segment goes to every member by unicast. The sender takes a run of up
-//! to [`FANOUT_RUN_SEGMENTS`] consecutive segments and emits the copies
-//! member by member, so each member's copies are consecutive datagrams of
-//! equal size to one destination — which the runtime packs into one UDP
-//! GSO send — instead of alternating destinations datagram by datagram.
+//! Unicast fan-out without a multicast group: every new segment goes to every
+//! member by unicast. The sender takes a run of up to [`FANOUT_RUN_SEGMENTS`]
+//! consecutive segments and emits the copies member by member, so each member's
+//! copies are consecutive datagrams of equal size to one destination — which
+//! the runtime packs into one UDP GSO send — instead of alternating
+//! destinations datagram by datagram.
 
 use std::net::SocketAddr;
 use std::ops::Range;

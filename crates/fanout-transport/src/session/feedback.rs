@@ -1,7 +1,7 @@
-//! How often each member acknowledges: thinned by count (SMO §II adaptive
-//! ACKs) and by time (a session-wide feedback budget), so the sender's
-//! feedback load stays bounded as the session grows (issue 3; the seed saw
-//! ACK loss stall connections at 1500 receivers).
+//! How often each member acknowledges: thinned by count (TCP-SMO §II.D
+//! adaptive ACKs) and by time (a session-wide feedback budget), so the
+//! sender's feedback load stays bounded as the session grows (TCP-SMO §V.A
+//! saw ACK loss stall connections at 1500 receivers).
 
 use crate::wire::{AckFrequencyFrame, MAX_ACK_INTERVAL_US};
 
@@ -16,7 +16,7 @@ pub const FEEDBACK_LINK_SHARE: f64 = 0.125;
 pub const ACK_WIRE_BYTES: u64 = 64;
 
 /// Default feedback budget when the sender's link capacity is unknown:
-/// the budget of a 100 Mbit/s link (the seed's setting), rounded.
+/// the budget of a 100 Mbit/s link (the setting of TCP-SMO §V), rounded.
 pub const DEFAULT_FEEDBACK_BUDGET_PPS: u32 = 25_000;
 
 /// The feedback budget (ACKs/s) of a sender whose link carries
@@ -31,10 +31,10 @@ pub fn budget_for_link(link_bps: u64) -> u32 {
 /// keeps a member far below its share of the budget.
 const MIN_INTERVAL_US: u64 = 250;
 
-/// Segments per ACK for one member (SMO §II): 2 in slow start or recovery,
-/// `steady` otherwise, but never fewer than ~4 ACKs per congestion window
-/// or the window's tail waits for the delayed-ACK timer and the ACK clock
-/// stalls.
+/// Segments per ACK for one member (TCP-SMO §II.D): 2 in slow start or
+/// recovery, `steady` otherwise, but never fewer than ~4 ACKs per congestion
+/// window or the window's tail waits for the delayed-ACK timer and the ACK
+/// clock stalls.
 pub fn segments_per_ack(steady: u32, in_slow_start_or_recovery: bool, cwnd_segments: u64) -> u32 {
     if in_slow_start_or_recovery {
         return 2;

@@ -11,8 +11,8 @@ pub enum WindowPolicy {
     /// The smallest member window (default): strictly TCP-fair on every
     /// shared link, and every member runs at the pace of the slowest.
     Minimum,
-    /// "Essentially fair" (SMO §II after Wang & Schwartz): the session may
-    /// take `B` with `a·B_tcp ≤ B ≤ b·f(N)·B_tcp`, `B_tcp` the throughput
+    /// "Essentially fair" (TCP-SMO §II.F after Wang & Schwartz): the session
+    /// may take `B` with `a·B_tcp ≤ B ≤ b·f(N)·B_tcp`, `B_tcp` the throughput
     /// of a TCP flow on the worst member's path (its window). Within those
     /// bounds the window is the member window at `percentile` (0 = the
     /// smallest, 1 = the largest), so a few lossy members do not hold back
@@ -53,20 +53,21 @@ impl FairScaling {
     }
 }
 
-/// How the session RTT (pacing, SMO §II "master RTT") follows the members'.
+/// How the session RTT (pacing, TCP-SMO §II.E "master RTT") follows the
+/// members'.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RttPolicy {
     /// The largest member RTT (default).
     Maximum,
-    /// The largest RTT among the fastest `p` fraction of members (SMO §II:
-    /// "max of the fastest p%"), `p` in `(0, 1]`.
+    /// The largest RTT among the fastest `p` fraction of members (TCP-SMO
+    /// §II.E: the maximum of the fastest p%), `p` in `(0, 1]`.
     Percentile(f64),
 }
 
-/// How a lost segment is repaired (SMO §II).
+/// How a lost segment is repaired (TCP-SMO §II.E).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RepairPolicy {
-    /// The seed's rule: multicast when more than this fraction of members
+    /// TCP-SMO's rule: multicast when more than this fraction of members
     /// miss the segment (default 5%; 0 = always multicast), otherwise
     /// unicast to each member missing it.
     Threshold(f64),
@@ -74,8 +75,8 @@ pub enum RepairPolicy {
     /// sender's link and one on every member's link; unicast to `k` members
     /// costs `k` copies on the sender's link and one on each of their links.
     /// With the sender's link `uplink_ratio` times as fast as a member's,
-    /// multicast is cheaper once `k ≥ max(2, uplink_ratio)` (1 = the seed's
-    /// setting, a sender link no faster than the members').
+    /// multicast is cheaper once `k ≥ max(2, uplink_ratio)` (1 = the setting
+    /// of TCP-SMO §V, a sender link no faster than the members').
     Cost {
         /// Sender-link capacity over a member link's (≥ 1).
         uplink_ratio: f64,

@@ -1,11 +1,10 @@
-//! Members re-attaching from a crashed merger (issue 4, item 4;
-//! `docs/mctcp.md`, "Crashed mergers"): a CONNECT whose `start_offset` P is
-//! not 0 says "I already hold `[0, P)`, continue from P" (`docs/wire.md`
-//! §3.2, resume CONNECT). The sender admits it at P when it still holds
-//! every byte from P on — which it does while the dead merger's member,
-//! whose cumulative point is at most P, is not yet evicted (release policy
-//! "slowest") — and refuses it otherwise, so a gap is never silently
-//! skipped.
+//! Members re-attaching from a crashed merger (`docs/mctcp.md`, "Crashed
+//! mergers"): a CONNECT whose `start_offset` P is not 0 says "I already hold
+//! `[0, P)`, continue from P" (`docs/wire.md` §3.2, resume CONNECT). The sender
+//! admits it at P when it still holds every byte from P on — which it does
+//! while the dead merger's member, whose cumulative point is at most P, is not
+//! yet evicted (release policy "slowest") — and refuses it otherwise, so a gap
+//! is never silently skipped.
 
 /// The start offset of a member resuming at `position`, given the lowest
 /// offset the send buffer still holds (`base`) and the send position

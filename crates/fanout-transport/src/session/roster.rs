@@ -1,11 +1,10 @@
-//! The session sender's roster (issue 4 item 5, `docs/mctcp.md`): which
-//! receivers are in the session and how far each got, also behind ACK
-//! mergers. A merger is one member (MCTCP, `shared/SEEDS-DIGEST.md` §2)
-//! whose merged ACK hides its subtree; its ROSTER pages (`docs/wire.md`
-//! §4.8) tell the sender how many receivers it stands for (its **weight**
-//! in the repair threshold and the session's receiver count), the largest
-//! fan-in below it (the feedback budget), and each receiver's cumulative
-//! ACK. A member that never sent a page is a receiver of weight 1.
+//! The session sender's roster (`docs/mctcp.md`): which receivers are in the
+//! session and how far each got, also behind ACK mergers. A merger is one
+//! member (MCTCP §V.B) whose merged ACK hides its subtree; its ROSTER pages
+//! (`docs/wire.md` §4.8) tell the sender how many receivers it stands for (its
+//! **weight** in the repair threshold and the session's receiver count), the
+//! largest fan-in below it (the feedback budget), and each receiver's
+//! cumulative ACK. A member that never sent a page is a receiver of weight 1.
 //!
 //! Bounded ([`MAX_SESSION_ROSTER_ENTRIES`], claims clamped,
 //! [`crate::merge::RosterStore`]) and informational only: the release of

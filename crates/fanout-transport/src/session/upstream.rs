@@ -1,9 +1,8 @@
-//! Session relay at the sender (`shared/SEEDS-DIGEST.md` §1, TCP-SMO
-//! §IV.B: "each receiver can send any data back to the source server
-//! through the individual connection; the source server can monitor the
-//! data and determine whether to multicast the data to all receivers"):
-//! the members' upstream streams, reassembled and handed to the
-//! application in order, acknowledged to each member by unicast.
+//! Session relay at the sender (TCP-SMO §IV.B: "each receiver can send any data
+//! back to the source server through the individual connection; the source
+//! server can monitor the data and determine whether to multicast the data to
+//! all receivers"): the members' upstream streams, reassembled and handed to
+//! the application in order, acknowledged to each member by unicast.
 //!
 //! None of this sits on the per-ACK path: the session holds it behind an
 //! `Option<Box<_>>` created on the first UPSTREAM frame, and a member's

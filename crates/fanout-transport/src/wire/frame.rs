@@ -7,7 +7,8 @@ use fanout_core::codec::{DecodeError, Reader, Writer, VARINT_MAX};
 use std::ops::Range;
 
 /// Most SACK ranges one ACK may carry. Bounds the work and memory a peer can
-/// force per ACK (ARCHITECTURE: every peer-controlled count is bounded).
+/// force per ACK (every peer-controlled count is bounded,
+/// `docs/architecture.md`).
 pub const MAX_SACK_RANGES: usize = 32;
 /// Longest close/reset reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 256;
@@ -107,10 +108,10 @@ impl DataFrame<'_> {
     }
 }
 
-/// Session relay (`shared/SEEDS-DIGEST.md` §1, TCP-SMO §IV.B): a piece of
-/// a member's upstream byte stream, member → session sender, on the
-/// member's own unicast connection. Offsets count in the upstream stream's
-/// own space, from 0; as with DATA the end (FIN) occupies one offset.
+/// Session relay (TCP-SMO §IV.B): a piece of a member's upstream byte stream,
+/// member → session sender, on the member's own unicast connection. Offsets
+/// count in the upstream stream's own space, from 0; as with DATA the end (FIN)
+/// occupies one offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpstreamFrame<'a> {
     /// Upstream offset of the first byte.
@@ -204,7 +205,7 @@ pub enum Frame<'a> {
     Close(CloseFrame<'a>),
     /// Abortive reset.
     Reset(CloseFrame<'a>),
-    /// Sender steers a receiver's ACK schedule (SMO adaptive ACKs, feedback
+    /// Sender steers a receiver's ACK schedule (TCP-SMO adaptive ACKs, feedback
     /// pacing).
     AckFrequency(AckFrequencyFrame),
     /// Member's upstream bytes (session relay).

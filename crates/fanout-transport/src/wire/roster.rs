@@ -1,9 +1,9 @@
 //! ROSTER (`docs/wire.md` §4.8): a merger's bounded, paged digest of its
 //! subtree for its parent — how many receivers stand behind it, the largest
-//! fan-in of any merger in it, and per receiver its address and cumulative
-//! ACK. MCTCP merges ACKs (`shared/SEEDS-DIGEST.md` §2) and so hides who is
-//! behind a merger; the roster gives the sender its per-receiver accounting
-//! back (issue 4, item 5) without per-receiver ACKs.
+//! fan-in of any merger in it, and per receiver its address and cumulative ACK.
+//! MCTCP merges ACKs (MCTCP §V.B) and so hides who is behind a merger; the
+//! roster gives the sender its per-receiver accounting back (as in TCP-SMO
+//! §IV.A) without per-receiver ACKs.
 
 use fanout_core::codec::{DecodeError, Reader, Writer, VARINT_MAX};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

@@ -1,5 +1,5 @@
-//! Crashed mergers (issue 4, item 4; `docs/mctcp.md`, "Crashed mergers"):
-//! the merger's side of [`crate::reattach`].
+//! Crashed mergers (`docs/mctcp.md`, "Crashed mergers"): the merger's side of
+//! [`crate::reattach`].
 //!
 //! * **Keep-alives down**: every admitted child gets a PADDING datagram every
 //!   [`MergerConfig::keepalive`](super::MergerConfig::keepalive), so a child

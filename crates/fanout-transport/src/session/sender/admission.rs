@@ -1,5 +1,5 @@
 //! Who enters the session: receiver-initiated joins (CONNECT, TCP-SMO
-//! §II), resumes after a merger crash (`super::super::resume`), and
+//! §II.A), resumes after a merger crash (`super::super::resume`), and
 //! sender-initiated transfers to known receivers — the session OFFERs
 //! itself to a listener, which answers with an ordinary CONNECT (a unicast
 //! transfer is a session of one).
