@@ -109,6 +109,17 @@ impl<R: Read> FileFeed<R> {
         }
     }
 
+    /// True once the whole file and its trailer were written and the
+    /// stream finished.
+    pub fn is_done(&self) -> bool {
+        self.trailer.as_ref().is_some_and(|t| t.is_empty())
+    }
+
+    /// True if the stream was aborted ([`FileFeed::take_error`] says why).
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
     /// The read error that aborted the stream, if any.
     pub fn take_error(&mut self) -> Option<io::Error> {
         self.error.take()

@@ -5,7 +5,8 @@
 //! * [`manifest`] — how a file travels on a stream: a manifest message,
 //!   the bytes, a BLAKE3 trailer.
 //! * [`feed`] — feeds a file (any [`std::io::Read`]) into a stream,
-//!   never blocking.
+//!   never blocking; [`intake`] takes it apart at the receiver and checks
+//!   its hash.
 //! * [`catch_up`] — late joiners of a file session fetch the prefix they
 //!   missed from the session sender: the server (a composite engine on the
 //!   session's socket) and the client.
@@ -17,12 +18,14 @@
 
 pub mod catch_up;
 pub mod feed;
+pub mod intake;
 pub mod manifest;
 pub mod memory_sink;
 mod sink;
 pub mod upstream_relay;
 
 pub use feed::FileFeed;
+pub use intake::{FileIntake, IntakeError, Piece};
 pub use manifest::{Manifest, ManifestError, TRAILER_LEN};
 pub use memory_sink::MemorySink;
 pub use sink::{StreamSink, UpstreamSink};

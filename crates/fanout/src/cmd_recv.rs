@@ -8,7 +8,7 @@ use crate::report::{
 };
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
-use fanout_app::{Manifest, TRAILER_LEN};
+use fanout_app::{FileIntake, Manifest, Piece};
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::Receiver;
 use std::fs::File;
@@ -88,53 +88,49 @@ pub(crate) fn target_path(output: &Path, name: &str) -> (PathBuf, PathBuf) {
     (path, part.into())
 }
 
-/// Application-side state of one incoming file.
+/// One incoming file: the file protocol's intake ([`FileIntake`]) writing
+/// into `NAME.part`, renamed into place once the hash matched.
 struct Incoming {
     output: PathBuf,
-    /// Bytes read from the stream but not yet parsed (manifest, trailer).
-    pending: Vec<u8>,
-    manifest: Option<Manifest>,
+    intake: FileIntake,
     paths: Option<(PathBuf, PathBuf)>,
     writer: Option<BufWriter<File>>,
-    hasher: blake3::Hasher,
-    body_done: u64,
-    verified: bool,
+    /// The file's BLAKE3, once verified.
+    blake3: Option<[u8; 32]>,
 }
 
 impl Incoming {
-    fn consume(&mut self, mut data: &[u8]) -> Result<()> {
-        if self.manifest.is_none() {
-            self.pending.extend_from_slice(data);
-            let Some((m, used)) = Manifest::decode(&self.pending)? else {
-                ensure!(self.pending.len() < 4096, "manifest too long");
-                return Ok(());
-            };
-            let (path, part) = target_path(&self.output, &m.name);
-            let f =
-                File::create(&part).with_context(|| format!("cannot create {}", part.display()))?;
-            self.writer = Some(BufWriter::with_capacity(1 << 20, f));
-            self.paths = Some((path, part));
-            let rest = self.pending.split_off(used);
-            self.pending.clear();
-            self.manifest = Some(m);
-            return self.consume(&rest);
+    fn new(output: PathBuf) -> Self {
+        Incoming {
+            output,
+            intake: FileIntake::new(),
+            paths: None,
+            writer: None,
+            blake3: None,
         }
-        let size = self.manifest.as_ref().map_or(0, |m| m.size);
-        let body_left = (size - self.body_done) as usize;
-        let body = &data[..data.len().min(body_left)];
-        if !body.is_empty() {
-            self.hasher.update(body);
-            if let Some(w) = self.writer.as_mut() {
-                w.write_all(body).context("write error")?;
+    }
+
+    fn manifest(&self) -> Option<&Manifest> {
+        self.intake.manifest()
+    }
+
+    fn consume(&mut self, data: &[u8]) -> Result<()> {
+        let (output, paths, writer) = (&self.output, &mut self.paths, &mut self.writer);
+        self.intake.consume(data, &mut |piece| match piece {
+            Piece::Manifest(m) => {
+                let (path, part) = target_path(output, &m.name);
+                let f = File::create(&part).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("cannot create {}: {e}", part.display()))
+                })?;
+                *writer = Some(BufWriter::with_capacity(1 << 20, f));
+                *paths = Some((path, part));
+                Ok(())
             }
-            self.body_done += body.len() as u64;
-            data = &data[body.len()..];
-        }
-        self.pending.extend_from_slice(data);
-        ensure!(
-            self.pending.len() <= TRAILER_LEN,
-            "the sender sent more than the file and its hash"
-        );
+            Piece::Body(b) => match writer.as_mut() {
+                Some(w) => w.write_all(b),
+                None => Ok(()),
+            },
+        })?;
         Ok(())
     }
 
@@ -144,21 +140,23 @@ impl Incoming {
             .paths
             .clone()
             .context("the stream ended before the file's manifest")?;
-        let ok = self.pending.len() == TRAILER_LEN
-            && self.hasher.finalize().as_bytes()[..] == self.pending[..];
+        let verified = self.intake.finish();
         let mut w = self.writer.take().context("no output")?;
         w.flush().context("write error")?;
         w.into_inner()
             .map_err(|e| e.into_error())?
             .sync_all()
             .context("fsync")?;
-        if !ok {
-            let _ = std::fs::remove_file(&part);
-            bail!("BLAKE3 mismatch or missing: {} discarded", path.display());
-        }
+        let hash = match verified {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                bail!("{e}: {} discarded", path.display());
+            }
+        };
         std::fs::rename(&part, &path)
             .with_context(|| format!("cannot rename to {}", path.display()))?;
-        self.verified = true;
+        self.blake3 = Some(hash);
         Ok(())
     }
 
@@ -231,16 +229,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         Some(sender) => Receiver::join(transport, sender, clock.now()),
         None => Receiver::listen(args.net.transport(), clock.now()),
     };
-    let mut inc = Incoming {
-        output: args.output.clone(),
-        pending: Vec::new(),
-        manifest: None,
-        paths: None,
-        writer: None,
-        hasher: blake3::Hasher::new(),
-        body_done: 0,
-        verified: false,
-    };
+    let mut inc = Incoming::new(args.output.clone());
     let mut buf = vec![0u8; 1 << 20];
     let mut app_error: Option<anyhow::Error> = None;
     let mut bar = None;
@@ -266,10 +255,10 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
                 app_error = Some(e);
             }
         }
-        if let Some(m) = &inc.manifest {
+        if let Some(m) = inc.manifest() {
             let b = bar
                 .get_or_insert_with(|| bytes_bar(m.size, "recv", args.out.quiet || args.out.json));
-            b.set_position(inc.body_done);
+            b.set_position(inc.intake.body_done());
         }
         r.is_closed() || (r.is_finished() && app_error.is_some())
     });
@@ -303,7 +292,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         );
     }
     inc.complete()?;
-    let m = inc.manifest.clone().context("no manifest")?;
+    let m = inc.manifest().cloned().context("no manifest")?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = receiver.stats();
     let mut transport = receiver_counters(st);
@@ -318,8 +307,11 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         bytes: m.size,
         seconds,
         goodput_bps: goodput_bps(m.size, seconds),
-        blake3: inc.hasher.finalize().to_hex().to_string(),
-        verified: inc.verified,
+        blake3: inc
+            .blake3
+            .map(|h| blake3::Hash::from(h).to_hex().to_string())
+            .unwrap_or_default(),
+        verified: inc.blake3.is_some(),
         close: close_label(&receiver),
         transport,
         drops: drops_map(&st.drops),

@@ -290,3 +290,77 @@ fn a_peer_of_another_wire_version_gets_a_clear_error() {
         "{err:?}"
     );
 }
+
+/// The library API and the CLI speak the same file protocol (both run
+/// `fanout_app`): a file sent with `SessionListener::send_file` arrives
+/// through `fanout recv --from` verified, under its name.
+#[test]
+fn a_file_sent_through_the_library_api_arrives_through_the_cli() {
+    use fanout_io::api::{SessionListener, SessionOptions};
+    let dir = temp_dir("api-file");
+    let data = {
+        let mut v = vec![0u8; 3 << 20];
+        fanout_core::Rng::new(21).fill(&mut v);
+        v
+    };
+    let mut session =
+        SessionListener::bind("127.0.0.1:0".parse().unwrap(), SessionOptions::unicast()).unwrap();
+    let recv = Proc(
+        Command::new(BIN)
+            .args(["recv", "--json", "--quiet", "--from"])
+            .arg(session.local_addr().to_string())
+            .arg("-o")
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let manifest = fanout_app::Manifest {
+        size: data.len() as u64,
+        name: "from-api.bin".into(),
+    };
+    let summary = session.send_file(&data[..], manifest).unwrap();
+    assert_eq!(summary.completed(), 1);
+    let out = finish(recv, Duration::from_secs(30));
+    assert!(out.status.success());
+    let report = json(&out);
+    assert_eq!(report["verified"], true, "{report}");
+    assert!(std::fs::read(dir.path().join("from-api.bin")).unwrap() == data);
+}
+
+/// And back: `fanout send --unicast` to a receiver of the library API,
+/// which keeps the file only once its hash matched.
+#[test]
+fn a_file_sent_by_the_cli_arrives_through_the_library_api() {
+    use fanout_io::api::Subscriber;
+    let scratch = temp_dir("cli-file");
+    let src = scratch.path().join("from-cli.bin");
+    let data = write_random(&src, 2 << 20, 22);
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sender: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let send = Proc(
+        Command::new(BIN)
+            .args(["send", "--json", "--quiet", "--unicast", "--bind"])
+            .arg(sender.to_string())
+            .arg(&src)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out_dir = scratch.path().join("got");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let sub = Subscriber::subscribe(None, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let got = sub.connect(sender).unwrap().receive_file(&out_dir).unwrap();
+    assert_eq!(got.path, out_dir.join("from-cli.bin"));
+    assert!(std::fs::read(&got.path).unwrap() == data);
+    let out = finish(send, Duration::from_secs(30));
+    assert!(out.status.success());
+    assert_eq!(
+        json(&out)["blake3"],
+        blake3::Hash::from(got.blake3).to_hex().to_string()
+    );
+}

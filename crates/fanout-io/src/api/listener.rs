@@ -191,6 +191,44 @@ impl SessionListener {
         Ok(self.summary())
     }
 
+    /// Runs `feed` on the session (it writes what fits now and says whether
+    /// it is done), waiting between calls until the session has room; true
+    /// once `feed` is done. Fails once the session ended, or when no
+    /// receiver came in time.
+    pub(super) fn feed_with(
+        &mut self,
+        mut feed: impl FnMut(&mut SessionSender) -> bool,
+    ) -> io::Result<bool> {
+        if self.finished {
+            return Err(io::Error::new(
+                ErrorKind::BrokenPipe,
+                "write after SessionListener::finish",
+            ));
+        }
+        let clock = self.runner.clock();
+        let first_member_by = self.first_member_by;
+        let done = self.runner.wait_for(|e| {
+            if let Some(r) = e.session.close_reason() {
+                return Some(Err(errors::closed(r)));
+            }
+            let room = e.session.writable();
+            if feed(&mut e.session) {
+                return Some(Ok(true));
+            }
+            if e.session.writable() < room {
+                return Some(Ok(false));
+            }
+            no_receiver(e, clock, first_member_by).map(Err)
+        })??;
+        self.runner.wake();
+        Ok(done)
+    }
+
+    /// Counts `n` stream bytes written other than through `write`.
+    pub(super) fn add_written(&mut self, n: u64) {
+        self.written += n;
+    }
+
     /// Aborts the session: every receiver gets a RESET carrying `reason`.
     pub fn abort(&mut self, reason: &str) {
         self.runner.with(|e| e.session.abort(reason));

@@ -6,6 +6,9 @@
 //! [`std::io::Read`]). A receiver may also send bytes back on its connection
 //! ([`Connection::upstream`]), which the sender's application receives with
 //! [`SessionListener::recv_upstream`] (session relay, TCP-SMO §IV.B).
+//! Files travel in fanout's file protocol, interoperable with the CLI:
+//! [`SessionListener::send_file`], [`Connection::receive_file`] (they run
+//! `fanout_app`'s file feed and intake).
 //!
 //! # Design
 //!
@@ -70,6 +73,7 @@
 //! ```
 
 mod errors;
+mod files;
 mod listener;
 mod options;
 mod roster;
@@ -77,6 +81,7 @@ mod runner;
 mod subscriber;
 mod upstream;
 
+pub use files::ReceivedFile;
 pub use listener::{SessionListener, SessionSummary};
 pub use options::{SessionOptions, SubscribeOptions};
 pub use roster::{MemberInfo, MemberOutcome, Outcome};

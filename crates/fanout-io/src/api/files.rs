@@ -1,0 +1,150 @@
+//! Files in fanout's file protocol (`fanout_app::manifest`: a manifest,
+//! the bytes, a BLAKE3 trailer), interoperable with `fanout send` and
+//! `fanout recv`: [`SessionListener::send_file`] feeds one through
+//! `fanout_app`'s [`FileFeed`], [`Connection::receive_file`] takes it apart
+//! with its [`FileIntake`] and keeps it only if the hash matched.
+
+use super::listener::{SessionListener, SessionSummary};
+use super::subscriber::Connection;
+use fanout_app::{FileFeed, FileIntake, IntakeError, Manifest, Piece};
+use std::fs::File;
+use std::io::{self, BufWriter, ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// A file received whole and verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedFile {
+    /// Where it is (in the directory asked for, under the sender's name).
+    pub path: PathBuf,
+    /// Its size, bytes.
+    pub size: u64,
+    /// Its BLAKE3 hash, checked against the sender's.
+    pub blake3: [u8; 32],
+}
+
+impl SessionListener {
+    /// Sends `manifest.size` bytes of `reader` as one file (the manifest
+    /// names it; its name is cut to a plain base name), then ends the
+    /// stream and waits for the receivers as [`SessionListener::finish`]
+    /// does. Fails if the reader fails or holds fewer bytes than announced
+    /// (the receivers get a RESET), or as `finish` fails.
+    ///
+    /// A whole file to two receivers over loopback:
+    ///
+    /// ```
+    /// use fanout_app::Manifest;
+    /// use fanout_io::api::{SessionListener, SessionOptions, Subscriber};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let dir = std::env::temp_dir().join(format!("fanout-doc-files-{}", std::process::id()));
+    /// let options = SessionOptions::unicast().wait_for(2);
+    /// let mut session = SessionListener::bind("127.0.0.1:0".parse().unwrap(), options)?;
+    /// let at = session.local_addr();
+    /// let receivers: Vec<_> = (0..2)
+    ///     .map(|i| {
+    ///         let out = dir.join(format!("r{i}"));
+    ///         std::thread::spawn(move || {
+    ///             std::fs::create_dir_all(&out)?;
+    ///             let sub = Subscriber::subscribe(None, "127.0.0.1:0".parse().unwrap())?;
+    ///             sub.connect(at)?.receive_file(&out)
+    ///         })
+    ///     })
+    ///     .collect();
+    /// let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    /// let manifest = Manifest { size: bytes.len() as u64, name: "data.bin".into() };
+    /// let summary = session.send_file(&bytes[..], manifest)?;
+    /// assert_eq!(summary.completed(), 2);
+    /// for r in receivers {
+    ///     let got = r.join().unwrap()?;
+    ///     assert_eq!(std::fs::read(&got.path)?, bytes);
+    ///     assert_eq!(got.size, bytes.len() as u64);
+    /// }
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn send_file(
+        &mut self,
+        reader: impl Read,
+        manifest: Manifest,
+    ) -> io::Result<SessionSummary> {
+        let size = manifest.size;
+        let mut feed = FileFeed::new(reader, manifest);
+        loop {
+            let progress = self.feed_with(|s| {
+                feed.feed(s);
+                feed.is_done() || feed.failed()
+            })?;
+            if progress {
+                break;
+            }
+        }
+        if let Some(e) = feed.take_error() {
+            return Err(e);
+        }
+        self.add_written(size);
+        self.finish()
+    }
+}
+
+impl Connection {
+    /// Receives one file of fanout's file protocol into directory `dir`:
+    /// writes `NAME.part` there and renames it to `NAME` only once every
+    /// byte arrived and the BLAKE3 trailer matched; otherwise removes it
+    /// and fails (an existing `NAME` is replaced only by a verified file).
+    pub fn receive_file(mut self, dir: &Path) -> io::Result<ReceivedFile> {
+        let mut intake = FileIntake::new();
+        let mut paths: Option<(PathBuf, PathBuf)> = None;
+        let mut out: Option<BufWriter<File>> = None;
+        let mut buf = vec![0u8; 256 << 10];
+        let result = loop {
+            let n = match self.read(&mut buf) {
+                Ok(0) => break intake.finish().map_err(invalid),
+                Ok(n) => n,
+                Err(e) => break Err(e),
+            };
+            let taken = intake.consume(&buf[..n], &mut |piece| match piece {
+                Piece::Manifest(m) => {
+                    let path = dir.join(&m.name);
+                    let mut part = path.clone().into_os_string();
+                    part.push(".part");
+                    let part = PathBuf::from(part);
+                    out = Some(BufWriter::new(File::create(&part)?));
+                    paths = Some((path, part));
+                    Ok(())
+                }
+                Piece::Body(b) => out.as_mut().map_or(Ok(()), |w| w.write_all(b)),
+            });
+            if let Err(e) = taken {
+                break Err(invalid(e));
+            }
+        };
+        let flushed = match out.take() {
+            Some(w) => w
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|f| f.sync_all()),
+            None => Ok(()),
+        };
+        match (result.and_then(|h| flushed.map(|()| h)), paths) {
+            (Ok(blake3), Some((path, part))) => {
+                std::fs::rename(&part, &path)?;
+                let size = intake.manifest().map_or(0, |m| m.size);
+                Ok(ReceivedFile { path, size, blake3 })
+            }
+            (Err(e), paths) => {
+                if let Some((_, part)) = paths {
+                    let _ = std::fs::remove_file(part);
+                }
+                Err(e)
+            }
+            (Ok(_), None) => Err(invalid(IntakeError::NoManifest)),
+        }
+    }
+}
+
+fn invalid(e: IntakeError) -> io::Error {
+    match e {
+        IntakeError::Output(e) => e,
+        other => io::Error::new(ErrorKind::InvalidData, other),
+    }
+}
