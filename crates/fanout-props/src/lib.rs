@@ -161,4 +161,61 @@ mod tests {
         assert!(!eviction_justified("session full", 5));
         assert!(!eviction_justified("fell behind the quorum", 5));
     }
+
+    #[test]
+    fn avoided_findings_are_not_sent() {
+        use fanout_core::time::Instant;
+        use fanout_transport::wire::{AckFrame, ConnectFrame, Frame, Header, HeaderFlags};
+        let v = attack::View {
+            now: Instant::ZERO + Duration::from_secs(2),
+            session: 1,
+            snd_nxt: 10_000,
+            written: 10_000,
+            mss: 1000,
+            honest: Vec::new(),
+        };
+        let datagram = |f: Frame<'_>| {
+            let mut d = Vec::new();
+            Header {
+                flags: HeaderFlags::default(),
+                session_id: 1,
+                packet_number: 0,
+            }
+            .encode(&mut d);
+            f.encode(&mut d);
+            d
+        };
+        let connect = |window, start_offset| {
+            datagram(Frame::Connect(ConnectFrame {
+                sends_data: false,
+                max_payload: 1000,
+                window,
+                timestamp: 0,
+                member_id: 0,
+                start_offset,
+            }))
+        };
+        let ack = |cumulative, age_us: u32| {
+            datagram(Frame::Ack(AckFrame {
+                cumulative,
+                window: 1 << 20,
+                timestamp_echo: attack::wire_timestamp(v.now).wrapping_sub(age_us),
+                ack_delay_us: 0,
+                sack: Vec::new(),
+            }))
+        };
+        let all = Avoid::KNOWN_FINDINGS;
+        assert!(all.allows(&connect(64 << 10, 0), &v));
+        assert!(all.allows(&ack(5000, 100_000), &v));
+        assert!(!all.allows(&connect(1999, 0), &v), "closed window");
+        assert!(!all.allows(&connect(64 << 10, 10_001), &v), "resume beyond");
+        assert!(!all.allows(&ack(10_001, 100_000), &v), "ack beyond");
+        assert!(!all.allows(&ack(5000, 1000), &v), "fresh echo");
+        assert!(
+            !all.allows(&ack(5000, 3_000_000), &v),
+            "echo from the future"
+        );
+        let none = Avoid::NOTHING;
+        assert!(none.allows(&connect(0, 1 << 40), &v) && none.allows(&ack(1 << 40, 0), &v));
+    }
 }
