@@ -22,6 +22,15 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 
+/// Known findings `session_input` and `merger_input` avoid: none, unless
+/// built with the `avoid-known-findings` feature (to fuzz past findings not
+/// fixed yet).
+pub const AVOID: fanout_props::Avoid = if cfg!(feature = "avoid-known-findings") {
+    fanout_props::Avoid::KNOWN_FINDINGS
+} else {
+    fanout_props::Avoid::NOTHING
+};
+
 /// The session id of every script.
 pub const SESSION: u64 = 0x5e55;
 
