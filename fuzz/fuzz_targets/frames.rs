@@ -1,6 +1,6 @@
 #![no_main]
-//! See `fanout_fuzz::check_frames`.
+//! See `fanout_props::unicast::check_frames`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| fanout_fuzz::check_frames(data));
+fuzz_target!(|data: &[u8]| fanout_props::unicast::check_frames(data));

@@ -1,6 +1,6 @@
 #![no_main]
-//! See `fanout_fuzz::drive_receiver`.
+//! See `fanout_props::unicast::drive_receiver`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| fanout_fuzz::drive_receiver(data));
+fuzz_target!(|data: &[u8]| fanout_props::unicast::drive_receiver(data));

@@ -1,6 +1,6 @@
 #![no_main]
-//! See `fanout_fuzz::drive_sender`.
+//! See `fanout_props::unicast::drive_sender`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| fanout_fuzz::drive_sender(data));
+fuzz_target!(|data: &[u8]| fanout_props::unicast::drive_sender(data));

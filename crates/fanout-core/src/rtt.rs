@@ -121,6 +121,13 @@ impl RttEstimator {
         self.min_rtt = min_rtt;
     }
 
+    /// Ends the back-off without a sample: an acknowledgement of new data
+    /// shows the path works even when it gives no RTT sample (RFC 9002
+    /// §6.2.1 resets its backoff on any acknowledgement).
+    pub fn clear_backoff(&mut self) {
+        self.backoff_exponent = 0;
+    }
+
     /// RFC 6298 §5.5: back off the timer (RTO *= 2), up to `max`.
     pub fn on_timeout(&mut self) {
         self.backoff_exponent = (self.backoff_exponent + 1).min(16);

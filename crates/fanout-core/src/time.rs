@@ -43,6 +43,11 @@ impl Instant {
     pub fn saturating_add(self, d: Duration) -> Instant {
         Instant(self.0.saturating_add(duration_nanos(d)))
     }
+
+    /// `self - d`, saturating at [`Instant::ZERO`].
+    pub fn saturating_sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(duration_nanos(d)))
+    }
 }
 
 /// A duration in whole nanoseconds, saturating at `u64::MAX` (584 years).

@@ -10,9 +10,9 @@ use fanout_core::codec::VARINT_MAX;
 use fanout_core::time::Instant;
 use fanout_transport::fec::{BlockGeometry, MAX_REPAIR_ID, MAX_SOURCE_SYMBOLS};
 use fanout_transport::wire::{
-    AckFrame, AckFrequencyFrame, CloseFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
-    RepairFrame, RosterEntry, RosterFrame, SkipFrame, UpstreamAckFrame, UpstreamFrame,
-    MAX_ROSTER_PAGE, MAX_SACK_RANGES,
+    AcceptFrame, AckFrame, AckFrequencyFrame, CatchUpFrame, CloseFrame, ConnectFrame, DataFrame,
+    Frame, Header, HeaderFlags, OfferFrame, RepairFrame, RosterEntry, RosterFrame, SkipFrame,
+    UpstreamAckFrame, UpstreamFrame, WireTimestamp, MAX_ROSTER_PAGE, MAX_SACK_RANGES,
 };
 use std::net::{Ipv6Addr, SocketAddr};
 use std::ops::Range;
@@ -59,7 +59,7 @@ pub enum Attack {
     RawFrames,
     /// A fresh CONNECT (possibly with a ROSTER, as a merger's).
     Connect,
-    /// A resume CONNECT (`start_offset` > 0).
+    /// A resume CONNECT (`resume_from` > 0).
     Resume,
     /// An ACK with a few SACK ranges.
     Ack,
@@ -94,7 +94,7 @@ fn clamp(v: u64) -> u64 {
 
 /// The sender's wire clock (µs, low 32 bits), as DATA timestamps carry it.
 pub fn wire_timestamp(now: Instant) -> u32 {
-    (now.as_nanos() / 1_000) as u32
+    WireTimestamp::at(now).0
 }
 
 /// A plausible stream offset: at or around the send position, on or off a
@@ -132,13 +132,13 @@ pub fn window(c: &mut Cursor<'_>, v: &View) -> u64 {
 
 /// A plausible timestamp echo: a little before the sender's clock now,
 /// or anything.
-pub fn echo(c: &mut Cursor<'_>, v: &View) -> u32 {
+pub fn echo(c: &mut Cursor<'_>, v: &View) -> WireTimestamp {
     let now = wire_timestamp(v.now);
-    match c.u8() % 4 {
+    WireTimestamp(match c.u8() % 4 {
         0 | 1 => now.wrapping_sub(u32::from(c.u16())),
         2 => now.wrapping_sub(c.u32() % 1_000_000),
         _ => c.u32(),
-    }
+    })
 }
 
 fn length(c: &mut Cursor<'_>, v: &View) -> u64 {
@@ -158,20 +158,38 @@ fn range_from(c: &mut Cursor<'_>, v: &View, from: u64) -> Range<u64> {
     start..start + len
 }
 
+fn max_payload(c: &mut Cursor<'_>, v: &View) -> u64 {
+    match c.u8() % 4 {
+        0 => 0,
+        1 => clamp(c.u64()),
+        _ => v.mss,
+    }
+}
+
 fn connect(c: &mut Cursor<'_>, v: &View, resume: bool) -> ConnectFrame {
-    let start_offset = if resume { offset(c, v).max(1) } else { 0 };
+    let resume_from = if resume { offset(c, v).max(1) } else { 0 };
     ConnectFrame {
-        // A CONNECT carrying `sends_data` is refused by senders and mergers.
-        sends_data: c.one_in(16),
-        max_payload: match c.u8() % 4 {
-            0 => 0,
-            1 => clamp(c.u64()),
-            _ => v.mss,
-        },
+        max_payload: max_payload(c, v),
         window: window(c, v),
         timestamp: echo(c, v),
-        member_id: if c.one_in(8) { clamp(c.u64()) } else { 0 },
-        start_offset,
+        resume_from,
+    }
+}
+
+/// Frames only senders and joiners send to other roles: an OFFER (to a
+/// sender, which never joins anyone) or a CATCH_UP (to a session alone,
+/// without a catch-up server, or to a merger).
+fn handshake_misfit(c: &mut Cursor<'_>, v: &View) -> Frame<'static> {
+    if c.one_in(2) {
+        Frame::Offer(OfferFrame {
+            max_payload: max_payload(c, v),
+            timestamp: echo(c, v),
+        })
+    } else {
+        Frame::CatchUp(CatchUpFrame {
+            member_id: clamp(c.u64()).max(1),
+            end: offset(c, v),
+        })
     }
 }
 
@@ -330,6 +348,7 @@ impl Attackers {
         let payload: Vec<u8> = (0..c.u16() % 1500).map(|i| i as u8 ^ 0x5a).collect();
         match attack {
             Attack::Raw | Attack::RawFrames | Attack::Mixed => {}
+            Attack::Connect if c.one_in(16) => handshake_misfit(c, v).encode(out),
             Attack::Connect => {
                 Frame::Connect(connect(c, v, false)).encode(out);
                 if c.one_in(2) {
@@ -398,10 +417,13 @@ impl Attackers {
                         .encode(out);
                     }
                 }
-                2 => {
-                    let resume = c.one_in(2);
-                    Frame::Accept(connect(c, v, resume)).encode(out);
-                }
+                2 => Frame::Accept(AcceptFrame {
+                    max_payload: max_payload(c, v),
+                    timestamp_echo: echo(c, v),
+                    member_id: clamp(c.u64()).max(1),
+                    start_offset: offset(c, v),
+                })
+                .encode(out),
                 3 => Frame::AckFrequency(AckFrequencyFrame {
                     every: u32::from(c.u8()),
                     min_interval_us: c.u32(),
@@ -424,7 +446,9 @@ impl Attackers {
             Attack::Mimic => Frame::Ack(AckFrame {
                 cumulative: v.snd_nxt,
                 window: 64 << 10,
-                timestamp_echo: wire_timestamp(v.now).wrapping_sub(u32::from(c.u16())),
+                timestamp_echo: WireTimestamp(
+                    wire_timestamp(v.now).wrapping_sub(u32::from(c.u16())),
+                ),
                 ack_delay_us: 0,
                 sack: Vec::new(),
             })

@@ -1,14 +1,18 @@
-//! Session-level hostile-input properties, as plain functions of fuzz
-//! bytes: the cargo-fuzz targets `session_input` and `merger_input`
-//! (`fuzz/`) call them, and this crate's tests run them as proptests on
-//! stable, so both always check the same thing.
+//! Hostile-input properties, as plain functions of fuzz bytes: the
+//! cargo-fuzz targets (`fuzz/`) call them, and this crate's tests run them
+//! as proptests on stable, so both always check the same thing.
 //!
+//! * [`unicast`] — the header and frame decoders, and the two ends of a
+//!   session of one, fed arbitrary datagrams.
 //! * [`drive_session`] — a multicast [`SessionSender`] with two or three
 //!   honest members (real [`Receiver::join`] engines over an in-memory
 //!   network), attacked by strangers.
 //! * [`drive_merger`] — an MCTCP [`Merger`] between a multicast session
 //!   sender and two or three honest receivers reporting through it,
 //!   attacked by strangers.
+//! * [`drive_catch_up`] — a catch-up server (`fanout_app::catch_up`) with
+//!   honest members and an honest late joiner fetching its prefix,
+//!   attacked by strangers (catch-up requests among them).
 //!
 //! A script ([`script`]) is a configuration byte and steps: attacker
 //! datagrams ([`attack`]: arbitrary bytes, or well-formed frames with
@@ -34,14 +38,17 @@
 //! [`Merger`]: fanout_transport::merge::Merger
 
 pub mod attack;
+pub mod catch_up;
 pub mod merger;
 pub mod model;
 pub mod net;
 pub mod script;
 pub mod session;
+pub mod unicast;
 
-pub use merger::{drive_merger, drive_merger_avoiding};
-pub use session::{drive_session, drive_session_avoiding};
+pub use catch_up::drive_catch_up;
+pub use merger::drive_merger;
+pub use session::drive_session;
 
 use fanout_transport::TransportConfig;
 use std::time::Duration;
@@ -79,75 +86,6 @@ pub fn eviction_justified(reason: &str, dropped: u32) -> bool {
             .any(|p| reason.starts_with(p))
 }
 
-/// Known findings the attackers may be told to avoid, so that fuzzing and
-/// the proptests explore past them until they are fixed: an attacker
-/// datagram that could trigger an avoided finding is not sent
-/// ([`Avoid::allows`]). Each finding has a deterministic, ignored
-/// regression test in `tests/findings.rs`; drop its field here once the
-/// engine is fixed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Avoid {
-    /// CONNECTs and ACKs offering a window below two segments
-    /// (`a_member_with_a_closed_window_freezes_the_session`).
-    pub closed_windows: bool,
-    /// ACKs echoing a timestamp no receiver can have seen yet: less than
-    /// one honest round trip old, or from before the session began (the
-    /// future, modulo 2^32)
-    /// (`strangers_with_fresh_echoes_evict_honest_members_as_outliers`,
-    /// `an_echo_from_the_future_stops_the_pacer`).
-    pub forged_echoes: bool,
-    /// ACKs acknowledging, and resume CONNECTs claiming, offsets the
-    /// sender has not sent
-    /// (`a_child_acknowledging_unsent_data_gets_its_siblings_evicted`,
-    /// `a_child_resuming_beyond_the_sent_data_gets_its_siblings_evicted`,
-    /// `a_child_acknowledging_unsent_data_sets_late_joiners_past_the_stream`).
-    pub claims_beyond_sent: bool,
-    /// The late honest receiver of `drive_merger` (step kind 15)
-    /// (`a_late_joiner_after_a_silent_child_left_is_evicted`).
-    pub late_joiners: bool,
-}
-
-impl Avoid {
-    /// Avoid nothing: the full properties (the fuzz targets).
-    pub const NOTHING: Avoid = Avoid {
-        closed_windows: false,
-        forged_echoes: false,
-        claims_beyond_sent: false,
-        late_joiners: false,
-    };
-    /// Avoid every known finding (the proptests).
-    pub const KNOWN_FINDINGS: Avoid = Avoid {
-        closed_windows: true,
-        forged_echoes: true,
-        claims_beyond_sent: true,
-        late_joiners: true,
-    };
-
-    /// True if an attacker who knows `v` may send `datagram`.
-    pub fn allows(&self, datagram: &[u8], v: &attack::View) -> bool {
-        use fanout_transport::wire::{decode_frames, Frame, Header};
-        let Ok((_, body)) = Header::decode(datagram) else {
-            return true;
-        };
-        let fresh = (2 * ONE_WAY).as_micros() as u32;
-        decode_frames(body).map_while(Result::ok).all(|f| match f {
-            Frame::Connect(c) => {
-                !(self.closed_windows && c.window < 2 * v.mss
-                    || self.claims_beyond_sent && c.start_offset > v.snd_nxt)
-            }
-            Frame::Ack(a) => {
-                let age = attack::wire_timestamp(v.now).wrapping_sub(a.timestamp_echo);
-                let forged = age < fresh || u64::from(age) > v.now.as_nanos() / 1_000;
-                let unsent = a.cumulative > v.snd_nxt || a.sack.iter().any(|r| r.end > v.snd_nxt);
-                !(self.closed_windows && a.window < 2 * v.mss
-                    || self.forged_echoes && forged
-                    || self.claims_beyond_sent && unsent)
-            }
-            _ => true,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,62 +98,5 @@ mod tests {
         assert!(eviction_justified("stalled", 2), "a merger's child stall");
         assert!(!eviction_justified("session full", 5));
         assert!(!eviction_justified("fell behind the quorum", 5));
-    }
-
-    #[test]
-    fn avoided_findings_are_not_sent() {
-        use fanout_core::time::Instant;
-        use fanout_transport::wire::{AckFrame, ConnectFrame, Frame, Header, HeaderFlags};
-        let v = attack::View {
-            now: Instant::ZERO + Duration::from_secs(2),
-            session: 1,
-            snd_nxt: 10_000,
-            written: 10_000,
-            mss: 1000,
-            honest: Vec::new(),
-        };
-        let datagram = |f: Frame<'_>| {
-            let mut d = Vec::new();
-            Header {
-                flags: HeaderFlags::default(),
-                session_id: 1,
-                packet_number: 0,
-            }
-            .encode(&mut d);
-            f.encode(&mut d);
-            d
-        };
-        let connect = |window, start_offset| {
-            datagram(Frame::Connect(ConnectFrame {
-                sends_data: false,
-                max_payload: 1000,
-                window,
-                timestamp: 0,
-                member_id: 0,
-                start_offset,
-            }))
-        };
-        let ack = |cumulative, age_us: u32| {
-            datagram(Frame::Ack(AckFrame {
-                cumulative,
-                window: 1 << 20,
-                timestamp_echo: attack::wire_timestamp(v.now).wrapping_sub(age_us),
-                ack_delay_us: 0,
-                sack: Vec::new(),
-            }))
-        };
-        let all = Avoid::KNOWN_FINDINGS;
-        assert!(all.allows(&connect(64 << 10, 0), &v));
-        assert!(all.allows(&ack(5000, 100_000), &v));
-        assert!(!all.allows(&connect(1999, 0), &v), "closed window");
-        assert!(!all.allows(&connect(64 << 10, 10_001), &v), "resume beyond");
-        assert!(!all.allows(&ack(10_001, 100_000), &v), "ack beyond");
-        assert!(!all.allows(&ack(5000, 1000), &v), "fresh echo");
-        assert!(
-            !all.allows(&ack(5000, 3_000_000), &v),
-            "echo from the future"
-        );
-        let none = Avoid::NOTHING;
-        assert!(none.allows(&connect(0, 1 << 40), &v) && none.allows(&ack(1 << 40, 0), &v));
     }
 }

@@ -3,14 +3,15 @@
 
 use crate::attack::{Attack, Attackers, View};
 use crate::model::Stream;
-use crate::net::{run_until, Network, Wire};
-use crate::script::{steps, Cursor, Step};
+use crate::net::{attack, pump_receivers, run_until, Network, Wire};
+use crate::script::{Cursor, Step};
 use crate::session::{session_config, MAX_MEMBERS, SESSION};
-use crate::{eviction_justified, honest_config, Avoid, ATTACK_TIME, ONE_WAY, TAIL_TIME};
+use crate::{eviction_justified, honest_config, ATTACK_TIME, ONE_WAY, TAIL_TIME};
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
-use fanout_transport::merge::roster::MAX_MERGER_ROSTER_ENTRIES;
-use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MAX_SUBTREE_RECEIVERS};
+use fanout_transport::merge::{
+    JoinMerge, Merger, MergerConfig, MAX_MERGER_ROSTER_ENTRIES, MAX_SUBTREE_RECEIVERS,
+};
 use fanout_transport::session::{SessionEvent, SessionSender};
 use fanout_transport::wire::{accept_header, decode_frames, Frame};
 use fanout_transport::{CloseReason, Receiver};
@@ -64,6 +65,14 @@ struct Sim {
     /// (ACCEPT sent, no RESET or CLOSE since), and the RESET reasons sent.
     held: Vec<bool>,
     resets: Vec<Vec<String>>,
+    /// Whether the late receiver was admitted while no early one was held
+    /// (`None`: not admitted yet). A subtree of strangers alone is theirs
+    /// to steer: the merger believes its children's ACKs up to what it
+    /// forwarded (it must, or it would take back what the parent was told),
+    /// so a child joining it starts where they claim, even past the end of
+    /// a stream that stops short of it. Keeping strangers out is admission
+    /// control's job, not the merger's.
+    late_alone: Option<bool>,
     wire: Wire,
     stream: Stream,
     /// The sender's `MemberLeft` reasons (the merger is its member).
@@ -85,7 +94,12 @@ impl Sim {
     }
 
     fn honest_child(&self) -> bool {
-        self.held.iter().any(|&h| h)
+        // (Not a late receiver admitted where strangers alone said.)
+        let alone = self.late_alone == Some(true);
+        self.held
+            .iter()
+            .enumerate()
+            .any(|(i, &h)| h && !(alone && i == self.honest))
     }
 
     /// A merger datagram to honest receiver `i`: admissions and evictions.
@@ -93,7 +107,12 @@ impl Sim {
         let (_, body) = accept_header(d).expect("the merger's header is valid");
         for f in decode_frames(body).map_while(Result::ok) {
             match f {
-                Frame::Accept(_) => self.held[i] = true,
+                Frame::Accept(_) => {
+                    if i == self.honest && self.late_alone.is_none() {
+                        self.late_alone = Some(!self.held[..self.honest].contains(&true));
+                    }
+                    self.held[i] = true;
+                }
                 Frame::Close(_) => self.held[i] = false,
                 Frame::Reset(r) => {
                     self.held[i] = false;
@@ -178,27 +197,26 @@ impl Network for Sim {
             }
             self.wire.send(now, merger_addr(), to, bytes);
         }
-        for (i, r) in self.receivers.iter_mut().enumerate() {
-            let mut chunk = [0u8; 16384];
-            loop {
-                let n = r.read(&mut chunk);
-                if n == 0 {
-                    break;
+        let (t, s) = pump_receivers(
+            &mut self.receivers,
+            &mut self.got,
+            receiver_addr,
+            |i, start, got| {
+                // Admitted when strangers alone held the subtree: where they
+                // said (see `late_alone`).
+                let beyond = start > self.stream.written.len() as u64 + 1;
+                if beyond && self.late_alone == Some(true) && i == self.honest {
+                    assert!(got.is_empty());
+                } else {
+                    self.stream.check_read(&format!("receiver {i}"), start, got);
                 }
-                self.got[i].extend_from_slice(&chunk[..n]);
-            }
-            self.stream
-                .check_read(&format!("receiver {i}"), r.start_offset(), &self.got[i]);
-            let mut out = Vec::new();
-            let t = drain(r, now, &mut self.buf, 64, |t, b| {
-                out.push((t.destination, b.to_vec()))
-            });
-            sent |= !out.is_empty();
-            for (to, bytes) in out {
-                self.wire.send(now, receiver_addr(i), to, bytes);
-            }
-            next = [next, t].into_iter().flatten().min();
-        }
+            },
+            now,
+            &mut self.wire,
+            &mut self.buf,
+        );
+        sent |= s;
+        next = [next, t].into_iter().flatten().min();
         (next, sent)
     }
 
@@ -282,7 +300,7 @@ impl Sim {
         }
     }
 
-    fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers, avoid: Avoid) {
+    fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers) {
         let mut c = Cursor::new(step.body);
         let attack = match step.kind {
             0 => Attack::Raw,
@@ -313,7 +331,7 @@ impl Sim {
             }
             15 => {
                 // One honest receiver joins late (through the merger).
-                if self.receivers.len() == self.honest && !avoid.late_joiners {
+                if self.receivers.len() == self.honest {
                     let mut cfg = honest_config();
                     cfg.feedback_via = Some(merger_addr());
                     let r = Receiver::join(cfg, sender_addr(), self.now);
@@ -328,9 +346,6 @@ impl Sim {
         };
         let view = self.view();
         let (from, d) = attackers.datagram(attack, &mut c, &view);
-        if !avoid.allows(&d, &view) {
-            return;
-        }
         self.to_merger += 1;
         self.merger.handle_datagram(self.now, from, &d);
     }
@@ -341,11 +356,6 @@ impl Sim {
 /// honest receiver has the whole stream or was evicted for a reason the
 /// script explains.
 pub fn drive_merger(data: &[u8]) {
-    drive_merger_avoiding(data, Avoid::NOTHING);
-}
-
-/// [`drive_merger`], with the attackers avoiding the known findings in `avoid`.
-pub fn drive_merger_avoiding(data: &[u8], avoid: Avoid) {
     let Some((&first, script)) = data.split_first() else {
         return;
     };
@@ -371,6 +381,7 @@ pub fn drive_merger_avoiding(data: &[u8], avoid: Avoid) {
         got: vec![Vec::new(); honest],
         held: vec![false; honest],
         resets: vec![Vec::new(); honest],
+        late_alone: None,
         wire: Wire::new(ONE_WAY),
         stream: Stream::default(),
         left: Vec::new(),
@@ -389,14 +400,7 @@ pub fn drive_merger_avoiding(data: &[u8], avoid: Avoid) {
         assert_eq!(r.start_offset(), 0);
     }
     let attack_end = sim.now + ATTACK_TIME;
-    let mut attackers = Attackers::default();
-    for step in steps(script) {
-        let until = (sim.now + step.advance).min(attack_end);
-        run_until(&mut sim, until, |_| false);
-        sim.step(&step, &mut attackers, avoid);
-        let (_, _) = sim.pump();
-        sim.check();
-    }
+    attack(&mut sim, script, attack_end, Sim::step, Sim::check);
     sim.wire.stop_dropping();
     sim.stream.queue(8 << 10, 0xa5);
     sim.stream.request_finish();
@@ -429,8 +433,10 @@ pub fn drive_merger_avoiding(data: &[u8], avoid: Avoid) {
         // session ended is not answered, nor one whose answers the script
         // dropped.
         let handshake = r.close_reason() == Some(&CloseReason::HandshakeTimeout);
+        let total = sim.stream.written.len() as u64 + 1;
         let after_end = late
-            && (r.start_offset() == sim.stream.written.len() as u64 + 1
+            && (r.start_offset() == total
+                || r.start_offset() > total && sim.late_alone == Some(true)
                 || handshake && (sim.merger.close_reason().is_some() || dropped > 0));
         let justified = merger_evicted
             || after_end

@@ -141,7 +141,7 @@ mod tests {
         .encode(&mut d);
         Frame::Data(DataFrame {
             offset,
-            timestamp: 0,
+            timestamp: fanout_transport::wire::WireTimestamp(0),
             fin,
             message_end: false,
             payload,

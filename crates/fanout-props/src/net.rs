@@ -3,7 +3,11 @@
 //! drop it (a bounded number per destination, so repair is exercised but
 //! a peer cannot be cut off for good).
 
+use crate::attack::Attackers;
+use crate::script::{steps, Step};
 use fanout_core::time::Instant;
+use fanout_core::{drain, Engine};
+use fanout_transport::Receiver;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -145,5 +149,80 @@ pub fn run_until<N: Network>(net: &mut N, end: Instant, done: impl Fn(&N) -> boo
             idle < MAX_IDLE_ROUNDS,
             "an engine's timer stays due at {now:?} without any effect (driver livelock)"
         );
+    }
+}
+
+/// Runs one honest engine as its application and driver would: reads what
+/// it has for the application into `got` (if it reads; `read` returns 0
+/// when nothing is ready), then drains what it sends onto `wire` from
+/// `from`. Returns its next timer and whether it sent anything.
+pub fn pump_peer<E: Engine>(
+    engine: &mut E,
+    mut read: impl FnMut(&mut E, &mut [u8]) -> usize,
+    got: &mut Vec<u8>,
+    now: Instant,
+    from: SocketAddr,
+    wire: &mut Wire,
+    buf: &mut Vec<u8>,
+) -> (Option<Instant>, bool) {
+    let mut chunk = [0u8; 16384];
+    loop {
+        let n = read(engine, &mut chunk);
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let mut out = Vec::new();
+    let next = drain(engine, now, buf, 64, |t, b| {
+        out.push((t.destination, b.to_vec()))
+    });
+    let sent = !out.is_empty();
+    for (to, bytes) in out {
+        wire.send(now, from, to, bytes);
+    }
+    (next, sent)
+}
+
+/// [`pump_peer`] for honest receivers `i` at `addr(i)` reading into
+/// `got[i]`, then `check(i, start, got[i])` of what each read. Returns
+/// their earliest timer and whether any sent anything.
+pub fn pump_receivers(
+    receivers: &mut [Receiver],
+    got: &mut [Vec<u8>],
+    addr: impl Fn(usize) -> SocketAddr,
+    check: impl Fn(usize, u64, &[u8]),
+    now: Instant,
+    wire: &mut Wire,
+    buf: &mut Vec<u8>,
+) -> (Option<Instant>, bool) {
+    let mut next = None;
+    let mut sent = false;
+    for (i, r) in receivers.iter_mut().enumerate() {
+        let (t, s) = pump_peer(r, Receiver::read, &mut got[i], now, addr(i), wire, buf);
+        check(i, r.start_offset(), &got[i]);
+        sent |= s;
+        next = [next, t].into_iter().flatten().min();
+    }
+    (next, sent)
+}
+
+/// The attack: each step of `script` at its time (never after
+/// `attack_end`), `step` carrying it out, then whatever it set off, then
+/// `check` of the bounds.
+pub fn attack<N: Network>(
+    net: &mut N,
+    script: &[u8],
+    attack_end: Instant,
+    mut step: impl FnMut(&mut N, &Step<'_>, &mut Attackers),
+    mut check: impl FnMut(&mut N),
+) {
+    let mut attackers = Attackers::default();
+    for s in steps(script) {
+        let until = (net.now() + s.advance).min(attack_end);
+        run_until(net, until, |_| false);
+        step(net, &s, &mut attackers);
+        let (_, _) = net.pump();
+        check(net);
     }
 }

@@ -1,5 +1,5 @@
 //! Decoding fuzz bytes into a script: a configuration byte, then steps
-//! `ctl:u8 len:u8 body[len]`. `ctl & 0x0f` is the step's kind, `ctl >> 4`
+//! `ctl:u8 len:u8 body[len]` (`len:u16` for [`wide_steps`]). `ctl & 0x0f` is the step's kind, `ctl >> 4`
 //! advances the clock before it (15 = 1.5 s; otherwise `tick²` ms, 0 to
 //! 196 ms). Each kind reads its fields from `body` through a [`Cursor`],
 //! which yields zeros once the body runs out, so every byte string is a
@@ -19,11 +19,23 @@ pub struct Step<'a> {
 }
 
 /// The steps of `data` (the configuration byte already taken off).
-pub fn steps(mut data: &[u8]) -> impl Iterator<Item = Step<'_>> {
+pub fn steps(data: &[u8]) -> impl Iterator<Item = Step<'_>> {
+    steps_with(data, 1)
+}
+
+/// [`steps`] with a two-byte (little-endian) `len`, for bodies that carry
+/// whole datagrams (up to 64 KiB).
+pub fn wide_steps(data: &[u8]) -> impl Iterator<Item = Step<'_>> {
+    steps_with(data, 2)
+}
+
+fn steps_with(mut data: &[u8], len_bytes: usize) -> impl Iterator<Item = Step<'_>> {
     std::iter::from_fn(move || {
         let (&ctl, rest) = data.split_first()?;
-        let (&len, rest) = rest.split_first().unwrap_or((&0, &[]));
-        let len = usize::from(len).min(rest.len());
+        let mut len = Cursor::new(rest);
+        let len = (0..len_bytes).fold(0, |v, i| v | usize::from(len.u8()) << (8 * i));
+        let rest = &rest[len_bytes.min(rest.len())..];
+        let len = len.min(rest.len());
         let (body, rest) = rest.split_at(len);
         data = rest;
         let tick = u64::from(ctl >> 4);

@@ -3,17 +3,16 @@
 
 use crate::attack::{Attack, Attackers, View};
 use crate::model::Stream;
-use crate::net::{run_until, Network, Wire};
-use crate::script::{steps, Cursor, Step};
-use crate::{eviction_justified, honest_config, Avoid, ATTACK_TIME, ONE_WAY, TAIL_TIME};
+use crate::net::{attack, pump_receivers, run_until, Network, Wire};
+use crate::script::{Cursor, Step};
+use crate::{eviction_justified, honest_config, ATTACK_TIME, ONE_WAY, TAIL_TIME};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
 use fanout_transport::merge::MAX_SUBTREE_RECEIVERS;
-use fanout_transport::session::policy::RepairPolicy;
 use fanout_transport::session::{
-    JoinPolicy, SessionConfig, SessionEvent, SessionSender, MAX_SESSION_ROSTER_ENTRIES,
-    MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW,
+    JoinPolicy, RepairPolicy, SessionConfig, SessionEvent, SessionSender,
+    MAX_SESSION_ROSTER_ENTRIES, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_WINDOW,
 };
 use fanout_transport::wire::{accept_header, decode_frames, Frame};
 use fanout_transport::{CloseReason, Receiver};
@@ -125,25 +124,17 @@ impl Network for Sim {
         for id in upstream {
             while self.sender.read_upstream(id, &mut chunk) > 0 {}
         }
-        for (i, r) in self.members.iter_mut().enumerate() {
-            let mut chunk = [0u8; 16384];
-            loop {
-                let n = r.read(&mut chunk);
-                if n == 0 {
-                    break;
-                }
-                self.got[i].extend_from_slice(&chunk[..n]);
-            }
-            self.stream
-                .check_read(&format!("member {i}"), r.start_offset(), &self.got[i]);
-            let mut out = Vec::new();
-            let t = drain(r, now, &mut self.buf, 64, |_, b| out.push(b.to_vec()));
-            sent |= !out.is_empty();
-            for bytes in out {
-                self.wire.send(now, member_addr(i), sender_addr(), bytes);
-            }
-            next = [next, t].into_iter().flatten().min();
-        }
+        let (t, s) = pump_receivers(
+            &mut self.members,
+            &mut self.got,
+            member_addr,
+            |i, start, got| self.stream.check_read(&format!("member {i}"), start, got),
+            now,
+            &mut self.wire,
+            &mut self.buf,
+        );
+        sent |= s;
+        next = [next, t].into_iter().flatten().min();
         (next, sent)
     }
 
@@ -193,8 +184,8 @@ impl Sim {
             Ok((h, body)) if !member => {
                 let connect = matches!(
                     decode_frames(body).next(),
-                    Some(Ok(Frame::Connect(c)))
-                        if !c.sends_data && (h.session_id == 0 || h.session_id == SESSION)
+                    Some(Ok(Frame::Connect(_)))
+                        if h.session_id == 0 || h.session_id == SESSION
                 );
                 if !connect {
                     assert!(dropped(DropReason::UnknownPeer) == 1 && total == 1);
@@ -261,7 +252,7 @@ impl Sim {
         }
     }
 
-    fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers, avoid: Avoid) {
+    fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers) {
         let mut c = Cursor::new(step.body);
         let attack = match step.kind {
             0 => Attack::Raw,
@@ -295,9 +286,6 @@ impl Sim {
         };
         let view = self.view();
         let (from, d) = attackers.datagram(attack, &mut c, &view);
-        if !avoid.allows(&d, &view) {
-            return;
-        }
         self.inject(from, &d);
     }
 }
@@ -306,11 +294,6 @@ impl Sim {
 /// docs): every step keeps the bounds, and in the end every honest member
 /// has the whole stream or was evicted for a reason the script explains.
 pub fn drive_session(data: &[u8]) {
-    drive_session_avoiding(data, Avoid::NOTHING);
-}
-
-/// [`drive_session`], with the attackers avoiding the known findings in `avoid`.
-pub fn drive_session_avoiding(data: &[u8], avoid: Avoid) {
     let Some((&first, script)) = data.split_first() else {
         return;
     };
@@ -340,15 +323,7 @@ pub fn drive_session_avoiding(data: &[u8], avoid: Avoid) {
         assert_eq!(r.start_offset(), 0);
     }
     let attack_end = sim.now + ATTACK_TIME;
-    let mut attackers = Attackers::default();
-    for step in steps(script) {
-        let until = (sim.now + step.advance).min(attack_end);
-        run_until(&mut sim, until, |_| false);
-        sim.step(&step, &mut attackers, avoid);
-        // Runs what the step set off (timers due, the sender's answers).
-        let (_, _) = sim.pump();
-        sim.check();
-    }
+    attack(&mut sim, script, attack_end, Sim::step, |s| s.check());
     // The attack is over: the application ends its stream after a last
     // piece, and the honest members must get all of it.
     sim.wire.stop_dropping();

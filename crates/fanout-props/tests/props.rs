@@ -1,10 +1,9 @@
-//! The cargo-fuzz targets `session_input` and `merger_input` as proptests,
+//! The cargo-fuzz targets `session_input`, `merger_input` and
+//! `catch_up_input` as proptests,
 //! so the same properties run on stable in `cargo test --workspace`:
-//! bounded scripts (at most 96 steps of at most 24 bytes), the attackers
-//! avoiding the known findings ([`Avoid::KNOWN_FINDINGS`]; each is pinned
-//! by an ignored test in `findings.rs`).
+//! bounded scripts (at most 96 steps of at most 24 bytes).
 
-use fanout_props::{drive_merger_avoiding, drive_session_avoiding, Avoid};
+use fanout_props::{drive_catch_up, drive_merger, drive_session};
 use proptest::prelude::*;
 
 /// A configuration byte and up to 96 steps (`ctl len body`).
@@ -27,12 +26,18 @@ proptest! {
     /// `fanout_props::drive_session`.
     #[test]
     fn session_input(data in script()) {
-        drive_session_avoiding(&data, Avoid::KNOWN_FINDINGS);
+        drive_session(&data);
     }
 
     /// `fanout_props::drive_merger`.
     #[test]
     fn merger_input(data in script()) {
-        drive_merger_avoiding(&data, Avoid::KNOWN_FINDINGS);
+        drive_merger(&data);
+    }
+
+    /// `fanout_props::drive_catch_up`.
+    #[test]
+    fn catch_up_input(data in script()) {
+        drive_catch_up(&data);
     }
 }

@@ -23,6 +23,10 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::Duration;
 
+/// Resolution of wire timestamps (whole microseconds): an echo may read up
+/// to this much older than the instant it stands for.
+const ECHO_GRANULARITY: Duration = Duration::from_micros(1);
+
 /// Most disjoint SACKed ranges kept per peer; further ranges are ignored
 /// (the data is then repaired as if lost — safe, merely wasteful).
 pub const MAX_SACK_RANGES_KEPT: usize = 256;
@@ -282,13 +286,22 @@ impl Recovery {
             self.sacked_bytes -= already;
             self.cumulative = cum;
             self.rto_backoffs = 0;
+            self.rtt.clear_backoff();
             // RFC 7323 §4: RTT from the timestamp echo of new data.
             // RFC 9002 §5.3: minus the reported delay, at most what the
-            // peer was allowed to hold the ACK.
-            self.rtt.on_sample_with_ack_delay(
-                ack.timestamp_echo.elapsed(now),
-                Duration::from_micros(ack.ack_delay_us).min(max_ack_delay),
-            );
+            // peer was allowed to hold the ACK. An ACK held longer than
+            // that (a merger's, released by a silent child's eviction)
+            // measures the hold, not the path: no sample. Nor does an echo
+            // older than the first transmission of the data it
+            // acknowledges (stale, forged, or from the future modulo 2^32).
+            let ack_delay = Duration::from_micros(ack.ack_delay_us);
+            let sample = ack.timestamp_echo.elapsed(now);
+            let plausible = log.containing(newly.start).is_none_or(|s| {
+                sample <= now.saturating_duration_since(s.first_sent_at) + ECHO_GRANULARITY
+            });
+            if ack_delay <= max_ack_delay && plausible {
+                self.rtt.on_sample_with_ack_delay(sample, ack_delay);
+            }
         }
         for r in &ack.sack {
             let Some(r) = clip_to_segments(log, r.start.max(self.cumulative)..r.end.min(snd_nxt))

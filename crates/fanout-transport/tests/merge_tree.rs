@@ -11,7 +11,9 @@ use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
 use fanout_transport::session::{SessionConfig, SessionSender, SessionStats};
 use fanout_transport::wire::WireTimestamp;
-use fanout_transport::wire::{decode_frames, CloseFrame, ConnectFrame, DataFrame, Frame, Header};
+use fanout_transport::wire::{
+    decode_frames, CloseFrame, ConnectFrame, DataFrame, Frame, Header, SentFrame,
+};
 use fanout_transport::{CloseReason, Receiver};
 use merge::{
     accept, ack, acked_set, acks_to, connect, datagram, established, merger_addr, outputs,
@@ -767,6 +769,9 @@ fn joins_merge_by_timer_and_late_children_are_admitted_locally() {
     let accepts = outputs(&mut m, t2);
     assert_eq!(accepts.len(), 2);
     assert!(accepts.iter().all(|(_, h, _)| h.session_id == 9));
+    // The parent answers the merger's roster: it sent 8000 bytes.
+    let sent = Frame::Sent(SentFrame { end: 8000 });
+    m.handle_datagram(t2, parent, &datagram(9, 1, &[sent]));
     // Children acknowledge; then a third joins and is answered at once,
     // starting where its siblings are, without a CONNECT upstream.
     m.handle_datagram(t2, receiver_addr(0), &datagram(9, 1, &[ack(5000, vec![])]));

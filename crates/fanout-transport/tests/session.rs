@@ -991,6 +991,46 @@ fn a_listener_has_no_upstream_before_it_joined() {
     assert!(s.close_reason().is_none());
 }
 
+/// An OFFER answering a request goes once per request, never repeated on
+/// a timer: an address that asked once gets one OFFER (no amplification
+/// toward an address that may be forged), and a repeated request gets one
+/// more; nobody answering ends the session at the handshake timeout.
+#[test]
+fn an_answering_offer_goes_once_per_request() {
+    use fanout_transport::TransportConfig;
+    let cfg = TransportConfig::default();
+    let timeout = cfg.handshake_timeout;
+    let peer: SocketAddr = "10.0.1.1:7001".parse().unwrap();
+    let mut s = SessionSender::new(SessionConfig::unicast(cfg), 42, Instant::ZERO);
+    let sent_until = |s: &mut SessionSender, secs: f64| {
+        let mut n = 0;
+        let mut now = Instant::ZERO;
+        let end = Instant::ZERO + Duration::from_secs_f64(secs);
+        loop {
+            drain(s, now, &mut Vec::new(), 64, |t, _| {
+                assert_eq!(t.destination, peer);
+                n += 1;
+            });
+            match s.poll_timeout() {
+                Some(t) if t <= end => now = now.max(t),
+                _ => return n,
+            }
+            s.handle_timeout(now);
+        }
+    };
+    assert!(s.answer_with_offer(Instant::ZERO, peer));
+    assert_eq!(sent_until(&mut s, 1.0), 1, "one OFFER, not repeated");
+    assert!(s.answer_with_offer(Instant::ZERO + Duration::from_secs(1), peer));
+    assert_eq!(s.stats().offers_sent, 1);
+    let n = sent_until(&mut s, timeout.as_secs_f64() + 2.0);
+    assert_eq!(
+        (n, s.stats().offers_sent),
+        (1, 2),
+        "one more for the repeat"
+    );
+    assert_eq!(s.close_reason(), Some(&CloseReason::HandshakeTimeout));
+}
+
 /// A controller plugged in from outside the crate ([`fixed_rate`]): the
 /// session sends at its rate — 4 MiB to three members takes the 2 s that
 /// 2 MiB/s gives — where the default controller, on the same lossless

@@ -52,8 +52,9 @@ impl Default for CatchUpConfig {
         }
     }
 }
-/// Peers whose catch-up ended, remembered so a late duplicate request does
-/// not start the prefix again (FIFO, bounded).
+/// Peers whose catch-up completed, remembered so a late duplicate request
+/// does not start the prefix again (FIFO, bounded). A failed one is not
+/// remembered: its joiner may ask again.
 const MAX_REMEMBERED: usize = 256;
 
 /// Catch-up counters.
@@ -80,6 +81,8 @@ pub struct CatchUpStats {
 struct Job {
     sender: SessionSender,
     feed: Box<dyn PrefixStream>,
+    /// The requester's member id in the session.
+    member_id: u64,
 }
 
 /// A [`SessionSender`] plus the catch-up transfers of its late joiners.
@@ -154,17 +157,24 @@ impl CatchUpServer {
         // sends data only once that address joined, and at most
         // MAX_CATCH_UPS run.
         let session = &self.session;
-        let member = session.members().any(|(id, addr, ..)| {
-            id.0 == member_id && (addr.ip() == from.ip() || session.is_merger(id))
+        let member = session.members().find(|(id, addr, ..)| {
+            id.0 == member_id && (addr.ip() == from.ip() || session.is_merger(*id))
         });
-        let ok = member
+        // One transfer at a time per member (from any of its ports), so a
+        // member cannot take every slot; receivers behind an ACK merger
+        // share its member id, so a merger's id takes any number.
+        let busy = member.is_some_and(|(id, ..)| {
+            !session.is_merger(id) && self.jobs.values().any(|j| j.member_id == member_id)
+        });
+        let ok = member.is_some()
+            && !busy
             && end > 0
             && end <= self.session.snd_nxt()
             && self.jobs.len() < self.config.max_jobs
             && !self.done.contains(&from);
         if !ok {
             self.stats.refused += 1;
-            tracing::debug!(%from, member_id, end, member, "catch-up request refused");
+            tracing::debug!(%from, member_id, end, busy, "catch-up request refused");
             return;
         }
         let feed = match self.source.open(end) {
@@ -177,8 +187,12 @@ impl CatchUpServer {
         };
         let config = SessionConfig::unicast(self.transport.clone());
         let mut sender = SessionSender::new(config, self.rng.next_u64(), now);
-        sender.offer(now, from);
-        let mut job = Job { sender, feed };
+        sender.answer_with_offer(now, from);
+        let mut job = Job {
+            sender,
+            feed,
+            member_id,
+        };
         job.feed.feed(&mut job.sender);
         tracing::info!(%from, member_id, end, "catch-up started");
         self.stats.started += 1;
@@ -211,14 +225,15 @@ impl CatchUpServer {
                 self.stats.completed += 1;
                 self.stats.bytes += job.feed.written();
                 tracing::info!(%addr, bytes = job.feed.written(), "catch-up completed");
+                if self.done.len() >= MAX_REMEMBERED {
+                    self.done.pop_front();
+                }
+                self.done.push_back(addr);
             } else {
+                // Forgotten: the joiner may ask again.
                 self.stats.failed += 1;
                 tracing::warn!(%addr, ?reason, "catch-up failed");
             }
-            if self.done.len() >= MAX_REMEMBERED {
-                self.done.pop_front();
-            }
-            self.done.push_back(addr);
         }
     }
 
@@ -279,6 +294,12 @@ impl StreamSink for CatchUpServer {
 impl Engine for CatchUpServer {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         if let Some(job) = self.jobs.get_mut(&from) {
+            // A repeated request (its OFFER was lost): one more OFFER.
+            if job.sender.member_count() == 0 && parse_request(datagram, self.session_id).is_some()
+            {
+                job.sender.answer_with_offer(now, from);
+                return;
+            }
             job.sender.handle_datagram(now, from, datagram);
             self.service();
             return;
@@ -442,14 +463,11 @@ mod tests {
             .filter(|(to, _)| *to == at(9100))
             .count();
         assert!(to_catch_up >= 1, "the catch-up sender connects back");
-        // A flood of requests from many ports: bounded by MAX_CATCH_UPS.
+        // A flood of requests from its other ports: one transfer per member.
         for port in 10_000..10_100 {
             s.handle_datagram(now, at(port), &request(sid, id, snd_nxt));
         }
-        assert_eq!(s.active(), MAX_CATCH_UPS);
-        assert_eq!(
-            s.catch_up_stats().refused,
-            4 + 100 - (MAX_CATCH_UPS as u64 - 1)
-        );
+        assert_eq!(s.active(), 1);
+        assert_eq!(s.catch_up_stats().refused, 4 + 100);
     }
 }

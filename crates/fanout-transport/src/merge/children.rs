@@ -10,6 +10,7 @@
 
 use super::ack_meet::AckSummary;
 use super::join::ConnectSummary;
+use super::sent::SentLog;
 use crate::wire::WireTimestamp;
 use fanout_core::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,6 +39,11 @@ pub struct Child {
     pub last_heard: Instant,
     /// Last time its cumulative point advanced (or it was admitted).
     pub advanced: Instant,
+    /// Last time its window's right edge advanced (or it was admitted).
+    pub window_moved: Instant,
+    /// When its acknowledgement state (and so its timestamp echo) last
+    /// arrived.
+    pub acked_at: Instant,
 }
 
 /// The children, by address.
@@ -121,6 +127,8 @@ impl ChildTable {
                 ack: None,
                 last_heard: now,
                 advanced: now,
+                window_moved: now,
+                acked_at: now,
             },
         );
         self.expiry.insert((now + self.timeout, addr));
@@ -145,6 +153,10 @@ impl ChildTable {
         if c.ack.as_ref().is_none_or(|o| ack.cumulative > o.cumulative) {
             c.advanced = now;
         }
+        if c.ack.as_ref().is_none_or(|o| ack.window_end > o.window_end) {
+            c.window_moved = now;
+        }
+        c.acked_at = now;
         if let Some(old) = &c.ack {
             self.cums.remove(&(old.cumulative, *addr));
             self.wends.remove(&(old.window_end, *addr));
@@ -176,19 +188,44 @@ impl ChildTable {
         }
     }
 
-    /// Admitted children behind some sibling whose cumulative point has not
-    /// advanced for `stall` (a stalled or bogus child holding its subtree's
-    /// merged point; TCP-SMO §II.C removes such receivers).
-    /// O(N): called on a slow periodic timer.
-    pub fn stalled(&self, now: Instant, stall: Duration) -> Vec<SocketAddr> {
-        let Some(&(top, _)) = self.cums.last() else {
+    /// Admitted children holding the subtree back for `stall` without
+    /// advancing (a stalled or bogus child; TCP-SMO §II.C removes such
+    /// receivers), with the time it holds it counted from when it began
+    /// to:
+    /// * at the merged point (the lowest cumulative point), behind some
+    ///   sibling and behind what the parent says it sent (a sibling's claim
+    ///   beyond that is not evidence): since the stream was sent past it;
+    /// * at the merged window's edge (the lowest right edge) with the
+    ///   stream sent up to it: since the stream reached it — a window that
+    ///   stays closed holds the subtree as surely as a missing ACK.
+    ///
+    /// Only the holders: a child behind them may be waiting for repairs
+    /// the held merged ACK cannot ask for
+    /// ([`ChildTable::restart_stall_clocks`]). O(N log H): called on a slow
+    /// periodic timer.
+    pub fn stalled(&self, now: Instant, stall: Duration, sent: &SentLog) -> Vec<SocketAddr> {
+        let (Some(top), Some(low), Some(edge)) = (
+            self.top(sent.end()),
+            self.min_cumulative(),
+            self.min_window_end(),
+        ) else {
             return Vec::new();
+        };
+        // When it began to hold by not advancing, or by not opening its
+        // window; whichever is due first.
+        let held_since = |c: &Child| {
+            let a = c.ack.as_ref()?;
+            let behind = (a.cumulative == low && a.cumulative < top)
+                .then(|| Some(sent.since(a.cumulative)?.max(c.advanced)))
+                .flatten();
+            let closed = (a.window_end == edge && edge <= sent.end())
+                .then(|| Some(sent.since(edge.saturating_sub(1))?.max(c.window_moved)))
+                .flatten();
+            behind.into_iter().chain(closed).min()
         };
         self.children
             .iter()
-            .filter(|(_, c)| {
-                c.ack.as_ref().is_some_and(|a| a.cumulative < top) && now >= c.advanced + stall
-            })
+            .filter(|(_, c)| held_since(c).is_some_and(|since| now >= since + stall))
             .map(|(a, _)| *a)
             .collect()
     }
@@ -196,9 +233,10 @@ impl ChildTable {
     /// Admitted children behind some sibling that sent nothing for
     /// `silence`: while data flows every live child acknowledges (or
     /// reports a hole), so this is a crashed one — typically a merger whose
-    /// children re-attach elsewhere. O(N): called on a periodic timer.
-    pub fn silent_behind(&self, now: Instant, silence: Duration) -> Vec<SocketAddr> {
-        let Some(&(top, _)) = self.cums.last() else {
+    /// children re-attach elsewhere. `sent` bounds the siblings' claims as
+    /// in [`ChildTable::stalled`]. O(N): called on a periodic timer.
+    pub fn silent_behind(&self, now: Instant, silence: Duration, sent: u64) -> Vec<SocketAddr> {
+        let Some(top) = self.top(sent) else {
             return Vec::new();
         };
         self.children
@@ -208,6 +246,43 @@ impl ChildTable {
             })
             .map(|(a, _)| *a)
             .collect()
+    }
+
+    /// After holders were evicted: the children that now hold the merged
+    /// point may have been waiting for repairs the held merged ACK could
+    /// not ask for, so none of them is found stalled before `now + grace`
+    /// — unless it also holds the window closed (no repair opens a
+    /// window). A short grace, not a fresh stall time: strangers taking
+    /// turns at holding must not add up to the parent's stall timeout.
+    pub fn restart_stall_clocks(
+        &mut self,
+        now: Instant,
+        sent: u64,
+        stall: Duration,
+        grace: Duration,
+    ) {
+        let from = (now + grace).saturating_sub(stall);
+        let (Some(low), Some(edge)) = (self.min_cumulative(), self.min_window_end()) else {
+            return;
+        };
+        for c in self.children.values_mut() {
+            let Some(a) = &c.ack else { continue };
+            let waiting = a.cumulative == low && !(a.window_end == edge && edge <= sent);
+            if waiting {
+                c.advanced = c.advanced.max(from);
+                c.window_moved = c.window_moved.max(from);
+            }
+        }
+    }
+
+    /// The highest cumulative point of the admitted children, at most
+    /// `sent` (how far the stream was sent).
+    pub fn front(&self, sent: u64) -> Option<u64> {
+        self.top(sent)
+    }
+
+    fn top(&self, sent: u64) -> Option<u64> {
+        self.cums.last().map(|&(top, _)| top.min(sent))
     }
 
     /// Records the timestamp of a repeated CONNECT from `addr`.
@@ -232,6 +307,22 @@ impl ChildTable {
     /// When the next child expires.
     pub fn next_expiry(&self) -> Option<Instant> {
         self.expiry.first().map(|(t, _)| *t)
+    }
+
+    /// Admitted children silent for at least `silence` at `now`, longest
+    /// silent first. O(k log N) for the k returned.
+    pub fn silent_for(
+        &self,
+        now: Instant,
+        silence: Duration,
+    ) -> impl Iterator<Item = SocketAddr> + '_ {
+        // Last heard + silence <= now, i.e. expiry <= now + timeout - silence.
+        let horizon = now + self.timeout.saturating_sub(silence);
+        self.expiry
+            .iter()
+            .take_while(move |(expires, _)| *expires <= horizon)
+            .filter(|(_, a)| self.children.get(a).is_some_and(|c| c.start.is_some()))
+            .map(|(_, a)| *a)
     }
 
     /// Removes and returns the children silent since `now - timeout`.

@@ -15,9 +15,9 @@ pub struct MergerConfig {
     /// When the merged CONNECT goes upstream.
     pub join: JoinMerge,
     /// A child silent this long is forgotten (soft state). Children are
-    /// silent while no data flows, until the sender's keep-alive PING
-    /// (relayed) makes them answer, every `idle_timeout / 3` (10 s by
-    /// default): keep this above that.
+    /// silent while no data flows; the merger PINGs one silent for a third
+    /// of this, and every twelfth of it after, so a live child answers
+    /// well before it expires.
     pub child_timeout: Duration,
     /// A child behind a sibling whose cumulative point has not advanced
     /// for this long is evicted (RESET "stalled"), so one stalled or bogus
@@ -86,6 +86,8 @@ pub struct MergerStats {
     pub children_expired: u64,
     /// Children evicted for stalling behind their siblings.
     pub children_evicted: u64,
+    /// PINGs to children silent for a third of `child_timeout`.
+    pub probes: u64,
     /// CONNECTs refused (merger full or closed).
     pub children_refused: u64,
     /// Datagrams from addresses that are neither the parent nor a child

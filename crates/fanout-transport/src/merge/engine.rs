@@ -9,12 +9,13 @@ use super::join::ConnectSummary;
 use super::mctcp::{ChildMsg, Mctcp, MctcpState, MctcpTag, Upstream};
 use super::relay;
 use super::roster::SubtreeRoster;
+use super::sent::SentLog;
 use super::spec::MergeTable;
 use crate::event::CloseReason;
 use crate::packet::{PacketBuilder, PacketNumbers};
 use crate::wire::{
     accept_header, decode_frames, AcceptFrame, AckFrame, CloseFrame, ConnectFrame, Frame, Header,
-    WireTimestamp,
+    SentFrame, WireTimestamp,
 };
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -23,6 +24,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod probe;
 mod rejoin;
 
 /// Most datagrams queued toward children; a relay beyond it is dropped and
@@ -73,9 +75,16 @@ pub struct Merger {
     chain: crate::reattach::ParentChain,
     /// Next keep-alive to the children ([`MergerConfig::keepalive`]).
     next_keepalive: Instant,
+    /// Next round of PINGs to silent children ([`probe`]).
+    next_probe: Instant,
     /// The subtree's receiver count and per-receiver progress, paged
     /// upstream in ROSTER frames ([`super::roster`]).
     roster: SubtreeRoster,
+    /// How far the parent says the stream was sent (its SENT answers, and
+    /// the ACCEPT's start offset), and since when. Children's claims beyond
+    /// it are not believed (stall and silence eviction, late children's
+    /// start); child mergers get it in SENT answers to their ROSTER pages.
+    sent: SentLog,
 }
 
 impl Merger {
@@ -96,7 +105,9 @@ impl Merger {
             stats: MergerStats::default(),
             chain: crate::reattach::ParentChain::new(&config.fallback, config.parent_silence, now),
             next_keepalive: now,
+            next_probe: now,
             roster: SubtreeRoster::default(),
+            sent: SentLog::default(),
             config,
         }
     }
@@ -232,14 +243,24 @@ impl Merger {
     }
 
     /// Where a child admitted after the merger joined upstream starts: the
-    /// highest offset any child already acknowledged (at least the parent's
-    /// start). Its `[0, start)` then covers every SACK range of the others,
-    /// so admitting it never shrinks the merged ACK (no SACK reneging
-    /// toward the sender), and everything above is still held by the
-    /// sender for this subtree (the merged point is below it).
+    /// highest offset any child already acknowledged, but no further than
+    /// what the parent said it sent or the last merged ACK told it (a
+    /// child's claim beyond both is not believed), and at least the
+    /// parent's start. Its `[0, start)` then covers every range the parent
+    /// was told, so admitting it never shrinks the merged ACK (no SACK
+    /// reneging toward the sender), and everything above is still held by
+    /// the sender for this subtree (the merged point is below it).
     fn late_start(&self) -> u64 {
         let base = self.accept.map_or(0, |a| a.start_offset);
-        self.table.spec.children.highest().unwrap_or(base).max(base)
+        let told = self.merged().map_or(0, AckSummary::highest);
+        let believed = self.sent.end().max(told);
+        self.table
+            .spec
+            .children
+            .highest()
+            .unwrap_or(base)
+            .min(believed)
+            .max(base)
     }
 
     fn admit(&mut self, now: Instant, from: SocketAddr, header_session: u64, c: &ConnectFrame) {
@@ -367,8 +388,13 @@ impl Merger {
                     self.process(ChildMsg::Ack { child: from, ack }, now);
                 }
                 // A lower merger's roster page (its subtree's count and
-                // receivers).
-                Frame::Roster(r) => self.roster.on_page(from, &r, now),
+                // receivers); the first of a cycle is answered with SENT.
+                Frame::Roster(r) => {
+                    self.roster.on_page(from, &r, now);
+                    if r.first == 0 && admitted {
+                        self.queue_sent(from);
+                    }
+                }
                 Frame::Close(_) | Frame::Reset(_) => {
                     self.table.spec.children.remove(&from);
                     self.stats.children_left += 1;
@@ -383,6 +409,7 @@ impl Merger {
 
     fn establish(&mut self, now: Instant, session_id: u64, accept: AcceptFrame) {
         self.session_id = session_id;
+        self.sent.learn(accept.start_offset, now);
         self.accept = Some(accept);
         self.up = Up::Established;
         self.parent_heard = now;
@@ -427,13 +454,13 @@ impl Merger {
             Up::Established => {
                 self.parent_heard = now;
                 self.chain.heard(now);
-                self.relay(body);
+                self.relay(now, body);
             }
         }
     }
 
     /// Relays the parent's frames to the children ([`relay::plan`]).
-    fn relay(&mut self, body: &[u8]) {
+    fn relay(&mut self, now: Instant, body: &[u8]) {
         let plan = relay::plan(&self.table.spec.children, body);
         if plan.malformed {
             self.stats.drops.count(DropReason::MalformedFrame);
@@ -445,35 +472,63 @@ impl Merger {
             self.stats.relayed += 1;
             self.queue(addr, self.session_id, body);
         }
+        if let Some(end) = plan.sent {
+            self.sent.learn(end, now);
+        }
         if let Some(reason) = plan.end {
             self.close(reason, None);
         }
     }
 
-    /// How often stalled children are looked for: twice per stall time.
+    /// SENT to a child merger: how far the stream was sent, as far as this
+    /// merger knows.
+    fn queue_sent(&mut self, to: SocketAddr) {
+        let mut b = Vec::new();
+        Frame::Sent(SentFrame {
+            end: self.sent.end(),
+        })
+        .encode(&mut b);
+        self.queue(to, self.session_id, b.into());
+    }
+
+    /// How often stalled children are looked for: eight times per stall
+    /// time (O(N) each), so a holder is evicted at most an eighth late.
     fn stall_period(&self) -> std::time::Duration {
-        (self.config.child_stall / 2).max(std::time::Duration::from_millis(1))
+        (self.config.child_stall / 8).max(std::time::Duration::from_millis(1))
     }
 
     /// Evicts the children stalled behind their siblings
     /// ([`ChildTable::stalled`]).
     fn evict_stalled(&mut self, now: Instant) {
         self.stall_check = now + self.stall_period();
-        let stalled = self
-            .table
-            .spec
-            .children
-            .stalled(now, self.config.child_stall);
-        if stalled.is_empty() {
-            return;
-        }
         let body = Self::reset_body("stalled");
-        for addr in stalled {
-            self.table.spec.children.remove(&addr);
-            self.stats.children_evicted += 1;
-            self.queue(addr, self.session_id, body.clone());
+        let mut evicted = false;
+        // The holders, then whoever holds the subtree once they are gone
+        // (each round removes at least one child).
+        loop {
+            let stalled =
+                self.table
+                    .spec
+                    .children
+                    .stalled(now, self.config.child_stall, &self.sent);
+            if stalled.is_empty() {
+                break;
+            }
+            for addr in stalled {
+                self.table.spec.children.remove(&addr);
+                self.stats.children_evicted += 1;
+                self.queue(addr, self.session_id, body.clone());
+            }
+            let stall = self.config.child_stall;
+            self.table
+                .spec
+                .children
+                .restart_stall_clocks(now, self.sent.end(), stall, stall / 4);
+            evicted = true;
         }
-        self.after_leave(now);
+        if evicted {
+            self.after_leave(now);
+        }
     }
 
     /// A datagram of `session_id` to `to` whose frames `write` encodes.
@@ -598,6 +653,7 @@ impl Engine for Merger {
             self.table.deadline(),
             self.table.spec.children.next_expiry(),
             self.keepalive_deadline(),
+            self.probe_deadline(),
             self.chain.deadline().filter(|_| self.up == Up::Established),
         ]
         .into_iter()
@@ -623,6 +679,7 @@ impl Engine for Merger {
             return;
         }
         self.keepalive_due(now);
+        self.probe_due(now);
         for tag in self.table.due(now) {
             if let Some(out) = self.table.poll(tag, now) {
                 self.forward(out, now);

@@ -113,9 +113,12 @@ pub struct AckState {
     pub dup_point: Option<u64>,
     /// Children's duplicate ACKs not forwarded for that reason.
     pub duplicates_suppressed: u64,
-    /// Timestamp echo of the ACK merged last (`None` after a leave): the
-    /// message that made `done` true, whose echo the merged ACK carries.
-    pub trigger_echo: Option<WireTimestamp>,
+    /// Timestamp echo of the ACK merged last and when it arrived (`None`
+    /// after a leave): the message that made `done` true, whose echo the
+    /// merged ACK carries.
+    pub trigger_echo: Option<(WireTimestamp, Instant)>,
+    /// When the echo of [`AckState::last`] arrived.
+    pub last_echo_at: Option<Instant>,
 }
 
 /// Merge state of one tag.
@@ -202,14 +205,20 @@ impl Mctcp {
     }
 
     /// The newest echo among the children whose cumulative point is
-    /// `cumulative` (those defining the merged point).
-    fn echo_at(&self, cumulative: u64) -> Option<WireTimestamp> {
+    /// `cumulative` (those defining the merged point), and when it arrived.
+    fn echo_at(&self, cumulative: u64) -> Option<(WireTimestamp, Instant)> {
         self.children
             .iter()
-            .filter_map(|(_, c)| c.ack.as_ref())
-            .filter(|a| a.cumulative == cumulative)
-            .filter_map(|a| a.timestamp_echo)
-            .reduce(|x, y| if older_timestamp(x, y) == x { y } else { x })
+            .filter_map(|(_, c)| Some((c.ack.as_ref()?, c.acked_at)))
+            .filter(|(a, _)| a.cumulative == cumulative)
+            .filter_map(|(a, at)| Some((a.timestamp_echo?, at)))
+            .reduce(|x, y| {
+                if older_timestamp(x.0, y.0) == x.0 {
+                    y
+                } else {
+                    x
+                }
+            })
     }
 }
 
@@ -253,7 +262,7 @@ impl MergeSpec for Mctcp {
                         a.retransmit = true;
                     }
                 }
-                a.trigger_echo = Some(ack.timestamp_echo);
+                a.trigger_echo = Some((ack.timestamp_echo, now));
             }
             (MctcpState::Ack(a), ChildMsg::Leave) => a.trigger_echo = None,
             _ => {}
@@ -287,7 +296,7 @@ impl MergeSpec for Mctcp {
         }
     }
 
-    fn build(&mut self, state: &mut MctcpState, _now: Instant) -> Option<Upstream> {
+    fn build(&mut self, state: &mut MctcpState, now: Instant) -> Option<Upstream> {
         match state {
             MctcpState::Join(j) => {
                 j.sent = true;
@@ -298,13 +307,25 @@ impl MergeSpec for Mctcp {
                 // RTT through mergers (docs/mctcp.md): echo what the ACK
                 // that completed the subtree's coverage echoed; after a
                 // leave, the freshest echo among the children now at the
-                // merged point; failing both, the last echo sent.
-                let last_echo = a.last.as_ref().and_then(|l| l.timestamp_echo);
-                m.timestamp_echo = a
+                // merged point; failing both, the last echo sent. The time
+                // the echo waited here counts as ACK delay (RFC 9002
+                // §13.2.5), so an echo held for seconds behind a silent
+                // child is no RTT sample.
+                let last_echo = a
+                    .last
+                    .as_ref()
+                    .and_then(|l| Some((l.timestamp_echo?, a.last_echo_at?)));
+                let echo = a
                     .trigger_echo
                     .or_else(|| self.echo_at(m.cumulative))
                     .or(last_echo)
-                    .or(m.timestamp_echo);
+                    .or(m.timestamp_echo.map(|e| (e, now)));
+                if let Some((e, arrived)) = echo {
+                    m.timestamp_echo = Some(e);
+                    let held = now.saturating_duration_since(arrived).as_micros() as u64;
+                    m.ack_delay_us = m.ack_delay_us.max(held);
+                }
+                a.last_echo_at = echo.map(|(_, at)| at);
                 if a.retransmit {
                     a.duplicates_forwarded += 1;
                     a.dup_point = Some(m.cumulative);
@@ -328,6 +349,7 @@ impl MergeSpec for Mctcp {
 #[allow(clippy::single_range_in_vec_init)] // one SACK block is the common case
 mod tests {
     use super::*;
+    use crate::merge::sent::SentLog;
     use crate::merge::spec::MergeTable;
     use std::ops::Range;
     use std::time::Duration;
@@ -640,12 +662,72 @@ mod tests {
             .unwrap();
         }
         let c = &t.spec.children;
+        let mut sent = SentLog::default();
+        sent.learn(2000, at(0));
         // Child 3 has not moved since it was admitted at 0.
-        assert!(c.stalled(at(4), stall).is_empty());
-        assert_eq!(c.stalled(at(5), stall), vec![addr(3)]);
+        assert!(c.stalled(at(4), stall, &sent).is_empty());
+        assert_eq!(c.stalled(at(5), stall, &sent), vec![addr(3)]);
         // Children 1 and 2 have not moved for 5 s either, but nobody is
         // ahead of them: an idle session evicts no one.
-        assert_eq!(c.stalled(at(9), stall), vec![addr(3)]);
+        assert_eq!(c.stalled(at(9), stall, &sent), vec![addr(3)]);
+    }
+
+    #[test]
+    fn a_claim_beyond_what_was_sent_is_no_reason_to_evict() {
+        let mut t = table(3);
+        let at = |s: u64| Instant::ZERO + Duration::from_secs(s);
+        let stall = Duration::from_secs(5);
+        for (child, cum) in [(1, 1000), (2, 1000), (3, 1 << 40)] {
+            let ack = ack(cum, &[]);
+            t.process(
+                ChildMsg::Ack {
+                    child: addr(child),
+                    ack,
+                },
+                at(1),
+            )
+            .unwrap();
+        }
+        let c = &t.spec.children;
+        // The parent said it sent 1000: children 1 and 2 hold all of it.
+        let mut sent = SentLog::default();
+        sent.learn(1000, at(0));
+        assert!(c.stalled(at(60), stall, &sent).is_empty());
+        assert!(c.silent_behind(at(60), stall, sent.end()).is_empty());
+        // It sent more at 58 s: they are behind their sibling since then,
+        // and stalled only 5 s later.
+        sent.learn(2000, at(58));
+        assert!(c.stalled(at(62), stall, &sent).is_empty());
+        assert_eq!(c.stalled(at(63), stall, &sent).len(), 2);
+    }
+
+    #[test]
+    fn a_merged_ack_released_by_a_leave_reports_how_long_its_echo_waited() {
+        let mut t = table(2);
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        for (child, cum, when) in [(1, 1000, 10), (2, 1000, 10), (1, 2000, 20)] {
+            let ack = ack(cum, &[]);
+            if let Some(out) = t
+                .process(
+                    ChildMsg::Ack {
+                        child: addr(child),
+                        ack,
+                    },
+                    at(when),
+                )
+                .unwrap()
+            {
+                assert!(matches!(out, Upstream::Ack(ref m) if m.ack_delay_us == 0));
+            }
+        }
+        // Child 2 (at 1000) leaves 5 s later: the merged point jumps to
+        // child 1's 2000, whose echo arrived at 20 ms.
+        t.spec.children.remove(&addr(2));
+        let Some(Upstream::Ack(m)) = t.process(ChildMsg::Leave, at(5_020)).unwrap() else {
+            panic!("a merged ACK after the leave");
+        };
+        assert_eq!(m.cumulative, 2000);
+        assert_eq!(m.ack_delay_us, 5_000_000);
     }
 
     #[test]

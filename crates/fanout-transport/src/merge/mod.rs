@@ -79,6 +79,7 @@ mod mctcp;
 mod relay;
 mod roster;
 mod roster_store;
+mod sent;
 mod spec;
 
 pub use ack_meet::{older_timestamp, AckSummary};
@@ -87,6 +88,6 @@ pub use config::{MergerConfig, MergerStats};
 pub use engine::{Merger, MAX_QUEUED};
 pub use join::{ConnectSummary, JoinMerge};
 pub use mctcp::{ChildMsg, Mctcp, MctcpTag, Upstream};
-pub use roster::SubtreeRoster;
+pub use roster::{SubtreeRoster, MAX_MERGER_ROSTER_ENTRIES};
 pub use roster_store::{RosterStats, RosterStore, MAX_SUBTREE_RECEIVERS};
 pub use spec::{MergeSpec, MergeTable, MAX_TAGS};

@@ -27,6 +27,9 @@ pub struct RelayPlan {
     pub malformed: bool,
     /// Frames not meant for children (CONNECT, ACK, other extensions).
     pub unexpected: u64,
+    /// The highest SENT in the datagram: for the merger itself, not
+    /// relayed (a child merger gets its own from this merger).
+    pub sent: Option<u64>,
 }
 
 /// Plans the relay of the frames `body` to the admitted `children`.
@@ -59,6 +62,7 @@ pub fn plan(children: &ChildTable, body: &[u8]) -> RelayPlan {
                     reason: reason.to_string(),
                 });
             }
+            Frame::Sent(f) => plan.sent = plan.sent.max(Some(f.end)),
             // A repeated ACCEPT: the children already have theirs.
             Frame::Accept(_) | Frame::Padding => {}
             // CONNECT, ACK, and frames of other extensions (e.g. a member's

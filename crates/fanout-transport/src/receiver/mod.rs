@@ -553,6 +553,7 @@ impl Receiver {
                 Frame::Padding | Frame::Offer(_) | Frame::Accept(_) => {}
                 Frame::Connect(_)
                 | Frame::CatchUp(_)
+                | Frame::Sent(_)
                 | Frame::Ack(_)
                 | Frame::Skip(_)
                 | Frame::Upstream(_)

@@ -214,3 +214,45 @@ fn a_forgotten_loss_is_detected_again() {
     assert_eq!(again.newly_lost, vec![SEG..2 * SEG]);
     assert_eq!(r.recovery_episodes(), 1, "still the same episode");
 }
+
+#[test]
+fn an_ack_held_beyond_the_allowed_delay_gives_no_rtt_sample() {
+    let log = log_of(4);
+    let mut r = recovery();
+    let allowed = 25 * MS;
+    r.on_ack(
+        at(60),
+        &ack(SEG, 0, vec![]),
+        &log,
+        4 * SEG,
+        SEG,
+        true,
+        allowed,
+    );
+    assert_eq!(r.srtt(), 60 * MS);
+    // Echoing a timestamp 4 s old, and saying it was held 3.9 s of that.
+    let held = AckFrame {
+        ack_delay_us: 3_900_000,
+        ..ack(2 * SEG, 1, vec![])
+    };
+    let out = r.on_ack(at(4_001), &held, &log, 4 * SEG, SEG, true, allowed);
+    assert!(out.progressed, "the ACK itself is taken");
+    assert_eq!(r.srtt(), 60 * MS, "but it is no RTT sample");
+    // Within the allowed delay, the sample counts (minus the delay).
+    let prompt = AckFrame {
+        ack_delay_us: 20_000,
+        ..ack(3 * SEG, 3_990, vec![])
+    };
+    r.on_ack(at(4_070), &prompt, &log, 4 * SEG, SEG, true, allowed);
+    assert_eq!(r.rtt().latest(), 60 * MS);
+}
+
+#[test]
+fn an_echo_from_the_future_gives_no_rtt_sample() {
+    let log = log_of(4);
+    let mut r = recovery();
+    on_ack(&mut r, 60, &ack(SEG, 0, vec![]), &log, 4 * SEG);
+    let future = ack(2 * SEG, 1_000_000, vec![]);
+    assert!(on_ack(&mut r, 70, &future, &log, 4 * SEG).progressed);
+    assert_eq!(r.srtt(), 60 * MS);
+}

@@ -2,7 +2,8 @@
 //! far outside the rest, or that stalls, is reset with a reason and the
 //! others continue. Stalls are the stall timeout's job (see
 //! [`super::SessionConfig::stall_timeout`]); this module finds members whose
-//! smoothed RTT is far *above* the session's median (default) or whose
+//! smoothed RTT is far *above* the session's median because of their own
+//! queue (default) or whose
 //! congestion window is far *below* it (opt-in, see
 //! [`OutlierEviction::window_ratio`]), for longer than a grace period.
 //!
@@ -11,6 +12,13 @@
 //! RTT inflates (the queue at its own link; 0.6 s behind a 2 Mbit/s link
 //! with 100 packets of queue, against 12 ms for the others). Evicting it
 //! returns the others to their own pace.
+//!
+//! Only queueing counts, not distance: a member whose smoothed RTT is close
+//! to its own smallest RTT is far away, not behind a full queue, and is
+//! kept however low the median is. That also keeps the median out of an
+//! attacker's hands: members who claim tiny RTTs (a timestamp echo is the
+//! peer's word) can lower the median, but cannot make an honest member's
+//! own path queue.
 //!
 //! Windows are compared capped at the send buffer (see
 //! [`MemberSample::cwnd`]).
@@ -38,12 +46,14 @@ pub struct OutlierEviction {
     /// ones) sat at 1/8 of an inflated median and were evicted, and the
     /// session collapsed (measured: docs/experiments/smo-scenarios.md).
     pub window_ratio: Option<u64>,
-    /// A member whose smoothed RTT stays above `median × rtt_ratio` and at
-    /// least [`OutlierEviction::min_rtt_excess`] above the median is an
-    /// outlier (default 8).
+    /// A member whose smoothed RTT stays above `median × rtt_ratio`, at
+    /// least [`OutlierEviction::min_rtt_excess`] above the median and at
+    /// least as much above its own smallest RTT (its queue) is an outlier
+    /// (default 8).
     pub rtt_ratio: u32,
     /// RTT differences below this never count (default 50 ms), so members
-    /// on a LAN are not evicted over a few milliseconds.
+    /// on a LAN are not evicted over a few milliseconds, nor members whose
+    /// queue is shorter than this.
     pub min_rtt_excess: Duration,
     /// An outlier is evicted once it has been one at every sweep for this
     /// long (default 5 s; a joiner in slow start has caught up by then).
@@ -81,6 +91,9 @@ pub struct MemberSample {
     pub cwnd: u64,
     /// Its smoothed RTT.
     pub srtt: Duration,
+    /// Its smallest RTT sample (`Duration::MAX` before any): `srtt −
+    /// min_rtt` is the queue on its path.
+    pub min_rtt: Duration,
 }
 
 /// Which members have been outliers since when. Holds at most one entry
@@ -127,7 +140,8 @@ impl OutlierTracker {
                 .window_ratio
                 .is_some_and(|k| m.cwnd.saturating_mul(k.max(1)) < median_cwnd);
             let long_rtt = m.srtt > median_srtt.saturating_mul(policy.rtt_ratio.max(1))
-                && m.srtt.saturating_sub(median_srtt) >= policy.min_rtt_excess;
+                && m.srtt.saturating_sub(median_srtt) >= policy.min_rtt_excess
+                && m.srtt.saturating_sub(m.min_rtt) >= policy.min_rtt_excess;
             if !(small_window || long_rtt) {
                 continue;
             }
@@ -170,11 +184,13 @@ mod tests {
         Instant::ZERO + Duration::from_secs_f64(s)
     }
 
+    /// A member whose path's smallest RTT is 1 ms (any more is queue).
     fn sample(id: u64, cwnd: u64, srtt_ms: u64) -> MemberSample {
         MemberSample {
             id: MemberId(id),
             cwnd,
             srtt: ms(srtt_ms),
+            min_rtt: ms(1),
         }
     }
 
@@ -240,6 +256,30 @@ mod tests {
         let mut t = OutlierTracker::default();
         t.sweep(at(0.0), &p, &lan);
         assert!(t.sweep(at(9.0), &p, &lan).is_empty());
+    }
+
+    #[test]
+    fn a_far_member_without_a_queue_is_kept_however_low_the_median() {
+        let p = OutlierEviction::default();
+        let mut t = OutlierTracker::default();
+        // Nine members claiming 0 ms, one honest member 60 ms away.
+        let mut v: Vec<MemberSample> = (1..10)
+            .map(|i| MemberSample {
+                min_rtt: ms(0),
+                ..sample(i, 1_000_000, 0)
+            })
+            .collect();
+        let far = MemberSample {
+            min_rtt: ms(58),
+            ..sample(10, 1_000_000, 60)
+        };
+        v.push(far);
+        t.sweep(at(0.0), &p, &v);
+        assert!(t.sweep(at(60.0), &p, &v).is_empty());
+        // The same member behind a queue of 100 ms is evicted.
+        v[9].srtt = ms(160);
+        t.sweep(at(61.0), &p, &v);
+        assert_eq!(t.sweep(at(66.0), &p, &v).len(), 1);
     }
 
     #[test]

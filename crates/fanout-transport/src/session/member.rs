@@ -28,7 +28,10 @@ pub enum MemberTimer {
     /// Zero-window probe (RFC 9293 §3.8.6.1): its window blocks the
     /// session and nothing is in flight to it, so no ACK will reopen it.
     Persist,
-    /// Silent for a third of the idle timeout: PING it (its ACK answers).
+    /// Silent for a third of the idle timeout: PING it (its ACK answers);
+    /// a PING left unanswered is repeated every twelfth of it, so losing a
+    /// few keep-alives or their answers does not end a live member (eight
+    /// probes before [`MemberTimer::Silence`]).
     KeepAlive,
     /// Silent for the idle timeout: evict.
     Silence,
@@ -73,6 +76,9 @@ pub struct Member {
     last_heard: Instant,
     /// Zero-window probe deadline and how many probes went unanswered.
     persist: Option<Instant>,
+    /// Since when its closed window has blocked data waiting to go out
+    /// (`None` while it does not).
+    blocked_since: Option<Instant>,
     persist_probes: u32,
     /// Last keep-alive PING sent to it.
     last_ping: Option<Instant>,
@@ -109,6 +115,7 @@ impl Member {
             last_progress: now,
             last_heard: now,
             persist: None,
+            blocked_since: None,
             persist_probes: 0,
             last_ping: None,
             acks: 0,
@@ -214,16 +221,20 @@ impl Member {
         match timer {
             MemberTimer::Rto => self.recovery.rto_deadline(),
             MemberTimer::Rack => self.recovery.rack_deadline(),
-            MemberTimer::Stall => self
-                .has_outstanding(snd_nxt)
-                .then(|| self.last_progress + clock.stall_timeout),
-            MemberTimer::Persist => self.persist,
-            MemberTimer::KeepAlive => {
-                let since = self
-                    .last_ping
-                    .map_or(self.last_heard, |p| p.max(self.last_heard));
-                Some(since + clock.idle_timeout / 3)
+            // No progress while data is outstanding, or a window kept
+            // closed while data waits (it answers the zero-window probes
+            // but never reads): either way it holds the session.
+            MemberTimer::Stall => if self.has_outstanding(snd_nxt) {
+                Some(self.last_progress)
+            } else {
+                self.blocked_since
             }
+            .map(|t| t + clock.stall_timeout),
+            MemberTimer::Persist => self.persist,
+            MemberTimer::KeepAlive => Some(match self.last_ping {
+                Some(p) if p >= self.last_heard => p + clock.idle_timeout / 12,
+                _ => self.last_heard + clock.idle_timeout / 3,
+            }),
             MemberTimer::Silence => Some(self.last_heard + clock.idle_timeout),
         }
     }
@@ -279,6 +290,7 @@ impl Member {
         if self.window_end > snd_nxt || self.has_outstanding(snd_nxt) {
             self.persist = None;
             self.persist_probes = 0;
+            self.blocked_since = None;
         }
         out
     }
@@ -311,9 +323,14 @@ impl Member {
 
     /// Its receive window blocks new data at `snd_nxt` while nothing is in
     /// flight to it: arms the zero-window probe (one RTO away, backing off
-    /// per unanswered probe) unless armed.
+    /// per unanswered probe) unless armed, and starts its stall clock
+    /// unless running ([`MemberTimer::Stall`]).
     pub fn on_window_blocked(&mut self, now: Instant, snd_nxt: u64) {
-        if self.persist.is_none() && self.window_end <= snd_nxt && !self.has_outstanding(snd_nxt) {
+        if self.window_end > snd_nxt || self.has_outstanding(snd_nxt) {
+            return;
+        }
+        self.blocked_since.get_or_insert(now);
+        if self.persist.is_none() {
             let backoff = 1u32 << self.persist_probes.min(6);
             self.persist = Some(now + self.recovery.rtt().rto().saturating_mul(backoff));
         }
@@ -396,7 +413,8 @@ mod tests {
         m.on_ping_sent(at(10_000));
         assert_eq!(
             m.deadline(MemberTimer::KeepAlive, 0, &clock),
-            Some(at(20_000))
+            Some(at(12_500)),
+            "unanswered: probed again soon"
         );
         m.on_heard(at(15_000));
         assert_eq!(
@@ -424,5 +442,20 @@ mod tests {
         let mut open = member(1 << 20);
         open.on_window_blocked(at(5), 0);
         assert_eq!(open.persist, None);
+    }
+
+    #[test]
+    fn a_window_kept_closed_while_data_waits_is_a_stall() {
+        let clock = MemberClock {
+            stall_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        };
+        let mut m = member(0);
+        assert_eq!(m.deadline(MemberTimer::Stall, 0, &clock), None);
+        m.on_window_blocked(at(5), 0);
+        m.on_persist_probe();
+        // Probed again later: the clock keeps running from the first block.
+        m.on_window_blocked(at(3_000), 0);
+        assert_eq!(m.deadline(MemberTimer::Stall, 0, &clock), Some(at(10_005)));
     }
 }

@@ -581,6 +581,9 @@ impl SessionSender {
         }
         self.roster.remove(id);
         self.controller.on_member_left(id);
+        if !self.members.is_empty() {
+            self.update_pacing_rate();
+        }
         self.stats.members_left += 1;
         tracing::debug!(
             session = self.session_id,

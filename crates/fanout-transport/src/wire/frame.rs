@@ -26,6 +26,7 @@ const T_ROSTER: u8 = 0x09;
 const T_REPAIR: u8 = 0x0a;
 const T_OFFER: u8 = 0x0b;
 const T_CATCH_UP: u8 = 0x0c;
+const T_SENT: u8 = 0x0d;
 const T_DATA: u8 = 0x10;
 const DATA_FIN: u8 = 0x01;
 const DATA_MSG_END: u8 = 0x02;
@@ -82,6 +83,19 @@ pub struct CatchUpFrame {
     /// The requester's member id in the session (never 0).
     pub member_id: u64,
     /// End of the prefix wanted: the member's start offset.
+    pub end: u64,
+}
+
+/// SENT (session sender → a merger member, merger → a child merger), the
+/// answer to the first ROSTER page of each cycle: "the stream was sent up
+/// to `end`". A merger never learns the stream from the data, so it bounds
+/// its children's claims with this (what any child can have acknowledged)
+/// before it lets them decide who is stalled or where a late child starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentFrame {
+    /// `SND.NXT` as the answering node knows it: the sender's own, a
+    /// merger's the latest SENT from its parent. Stale by at most a round
+    /// trip and a roster cycle, never ahead of the sender.
     pub end: u64,
 }
 
@@ -195,6 +209,8 @@ pub enum Frame<'a> {
     Offer(OfferFrame),
     /// Asks the session sender for a missed prefix.
     CatchUp(CatchUpFrame),
+    /// How far the stream was sent (to mergers).
+    Sent(SentFrame),
     /// Acknowledgement.
     Ack(AckFrame),
     /// Stream data.
@@ -321,6 +337,7 @@ impl<'a> Frame<'a> {
                 timestamp: WireTimestamp(r.u32()?),
             }),
             T_CATCH_UP => Frame::CatchUp(decode_catch_up(r)?),
+            T_SENT => Frame::Sent(SentFrame { end: r.varint()? }),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -413,6 +430,10 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_CATCH_UP);
                 out.put_varint(c.member_id);
                 out.put_varint(c.end);
+            }
+            Frame::Sent(f) => {
+                out.put_u8(T_SENT);
+                out.put_varint(f.end);
             }
             Frame::Ack(a) => {
                 out.put_u8(T_ACK);
@@ -620,6 +641,7 @@ mod tests {
             roundtrip(&Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: member_id + 1, start_offset: off }));
             roundtrip(&Frame::Offer(OfferFrame { max_payload, timestamp }));
             roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
+            roundtrip(&Frame::Sent(SentFrame { end: off }));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));

@@ -4,7 +4,7 @@
 
 use super::{
     AcceptFrame, AckFrame, CatchUpFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
-    OfferFrame, UpstreamAckFrame, UpstreamFrame, WireTimestamp,
+    OfferFrame, SentFrame, UpstreamAckFrame, UpstreamFrame, WireTimestamp,
 };
 
 const SESSION_ID: u64 = 0x0123_4567_89ab_cdef;
@@ -213,6 +213,13 @@ fn handshake_frames() {
         concat!(
             "0c",   // CATCH_UP
             "05",   // member id 5
+            "44b0", // end 1200
+        )
+    );
+    assert_eq!(
+        frame(Frame::Sent(SentFrame { end: 1200 })),
+        concat!(
+            "0d",   // SENT
             "44b0", // end 1200
         )
     );

@@ -6,13 +6,17 @@
 //!   with a fallback chain can tell a crashed merger from a quiet one.
 //! * **Children re-attaching here** (resume CONNECT: `resume_from` = P > 0,
 //!   the header naming the session): accepted only while this merger is a
-//!   member upstream; the child gets ACCEPT {start P} but joins the merged
-//!   ACK only with its first ACK, and only if that ACK acknowledges
-//!   everything the last merged ACK told the parent — so a re-attaching
-//!   child can neither move the merged cumulative ACK backwards nor make it
-//!   take back a SACK range. A child that is behind gets RESET ("behind the
-//!   subtree") and tries its next ancestor (eventually the sender, which
-//!   still holds what it lacks while the dead merger's member pins it).
+//!   member upstream and P is not beyond what the parent said it sent
+//!   (SENT); the child gets ACCEPT {start P} but joins the merged ACK only
+//!   with its first ACK, and only if that ACK acknowledges everything the
+//!   last merged ACK told the parent and reaches the siblings' front (at
+//!   most what was sent) — so a re-attaching child can neither move the
+//!   merged cumulative ACK backwards, nor make it take back a SACK range,
+//!   nor hold the subtree behind the others for its stall time (strangers
+//!   resuming one after another would hold it until the parent evicted the
+//!   merger). A child that is behind gets RESET ("behind the subtree") and
+//!   tries its next ancestor (eventually the sender, which still holds
+//!   what it lacks while the dead merger's member pins it).
 //! * **This merger re-attaching** when its own parent (a merger, not the
 //!   last ancestor) falls silent: CLOSE to the old parent, resume CONNECT
 //!   with P = the subtree's merged cumulative point to the next ancestor,
@@ -45,13 +49,19 @@ impl Merger {
             return false;
         }
         let joined = self.up == Up::Established && header_session == self.session_id;
-        if !joined || self.table.spec.children.is_full() {
+        // Beyond what the parent said it sent: not believed (the sender
+        // refuses such a resume too; a child whose bound is merely stale
+        // tries its next ancestor).
+        let beyond = c.resume_from > self.sent.end();
+        if !joined || beyond || self.table.spec.children.is_full() {
             self.stats.children_refused += 1;
             self.stats.drops.count(DropReason::LimitExceeded);
-            let why = if joined {
-                "merger full"
-            } else {
+            let why = if !joined {
                 "merger not joined"
+            } else if beyond {
+                "resume beyond the stream"
+            } else {
+                "merger full"
             };
             self.queue(from, header_session, Self::reset_body(why));
             return true;
@@ -74,13 +84,19 @@ impl Merger {
         let told = self.merged().cloned();
         let base = self.accept.map_or(0, |a| a.start_offset);
         let mine = AckSummary::from_frame(&ack);
-        let covers = match &told {
-            Some(t) => {
-                mine.cumulative >= t.cumulative
-                    && t.sack.iter().all(|r| mine.acknowledges(r.clone()))
-            }
-            None => mine.cumulative >= base,
-        };
+        // Nor behind any sibling (as far as the stream was sent): a child
+        // admitted behind the others would hold the subtree for its whole
+        // stall time, and strangers resuming one after another could hold
+        // it until the parent evicts the merger.
+        let front = self.table.spec.children.front(self.sent.end());
+        let covers = mine.cumulative >= front.unwrap_or(0)
+            && match &told {
+                Some(t) => {
+                    mine.cumulative >= t.cumulative
+                        && t.sack.iter().all(|r| mine.acknowledges(r.clone()))
+                }
+                None => mine.cumulative >= base,
+            };
         if !covers {
             self.table.spec.children.remove(&from);
             self.stats.children_refused += 1;
@@ -125,7 +141,11 @@ impl Merger {
         let Some(silence) = self.config.child_silence else {
             return;
         };
-        let silent = self.table.spec.children.silent_behind(now, silence);
+        let silent = self
+            .table
+            .spec
+            .children
+            .silent_behind(now, silence, self.sent.end());
         if silent.is_empty() {
             return;
         }

@@ -30,6 +30,9 @@ struct Offer {
     attempts: u32,
     next_try: Instant,
     deadline: Instant,
+    /// Repeated with back-off ([`SessionSender::offer`]); false: sent once
+    /// per request ([`SessionSender::answer_with_offer`]).
+    repeat: bool,
 }
 
 /// The listeners this session invited.
@@ -60,18 +63,49 @@ impl SessionSender {
     /// only invited receivers are admitted. False if the session is closed
     /// or already invited [`MAX_OFFERS`] receivers.
     pub fn offer(&mut self, now: Instant, peer: SocketAddr) -> bool {
-        if self.closed.is_some() || self.offers.invited.len() >= MAX_OFFERS {
+        self.invite(now, peer, true)
+    }
+
+    /// Invites `peer` in answer to a request of its own (a late joiner's
+    /// catch-up): one OFFER now, none repeated. The requester repeats its
+    /// request until it joins, and each repeat is answered by calling this
+    /// again — so an address gets no more OFFERs than it sent requests (an
+    /// OFFER is about as long as a request: no amplification toward an
+    /// address that may be forged). The invitation lasts the handshake
+    /// timeout from the latest call. False as [`SessionSender::offer`].
+    pub fn answer_with_offer(&mut self, now: Instant, peer: SocketAddr) -> bool {
+        self.invite(now, peer, false)
+    }
+
+    fn invite(&mut self, now: Instant, peer: SocketAddr, repeat: bool) -> bool {
+        if self.closed.is_some() {
             return false;
         }
-        if self.offers.invited.insert(peer) {
-            self.offers.pending.push(Offer {
-                peer,
-                attempts: 0,
-                next_try: now,
-                deadline: now + self.config.transport.handshake_timeout,
-            });
-            self.timers.set_earliest(Timer::Offer, now);
+        let deadline = now + self.config.transport.handshake_timeout;
+        if let Some(o) = self.offers.pending.iter_mut().find(|o| o.peer == peer) {
+            if !o.repeat {
+                o.next_try = now;
+                o.deadline = deadline;
+                self.timers.set_earliest(Timer::Offer, now);
+            }
+            return true;
         }
+        if self.offers.invited.contains(&peer) {
+            // Joined already (or its invitation ended).
+            return true;
+        }
+        if self.offers.invited.len() >= MAX_OFFERS {
+            return false;
+        }
+        self.offers.invited.insert(peer);
+        self.offers.pending.push(Offer {
+            peer,
+            attempts: 0,
+            next_try: now,
+            deadline,
+            repeat,
+        });
+        self.timers.set_earliest(Timer::Offer, now);
         true
     }
 
@@ -87,7 +121,11 @@ impl SessionSender {
             }
             if o.next_try <= now {
                 due.push(o.peer);
-                o.next_try = now + retry_wait(o.attempts, initial);
+                o.next_try = if o.repeat {
+                    now + retry_wait(o.attempts, initial)
+                } else {
+                    o.deadline
+                };
                 o.attempts += 1;
             }
             true
@@ -193,18 +231,25 @@ impl SessionSender {
                 self.snd_nxt,
             )
         });
+        // The send position, but never past the last stream byte: a joiner
+        // after the FIN went out starts at the FIN's offset and gets the
+        // FIN as a repair (its prefix is then the whole stream).
+        let position = self
+            .buffer
+            .fin()
+            .map_or(self.snd_nxt, |f| f.min(self.snd_nxt));
         let start = match (resume, self.config.join) {
             (Some(Err(reason)), _) => {
                 self.refuse(from, reason);
                 return;
             }
             (Some(Ok(p)), _) => p,
-            (None, JoinPolicy::Live) => self.snd_nxt,
+            (None, JoinPolicy::Live) => position,
             (None, JoinPolicy::FromStart) if self.buffer.base() == 0 => 0,
             // Before any data went out a joiner starts at 0; after, at the
             // send position (data already sent is not in flight to it).
             (None, JoinPolicy::CatchUp) if self.snd_nxt == 0 => 0,
-            (None, JoinPolicy::CatchUp) => self.snd_nxt,
+            (None, JoinPolicy::CatchUp) => position,
             (None, JoinPolicy::FromStart) => {
                 self.refuse(from, "joined after the start of the file was released");
                 return;
@@ -250,7 +295,8 @@ impl SessionSender {
 
     /// A merger member's roster page ([`crate::session::roster`]): its
     /// weight and its receivers' progress. Counts only; never releases
-    /// data.
+    /// data. The first page of each cycle is answered with SENT, which
+    /// bounds what the merger believes of its children.
     pub(super) fn on_roster(
         &mut self,
         now: Instant,
@@ -258,5 +304,10 @@ impl SessionSender {
         f: &RosterFrame,
     ) {
         self.roster.on_page(id, f, now);
+        if f.first == 0 {
+            if let Some(addr) = self.members.get(id).map(|m| m.addr()) {
+                self.control(addr, Control::Sent);
+            }
+        }
     }
 }

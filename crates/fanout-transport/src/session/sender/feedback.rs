@@ -152,6 +152,7 @@ impl SessionSender {
                 id: m.id(),
                 cwnd: m.recovery().cwnd().min(cap),
                 srtt: m.recovery().srtt(),
+                min_rtt: m.recovery().rtt().min_rtt(),
             })
             .collect();
         let evict = self.outliers.sweep(now, &policy, &samples);

@@ -70,15 +70,35 @@ impl SessionSender {
             }) else {
                 continue;
             };
-            if start < self.buffer.base() {
-                // Freed by a quorum or buffer-limited release: these
-                // members cannot be repaired.
-                let ids = self.repairs.take(start).map(|p| p.ids).unwrap_or_default();
-                let why = self.released_reason();
-                for id in ids {
-                    self.remove(id, why, true);
+            let base = self.buffer.base();
+            if start < base {
+                // The segment begins below the send buffer. A member that
+                // holds everything below the base needs only the rest of it
+                // (a joiner admitted at the FIN's offset, whose segment the
+                // others acknowledged up to the FIN); one behind the base
+                // lost data a quorum or buffer-limited release freed, and
+                // cannot be repaired.
+                let behind: Vec<MemberId> = self
+                    .repairs
+                    .members_of(start)
+                    .iter()
+                    .copied()
+                    .filter(|&id| self.members.get(id).is_some_and(|m| m.cumulative() < base))
+                    .collect();
+                if !behind.is_empty() {
+                    let why = self.released_reason();
+                    for id in behind {
+                        self.remove(id, why, true);
+                    }
+                    self.after_progress();
+                    // Look at this segment again, for the others.
+                    cursor = start;
+                    continue;
                 }
-                self.after_progress();
+            }
+            let range = range.start.max(base)..range.end;
+            if range.is_empty() {
+                self.repairs.take(start);
                 continue;
             }
             let ready = since + holdoff;

@@ -8,7 +8,9 @@ use crate::packet::PacketBuilder;
 use crate::session::fanout_run::FANOUT_RUN_SEGMENTS;
 use crate::session::timers::Timer;
 use crate::session::MemberId;
-use crate::wire::{AcceptFrame, AckFrequencyFrame, CloseFrame, Frame, OfferFrame, WireTimestamp};
+use crate::wire::{
+    AcceptFrame, AckFrequencyFrame, CloseFrame, Frame, OfferFrame, SentFrame, WireTimestamp,
+};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
@@ -36,6 +38,8 @@ pub(super) enum Control {
     Ping,
     /// An invitation to a listener.
     Offer,
+    /// How far the stream was sent (to a merger member).
+    Sent,
 }
 
 impl SessionSender {
@@ -78,6 +82,9 @@ impl SessionSender {
                     max_payload: self.mss,
                     timestamp: WireTimestamp::at(now),
                 })),
+                Control::Sent => p.frame(&Frame::Sent(SentFrame {
+                    end: self.snd_nxt(),
+                })),
             };
             p.finish();
             self.stats.datagrams_sent += 1;
@@ -107,18 +114,25 @@ impl SessionSender {
             None => self.next_new(now, buf),
         };
         if t.is_some() {
-            let srtt = self.session_rtt();
-            let slow_start = self
-                .members
-                .iter()
-                .next()
-                .is_some_and(|m| m.recovery().cc().in_slow_start());
-            self.pacer.set_rate(self.cwnd(), srtt, slow_start);
-            if let Some(cap) = self.controller.rate_cap() {
-                self.pacer.cap_rate(cap);
-            }
+            self.update_pacing_rate();
         }
         t
+    }
+
+    /// Sets the pacer's rate from the session window and RTT, within the
+    /// controller's cap: after every send, and when a member leaves (its
+    /// RTT may have set the rate).
+    pub(super) fn update_pacing_rate(&mut self) {
+        let srtt = self.session_rtt();
+        let slow_start = self
+            .members
+            .iter()
+            .next()
+            .is_some_and(|m| m.recovery().cc().in_slow_start());
+        self.pacer.set_rate(self.cwnd(), srtt, slow_start);
+        if let Some(cap) = self.controller.rate_cap() {
+            self.pacer.cap_rate(cap);
+        }
     }
 
     /// The next new segment, if the controller's limit allows it.
