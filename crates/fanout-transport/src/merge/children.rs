@@ -188,16 +188,17 @@ impl ChildTable {
         }
     }
 
-    /// Admitted children holding the subtree back for `stall` without
-    /// advancing (a stalled or bogus child; TCP-SMO §II.C removes such
-    /// receivers), with the time it holds it counted from when it began
-    /// to:
+    /// Admitted children that have held the subtree back for `stall` (a
+    /// stalled or bogus child; TCP-SMO §II.C removes such receivers). A
+    /// child holds it
     /// * at the merged point (the lowest cumulative point), behind some
     ///   sibling and behind what the parent says it sent (a sibling's claim
-    ///   beyond that is not evidence): since the stream was sent past it;
+    ///   beyond that is not evidence): from when the stream was sent past
+    ///   it, or from its last advance if later;
     /// * at the merged window's edge (the lowest right edge) with the
-    ///   stream sent up to it: since the stream reached it — a window that
-    ///   stays closed holds the subtree as surely as a missing ACK.
+    ///   stream sent up to it: from when the stream reached it, or from
+    ///   when its window last moved if later — a window that stays closed
+    ///   holds the subtree as surely as a missing ACK.
     ///
     /// Only the holders: a child behind them may be waiting for repairs
     /// the held merged ACK cannot ask for
@@ -205,7 +206,7 @@ impl ChildTable {
     /// periodic timer.
     pub fn stalled(&self, now: Instant, stall: Duration, sent: &SentLog) -> Vec<SocketAddr> {
         let (Some(top), Some(low), Some(edge)) = (
-            self.top(sent.end()),
+            self.front(sent.end()),
             self.min_cumulative(),
             self.min_window_end(),
         ) else {
@@ -236,7 +237,7 @@ impl ChildTable {
     /// children re-attach elsewhere. `sent` bounds the siblings' claims as
     /// in [`ChildTable::stalled`]. O(N): called on a periodic timer.
     pub fn silent_behind(&self, now: Instant, silence: Duration, sent: u64) -> Vec<SocketAddr> {
-        let Some(top) = self.top(sent) else {
+        let Some(top) = self.front(sent) else {
             return Vec::new();
         };
         self.children
@@ -278,10 +279,6 @@ impl ChildTable {
     /// The highest cumulative point of the admitted children, at most
     /// `sent` (how far the stream was sent).
     pub fn front(&self, sent: u64) -> Option<u64> {
-        self.top(sent)
-    }
-
-    fn top(&self, sent: u64) -> Option<u64> {
         self.cums.last().map(|&(top, _)| top.min(sent))
     }
 
