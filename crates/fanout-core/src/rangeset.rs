@@ -76,6 +76,16 @@ impl RangeSet {
             .is_some_and(|(_, &e)| r.end <= e)
     }
 
+    /// True if `r` overlaps or adjoins a stored range, i.e. inserting it
+    /// would not add a range of its own.
+    pub fn touches(&self, r: Range<u64>) -> bool {
+        self.map
+            .range(..=r.start)
+            .next_back()
+            .is_some_and(|(_, &e)| e >= r.start)
+            || self.map.range(r.start..=r.end).next().is_some()
+    }
+
     /// The stored range holding `v`, if any.
     pub fn range_containing(&self, v: u64) -> Option<Range<u64>> {
         self.map
@@ -271,6 +281,12 @@ mod tests {
             let gaps: BTreeSet<u64> = s.gaps_in(0..240).into_iter().flatten().collect();
             let want: BTreeSet<u64> = (0..240).filter(|v| !m.contains(v)).collect();
             prop_assert_eq!(gaps, want);
+            // `touches`: inserting a non-empty range adds a range of its own
+            // exactly when it neither overlaps nor adjoins one.
+            let r = probe..probe + 1 + probe % 7;
+            let mut grown = s.clone();
+            grown.insert(r.clone());
+            prop_assert_eq!(s.touches(r), grown.range_count() <= s.range_count());
         }
 
         #[test]

@@ -360,6 +360,8 @@ pub fn drive_receiver(data: &[u8]) {
                 }
             }
         }
+        let (held, most) = r.held_ranges();
+        assert!(held <= most, "{held} reassembly ranges, cap {most}");
         if how.app_acts {
             while r.read(&mut sink) > 0 {}
         }

@@ -265,11 +265,12 @@ fn a_joiner_after_the_fin_gets_the_fin() {
     drive_catch_up(&JOINED_AFTER_THE_FIN);
 }
 
-/// Checked suspicion, not a finding: a member's ACK whose SACK block ends
-/// above the send edge is refused whole (`AckOfUnsent`) and changes
-/// nothing, while an honest ACK of the same member is taken.
+/// Checked suspicion, not a finding: a member's ACK that claims data above
+/// the send edge (a forger's, or an honest receiver's fed a forged DATA) is
+/// counted (`AckOfUnsent`) and clipped to the send edge; the rest of it is
+/// taken (refusing it whole would silence an honest member until evicted).
 #[test]
-fn a_forged_sack_above_the_send_edge_is_refused() {
+fn a_claim_above_the_send_edge_is_clipped_and_counted() {
     let now = Instant::ZERO;
     let mut s = SessionSender::new(session_config(0, 1), SESSION, now);
     let who = stranger(0);
@@ -317,14 +318,22 @@ fn a_forged_sack_above_the_send_edge_is_refused() {
         assert_eq!(
             s.stats().drops.get(DropReason::AckOfUnsent),
             before + 1,
-            "SACK {sack:?} above SND.NXT {sent} refused"
+            "SACK {sack:?} above SND.NXT {sent} counted"
         );
         assert_eq!(cumulative(&s), Some(0));
     }
-    s.handle_datagram(now, who, &datagram(SESSION, 9, ack(sent, Vec::new())));
+    s.handle_datagram(now, who, &datagram(SESSION, 9, ack(sent - 1, Vec::new())));
     assert_eq!(
         cumulative(&s),
-        Some(sent),
-        "an ACK of what was sent is taken"
+        Some((sent - 1) / mss * mss),
+        "whole segments"
     );
+    s.handle_datagram(
+        now,
+        who,
+        &datagram(SESSION, 10, ack(sent + mss, Vec::new())),
+    );
+    assert_eq!(cumulative(&s), Some(sent), "clipped to SND.NXT");
+    assert_eq!(s.stats().drops.get(DropReason::AckOfUnsent), 4);
+    assert_eq!(s.member_count(), 1);
 }

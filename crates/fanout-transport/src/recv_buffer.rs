@@ -1,5 +1,12 @@
 //! The receiver's reassembly buffer: out-of-order segments land in a ring of
 //! fixed capacity (the receive window) and are read in order.
+//!
+//! Bytes already held are never overwritten: a segment overlapping them
+//! stores only its new bytes (RFC 9293 §3.10.7.4 keeps the first copy too).
+//! The held ranges are capped (RFC 9000 §21.7): a peer sending 1-byte
+//! pieces at every other offset cannot grow them past [`RecvBuffer::max_ranges`];
+//! a segment that would start a new range beyond the cap is refused and
+//! comes again as a retransmission.
 
 use fanout_core::RangeSet;
 use std::ops::Range;
@@ -11,7 +18,18 @@ pub enum Refused {
     Duplicate,
     /// Ends beyond the window (read position + capacity).
     BeyondWindow,
+    /// Would add a held range beyond [`RecvBuffer::max_ranges`].
+    TooFragmented,
 }
+
+/// Fewest held ranges any buffer allows.
+pub const MIN_HELD_RANGES: usize = 64;
+
+/// Bytes of window per allowed held range by default: an honest sender's
+/// segments of at least 1 200 bytes (RFC 9000 §14's smallest path) leave
+/// at most one range per 2 400 bytes (a segment held, a segment missing),
+/// so the default cap of one per 512 bytes is 4.7× what honest loss needs.
+pub const WINDOW_BYTES_PER_RANGE: usize = 512;
 
 /// Bytes from `read_pos` to `read_pos + capacity`.
 #[derive(Debug)]
@@ -25,18 +43,37 @@ pub struct RecvBuffer {
     /// One past the highest offset ever written into the ring: a byte at
     /// `x < read_pos` is still in the ring while `x + capacity ≥` this.
     high_water: u64,
+    /// Most ranges `held` may have.
+    max_ranges: usize,
 }
 
 impl RecvBuffer {
-    /// A buffer whose window is `capacity` bytes.
+    /// A buffer whose window is `capacity` bytes, holding at most one
+    /// range per [`WINDOW_BYTES_PER_RANGE`] of it (and at least
+    /// [`MIN_HELD_RANGES`]).
     pub fn new(capacity: usize) -> Self {
+        Self::with_max_ranges(
+            capacity,
+            (capacity / WINDOW_BYTES_PER_RANGE).max(MIN_HELD_RANGES),
+        )
+    }
+
+    /// A buffer whose window is `capacity` bytes, holding at most
+    /// `max_ranges` (≥ 1) separate ranges.
+    pub fn with_max_ranges(capacity: usize, max_ranges: usize) -> Self {
         RecvBuffer {
             ring: vec![0; capacity.max(1)],
             read_pos: 0,
             held: RangeSet::new(),
             floor: 0,
             high_water: 0,
+            max_ranges: max_ranges.max(1),
         }
+    }
+
+    /// Most separate ranges this buffer holds at once.
+    pub fn max_ranges(&self) -> usize {
+        self.max_ranges
     }
 
     /// Moves an untouched buffer's start to `offset` (a member joining a
@@ -77,12 +114,23 @@ impl RecvBuffer {
         self.held.iter().filter(move |r| r.start > nxt)
     }
 
-    /// Number of held ranges (bounded by the window, one per hole).
+    /// Number of held ranges (at most [`RecvBuffer::max_ranges`]).
     pub fn range_count(&self) -> usize {
         self.held.range_count()
     }
 
-    /// Stores `data` at `offset`; returns the newly stored byte count.
+    /// The held range containing `offset`, if any.
+    pub fn held_range_containing(&self, offset: u64) -> Option<Range<u64>> {
+        self.held.range_containing(offset)
+    }
+
+    /// One past the highest byte held, if any is.
+    pub fn highest_held_end(&self) -> Option<u64> {
+        self.held.max_end()
+    }
+
+    /// Stores the bytes of `data` at `offset` that are not held yet (held
+    /// bytes keep their first copy); returns how many were stored.
     pub fn insert(&mut self, offset: u64, data: &[u8]) -> Result<u64, Refused> {
         let end = offset + data.len() as u64;
         if end > self.window_end() {
@@ -92,10 +140,28 @@ impl RecvBuffer {
         if start >= end || self.held.contains_range(start..end) {
             return Err(Refused::Duplicate);
         }
-        let cap = self.capacity();
-        let src = &data[(start - offset) as usize..];
+        if self.held.range_count() >= self.max_ranges && !self.held.touches(start..end) {
+            return Err(Refused::TooFragmented);
+        }
         let mut at = start;
-        let mut src = src;
+        while at < end {
+            let (gap_start, gap_end) = self.held.next_gap(at);
+            if gap_start >= end {
+                break;
+            }
+            let gap_end = gap_end.map_or(end, |e| e.min(end));
+            let from = (gap_start - offset) as usize;
+            let to = (gap_end - offset) as usize;
+            self.write_ring(gap_start, &data[from..to]);
+            at = gap_end;
+        }
+        self.high_water = self.high_water.max(end);
+        Ok(self.held.insert(start..end))
+    }
+
+    /// Copies `src` into the ring slots of `[at, at + src.len())`.
+    fn write_ring(&mut self, mut at: u64, mut src: &[u8]) {
+        let cap = self.capacity();
         while !src.is_empty() {
             let idx = (at % cap) as usize;
             let n = src.len().min(self.ring.len() - idx);
@@ -103,8 +169,6 @@ impl RecvBuffer {
             src = &src[n..];
             at += n as u64;
         }
-        self.high_water = self.high_water.max(end);
-        Ok(self.held.insert(start..end))
     }
 
     /// Marks `[offset, offset+len)` as delivered without data (a skip:
@@ -203,6 +267,50 @@ mod tests {
         let mut out = [0u8; 16];
         assert_eq!(b.read(&mut out), 8);
         assert_eq!(&out[..8], b"fghijklm");
+    }
+
+    #[test]
+    fn held_bytes_keep_their_first_copy() {
+        let mut b = RecvBuffer::new(16);
+        b.insert(2, b"cd").unwrap();
+        b.insert(6, b"gh").unwrap();
+        // Overlaps both held pieces: only the gaps 0..2, 4..6 and 8..10 are new.
+        assert_eq!(b.insert(0, b"XYxyZZzzWW"), Ok(6));
+        let mut out = [0u8; 10];
+        assert_eq!(b.read(&mut out), 10);
+        assert_eq!(&out, b"XYcdZZghWW");
+    }
+
+    #[test]
+    fn held_ranges_are_capped_but_adjoining_pieces_still_land() {
+        let mut b = RecvBuffer::with_max_ranges(64, 3);
+        for at in [10, 20, 30] {
+            b.insert(at, b"x").unwrap();
+        }
+        assert_eq!(b.insert(40, b"x"), Err(Refused::TooFragmented));
+        assert_eq!(b.range_count(), 3);
+        // Adjoining or bridging pieces add no range and are taken.
+        assert_eq!(b.insert(11, b"yy"), Ok(2));
+        assert_eq!(b.insert(13, b"zzzzzzz"), Ok(7));
+        assert_eq!(b.range_count(), 2, "10..21 merged");
+        assert_eq!(b.insert(40, b"x"), Ok(1));
+        assert_eq!(b.insert(0, &[7; 10]), Ok(10), "in-order data always lands");
+        assert_eq!(b.rcv_nxt(), 21);
+    }
+
+    #[test]
+    fn the_default_cap_follows_the_window() {
+        assert_eq!(RecvBuffer::new(4 << 20).max_ranges(), (4 << 20) / 512);
+        assert_eq!(RecvBuffer::new(1000).max_ranges(), MIN_HELD_RANGES);
+        // A 1-byte piece at every other offset of a 64 KiB window stops at
+        // the cap.
+        let mut b = RecvBuffer::new(64 << 10);
+        let refused = (1..(64u64 << 10))
+            .step_by(2)
+            .filter(|&at| b.insert(at, b"x") == Err(Refused::TooFragmented))
+            .count();
+        assert_eq!(b.range_count(), MIN_HELD_RANGES.max((64 << 10) / 512));
+        assert_eq!(refused, (32 << 10) - b.range_count());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! sender OFFERing itself to a listening receiver — over a wire with delay
 //! and scripted loss.
 
+use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, Rng};
 use fanout_transport::session::{SessionConfig, SessionEvent, SessionSender};
@@ -312,4 +313,110 @@ fn garbage_never_panics_and_is_counted() {
     assert_eq!(s.stats().datagrams_received, n);
     assert!(s.stats().drops.total() > n / 2, "{:?}", s.stats().drops);
     assert!(r.stats().drops.total() > n / 2, "{:?}", r.stats().drops);
+}
+
+/// One DATA datagram of session `session` carrying `payload` at `offset`.
+fn data_datagram(session: u64, packet_number: u32, offset: u64, payload: &[u8]) -> Vec<u8> {
+    use fanout_transport::wire::{encode_data_header, Header, HeaderFlags, WireTimestamp};
+    let mut d = Vec::new();
+    Header {
+        flags: HeaderFlags::default(),
+        session_id: session,
+        packet_number,
+    }
+    .encode(&mut d);
+    encode_data_header(
+        &mut d,
+        offset,
+        WireTimestamp(0),
+        false,
+        false,
+        payload.len(),
+    );
+    d.extend_from_slice(payload);
+    d
+}
+
+#[test]
+fn one_byte_pieces_at_every_other_offset_stay_within_the_range_cap() {
+    // An on-path host re-slicing the genuine stream into 1-byte pieces at
+    // every other offset of the window (RFC 9000 §21.7): the receiver's
+    // ranges stop at the cap, the excess is counted, and the honest
+    // transfer completes.
+    let data = random_data(1 << 20, 12);
+    let config = TransportConfig {
+        recv_window_bytes: 256 << 10,
+        ..TransportConfig::default()
+    };
+    let mut p = Pair::new(config, data.clone(), Box::new(|_, _| false));
+    while p.receiver.session_id().is_none() {
+        p.run(p.now.saturating_duration_since(Instant::ZERO) + Duration::from_millis(1));
+    }
+    let session = p.receiver.session_id().unwrap();
+    let (_, cap) = p.receiver.held_ranges();
+    assert_eq!(cap, (256 << 10) / 512);
+    let mut most = 0;
+    for (i, at) in (1..(256u64 << 10)).step_by(2).enumerate() {
+        let piece = &data[at as usize..at as usize + 1];
+        let forged = data_datagram(session, 1_000_000 + i as u32, at, piece);
+        p.receiver.handle_datagram(p.now, addr(S), &forged);
+        most = most.max(p.receiver.held_ranges().0);
+    }
+    assert!(most <= cap, "{most} ranges held, cap {cap}");
+    let refused = p.receiver.stats().drops.get(DropReason::LimitExceeded);
+    assert!(refused > 100_000, "{refused} pieces refused");
+    p.run(Duration::from_secs(30));
+    assert!(
+        p.got == data,
+        "got {} of {} bytes; sender {:?}; receiver {:?}",
+        p.got.len(),
+        data.len(),
+        p.sender.stats(),
+        p.receiver.stats()
+    );
+}
+
+#[test]
+fn a_forged_frame_over_held_bytes_changes_none_of_them() {
+    // The first segment is held back, so the rest of the stream waits out
+    // of order; a forged frame then covers the last byte of the hole and
+    // everything after it with garbage. Only that missing byte takes the
+    // forged value (without keys, the end-to-end hash is its check); every
+    // byte already held keeps its first copy.
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let data = random_data(64 << 10, 13);
+    let hold_first = Rc::new(Cell::new(true));
+    let mss = Rc::new(Cell::new(0u64));
+    let loss: LossFn = Box::new({
+        let (hold_first, mss) = (hold_first.clone(), mss.clone());
+        move |to_sender, b| match data_frame_offset(b) {
+            Some(0) if !to_sender => hold_first.get(),
+            Some(at) if !to_sender && mss.get() == 0 => {
+                mss.set(at);
+                false
+            }
+            _ => false,
+        }
+    });
+    let mut p = Pair::new(TransportConfig::default(), data.clone(), loss);
+    // Until the sender stops for want of the held-back segment (its RTOs
+    // keep resending it; they are held back too).
+    p.run(Duration::from_secs(2));
+    let held = p.receiver.stats().payload_bytes_received;
+    assert!(held > 16 << 10, "{held} bytes held out of order");
+    let (session, hole_end) = (p.receiver.session_id().unwrap(), mss.get());
+    let garbage = vec![0xA5u8; held as usize + 1];
+    let forged = data_datagram(session, 2_000_000, hole_end - 1, &garbage);
+    p.receiver.handle_datagram(p.now, addr(S), &forged);
+    assert_eq!(p.receiver.stats().payload_bytes_received, held + 1);
+    hold_first.set(false);
+    p.run(Duration::from_secs(30));
+    assert_eq!(p.got.len(), data.len(), "{:?}", p.receiver.stats());
+    let differ: Vec<usize> = (0..data.len()).filter(|&i| p.got[i] != data[i]).collect();
+    assert_eq!(
+        differ,
+        [hole_end as usize - 1],
+        "only the missing byte took the forgery"
+    );
 }

@@ -345,6 +345,13 @@ impl Receiver {
         &self.stats
     }
 
+    /// Separate byte ranges its reassembly buffer holds now, and the most
+    /// it ever holds (pieces that would add one beyond are refused and
+    /// counted as [`DropReason::LimitExceeded`]).
+    pub fn held_ranges(&self) -> (usize, usize) {
+        (self.buffer.range_count(), self.buffer.max_ranges())
+    }
+
     /// Queues bytes for the session sender on this member's own connection
     /// (session relay, TCP-SMO §IV.B; `crate::upstream`); returns how
     /// many the bounded upstream buffer took (never blocks). Always 0 for
@@ -452,9 +459,8 @@ impl Receiver {
                 && range.end >= self.buffer.rcv_nxt()
                 && self
                     .buffer
-                    .out_of_order()
-                    .last()
-                    .is_none_or(|r| r.end <= range.end);
+                    .highest_held_end()
+                    .is_none_or(|end| end <= range.end);
             if !consistent {
                 self.stats.drops.count(DropReason::UnexpectedFrame);
                 return;
@@ -477,6 +483,10 @@ impl Receiver {
                 }
                 Err(Refused::BeyondWindow) => {
                     self.stats.drops.count(DropReason::BeyondWindow);
+                    return;
+                }
+                Err(Refused::TooFragmented) => {
+                    self.stats.drops.count(DropReason::LimitExceeded);
                     return;
                 }
             }
@@ -598,24 +608,39 @@ impl Receiver {
 
     fn build_ack(&self, now: Instant) -> AckFrame {
         let cumulative = self.ack_point();
-        let mut sack: Vec<Range<u64>> = self.buffer.out_of_order().collect();
-        if let Some(f) = self.fin.filter(|&f| f > self.buffer.rcv_nxt()) {
-            match sack.last_mut() {
-                Some(last) if last.end == f => last.end += 1,
-                _ => sack.push(f..f + 1),
+        let nxt = self.buffer.rcv_nxt();
+        // A received FIN is one more sequence number, just past its data.
+        let fin = self.fin.filter(|&f| f > nxt);
+        let with_fin = |r: Range<u64>| {
+            if Some(r.end) == fin {
+                r.start..r.end + 1
+            } else {
+                r
+            }
+        };
+        // RFC 2018 §4: the first block reports the most recent arrival, the
+        // others the lowest held ranges. Only the ranges reported are
+        // visited (a buffer may hold thousands).
+        let recent = self
+            .most_recent
+            .as_ref()
+            .and_then(|m| self.buffer.held_range_containing(m.start))
+            .filter(|r| r.start > nxt);
+        let mut sack = Vec::with_capacity(MAX_SACK_RANGES);
+        sack.extend(recent.clone().map(with_fin));
+        for r in self.buffer.out_of_order() {
+            if sack.len() == MAX_SACK_RANGES {
+                break;
+            }
+            if Some(&r) != recent.as_ref() {
+                sack.push(with_fin(r));
             }
         }
-        // RFC 2018 §4: the first block reports the most recent arrival.
-        if let Some(recent) = &self.most_recent {
-            if let Some(i) = sack
-                .iter()
-                .position(|r| r.start <= recent.start && recent.end <= r.end)
-            {
-                let r = sack.remove(i);
-                sack.insert(0, r);
+        if let Some(f) = fin {
+            if sack.len() < MAX_SACK_RANGES && !sack.iter().any(|r| r.end == f + 1) {
+                sack.push(f..f + 1);
             }
         }
-        sack.truncate(MAX_SACK_RANGES);
         AckFrame {
             cumulative,
             window: self

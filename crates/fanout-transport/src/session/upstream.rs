@@ -10,7 +10,7 @@
 //!
 //! Bounds (all peer-controlled): a member's stream is accepted only within
 //! [`MAX_UPSTREAM_WINDOW`] bytes of what the application read, in at most
-//! [`MAX_UPSTREAM_RANGES`] out-of-order pieces; at most
+//! [`MAX_UPSTREAM_RANGES`] separate held pieces; at most
 //! [`MAX_UPSTREAM_BUFFERS`] members hold a buffer at once, so upstream
 //! memory at the sender never exceeds `MAX_UPSTREAM_BUFFERS ×
 //! MAX_UPSTREAM_WINDOW` = 4 MiB plus a small entry per member that used
@@ -30,7 +30,7 @@ pub const MAX_UPSTREAM_WINDOW: usize = 64 << 10;
 /// Members holding an upstream reassembly buffer at once (the rest wait:
 /// their frames are dropped and retransmitted).
 pub const MAX_UPSTREAM_BUFFERS: usize = 64;
-/// Out-of-order pieces kept per member stream.
+/// Separate held pieces (ranges) kept per member stream.
 pub const MAX_UPSTREAM_RANGES: usize = 16;
 
 /// Session-wide upstream counters.
@@ -162,8 +162,8 @@ impl UpstreamTable {
             let held_end = s
                 .buf
                 .as_ref()
-                .and_then(|b| b.out_of_order().last())
-                .map_or(0, |r| r.end);
+                .and_then(|b| b.highest_held_end())
+                .unwrap_or(0);
             let consistent = s.fin.is_none_or(|e| e == range.end)
                 && range.end >= s.rcv_nxt()
                 && held_end <= range.end;
@@ -187,16 +187,12 @@ impl UpstreamTable {
                     self.stats.dropped_limit += 1;
                     return Outcome::Dropped;
                 }
-                let mut b = RecvBuffer::new(MAX_UPSTREAM_WINDOW);
+                let mut b = RecvBuffer::with_max_ranges(MAX_UPSTREAM_WINDOW, MAX_UPSTREAM_RANGES);
                 b.start_at(s.read_pos);
                 s.buf = Some(b);
                 self.buffers += 1;
             }
             let b = s.buf.as_mut().expect("just ensured");
-            if b.range_count() >= MAX_UPSTREAM_RANGES && f.offset > b.rcv_nxt() {
-                self.stats.dropped_limit += 1;
-                return Outcome::Dropped;
-            }
             match b.insert(f.offset, f.payload) {
                 Ok(n) => self.stats.bytes_received += n,
                 Err(Refused::Duplicate) => {
@@ -205,6 +201,10 @@ impl UpstreamTable {
                 }
                 Err(Refused::BeyondWindow) => {
                     self.stats.dropped_beyond_window += 1;
+                    return Outcome::Dropped;
+                }
+                Err(Refused::TooFragmented) => {
+                    self.stats.dropped_limit += 1;
                     return Outcome::Dropped;
                 }
             }

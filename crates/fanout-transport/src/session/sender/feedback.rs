@@ -66,11 +66,24 @@ impl SessionSender {
     fn on_ack(&mut self, now: Instant, id: MemberId, pn: u64, ack: &AckFrame) {
         self.stats.acks_received += 1;
         let snd_nxt = self.snd_nxt;
+        // A claim beyond what was sent (a receiver fed forged DATA, or a
+        // forger) is clipped to `SND.NXT` and counted, never a reason to
+        // discard the rest of the ACK: one forged piece above the send
+        // edge would otherwise silence the member until it is evicted.
+        // SACK blocks are clipped by the recovery.
         if ack.cumulative > snd_nxt || ack.sack.iter().any(|r| r.end > snd_nxt) {
             self.stats.drops.count(DropReason::AckOfUnsent);
-            self.members.update(id, snd_nxt, |m| m.on_heard(now));
-            return;
         }
+        let clipped;
+        let ack = if ack.cumulative > snd_nxt {
+            clipped = AckFrame {
+                cumulative: snd_nxt,
+                ..ack.clone()
+            };
+            &clipped
+        } else {
+            ack
+        };
         // TCP-SMO §II adaptive ACKs (every 2 segments in slow start or
         // recovery, thinned in loss-free congestion avoidance), plus time
         // thinning to the session's feedback budget.
