@@ -28,7 +28,7 @@ pub enum IntakeError {
     #[error("BLAKE3 mismatch or missing: the file is corrupt or incomplete")]
     Mismatch,
     /// The caller's output failed.
-    #[error("write error: {0}")]
+    #[error(transparent)]
     Output(#[from] std::io::Error),
 }
 

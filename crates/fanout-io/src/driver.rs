@@ -219,7 +219,9 @@ impl Driver {
 
     /// Runs `engine` until `stop(engine, now)` says so (checked before every
     /// step and at least every [`DriverConfig::max_wait`]), then lingers up
-    /// to [`DriverConfig::linger`] to send what is still queued.
+    /// to [`DriverConfig::linger`] to send what is still queued, including
+    /// what `stop` itself made the engine queue (a RESET refusing the
+    /// transfer, a last ACK).
     pub fn run<E: Engine + ?Sized>(
         &mut self,
         engine: &mut E,
@@ -228,6 +230,7 @@ impl Driver {
         while !stop(engine, self.clock.now()) {
             self.step(engine, self.config.max_wait)?;
         }
+        self.pump(engine);
         self.flush_queued(self.config.linger)?;
         Ok(self.stats())
     }

@@ -4,7 +4,9 @@
 //! same [`fanout_core::drain`] as the simulator, and user-space loss/delay
 //! injection ([`impair`]) for tests on hosts without netem; and [`api`],
 //! the blocking socket-like library API over the session engines
-//! (`SessionListener` / `Subscriber`), for applications.
+//! (`SessionListener` / `Subscriber`), for applications; and
+//! [`OutputFile`], where a received file lands (never over an existing
+//! file unless asked, never through a planted link).
 //!
 //! ```no_run
 //! # fn demo<E: fanout_core::Engine>(engine: &mut E, done: impl Fn(&E) -> bool) -> Result<(), fanout_io::IoError> {
@@ -22,6 +24,7 @@ mod driver;
 mod error;
 pub mod impair;
 mod outbox;
+mod output_file;
 mod poller;
 mod socket;
 #[cfg(target_os = "linux")]
@@ -32,6 +35,7 @@ pub use clock::Clock;
 pub use driver::{run, Driver, DriverConfig, DEFAULT_TIMER_SLACK};
 pub use error::IoError;
 pub use impair::{ImpairConfig, ImpairStats, Impairment};
+pub use output_file::{target_paths, Existing, OutputFile};
 pub use poller::Waker;
 pub use socket::{EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
 pub use stats::RunStats;

@@ -9,12 +9,12 @@ use crate::report::{
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
-use fanout_io::{Clock, Driver, UdpEndpoint};
+use fanout_io::{Clock, Driver, Existing, OutputFile, UdpEndpoint};
 use fanout_transport::Receiver;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc;
 
 /// Arguments of `fanout recv`.
@@ -67,6 +67,11 @@ pub struct RecvArgs {
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
     pub output: PathBuf,
+    /// Replace an existing file at the output path (by default the transfer
+    /// is refused before any byte is written). Only a verified file
+    /// replaces it.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Give up if no sender connects within this many seconds (0 = wait forever).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
     pub wait: u64,
@@ -76,35 +81,26 @@ pub struct RecvArgs {
     pub net: TransportOpts,
 }
 
-/// Where the file goes, and its `.part` companion.
-pub(crate) fn target_path(output: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let path = if output.is_dir() {
-        output.join(name)
-    } else {
-        output.to_path_buf()
-    };
-    let mut part = path.clone().into_os_string();
-    part.push(".part");
-    (path, part.into())
-}
-
 /// One incoming file: the file protocol's intake ([`FileIntake`]) writing
-/// into `NAME.part`, renamed into place once the hash matched.
+/// into `NAME.part` ([`OutputFile`]), renamed into place once the hash
+/// matched.
 struct Incoming {
     output: PathBuf,
+    existing: Existing,
     intake: FileIntake,
-    paths: Option<(PathBuf, PathBuf)>,
+    target: Option<OutputFile>,
     writer: Option<BufWriter<File>>,
     /// The file's BLAKE3, once verified.
     blake3: Option<[u8; 32]>,
 }
 
 impl Incoming {
-    fn new(output: PathBuf) -> Self {
+    fn new(output: PathBuf, existing: Existing) -> Self {
         Incoming {
             output,
+            existing,
             intake: FileIntake::new(),
-            paths: None,
+            target: None,
             writer: None,
             blake3: None,
         }
@@ -115,15 +111,13 @@ impl Incoming {
     }
 
     fn consume(&mut self, data: &[u8]) -> Result<()> {
-        let (output, paths, writer) = (&self.output, &mut self.paths, &mut self.writer);
+        let (output, existing) = (&self.output, self.existing);
+        let (target, writer) = (&mut self.target, &mut self.writer);
         self.intake.consume(data, &mut |piece| match piece {
             Piece::Manifest(m) => {
-                let (path, part) = target_path(output, &m.name);
-                let f = File::create(&part).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("cannot create {}: {e}", part.display()))
-                })?;
+                let (file, f) = OutputFile::create(output, &m.name, m.size, existing)?;
                 *writer = Some(BufWriter::with_capacity(1 << 20, f));
-                *paths = Some((path, part));
+                *target = Some(file);
                 Ok(())
             }
             Piece::Body(b) => match writer.as_mut() {
@@ -136,8 +130,8 @@ impl Incoming {
 
     /// Checks the hash and renames `.part` into place; or removes it.
     fn complete(&mut self) -> Result<()> {
-        let (path, part) = self
-            .paths
+        let target = self
+            .target
             .clone()
             .context("the stream ended before the file's manifest")?;
         let verified = self.intake.finish();
@@ -150,20 +144,30 @@ impl Incoming {
         let hash = match verified {
             Ok(h) => h,
             Err(e) => {
-                let _ = std::fs::remove_file(&part);
-                bail!("{e}: {} discarded", path.display());
+                target.discard();
+                bail!("{e}: {} discarded", target.path().display());
             }
         };
-        std::fs::rename(&part, &path)
-            .with_context(|| format!("cannot rename to {}", path.display()))?;
+        target.commit()?;
         self.blake3 = Some(hash);
         Ok(())
     }
 
     fn abandon(&mut self) {
         self.writer.take();
-        if let Some((_, part)) = &self.paths {
-            let _ = std::fs::remove_file(part);
+        if let Some(target) = &self.target {
+            target.discard();
+        }
+    }
+}
+
+impl RecvArgs {
+    /// What to do with an existing file at the output path.
+    pub(crate) fn existing(&self) -> Existing {
+        if self.overwrite {
+            Existing::Replace
+        } else {
+            Existing::Refuse
         }
     }
 }
@@ -229,7 +233,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         Some(sender) => Receiver::join(transport, sender, clock.now()),
         None => Receiver::listen(args.net.transport(), clock.now()),
     };
-    let mut inc = Incoming::new(args.output.clone());
+    let mut inc = Incoming::new(args.output.clone(), args.existing());
     let mut buf = vec![0u8; 1 << 20];
     let mut app_error: Option<anyhow::Error> = None;
     let mut bar = None;
@@ -301,9 +305,9 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         role: "recv",
         peer: peer.to_string(),
         file: inc
-            .paths
+            .target
             .as_ref()
-            .map_or(m.name.clone(), |(p, _)| p.display().to_string()),
+            .map_or(m.name.clone(), |t| t.path().display().to_string()),
         bytes: m.size,
         seconds,
         goodput_bps: goodput_bps(m.size, seconds),

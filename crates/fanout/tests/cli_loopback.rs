@@ -229,6 +229,53 @@ fn killed_sender_leaves_no_complete_looking_file() {
     assert!(!dir.join("got.bin.part").exists(), "partial file removed");
 }
 
+/// Sends `src` to a `fanout recv -o out` started with `extra`; returns
+/// both outputs and the receiver's stderr.
+fn send_to_recv(src: &Path, out: &Path, extra: &[&str]) -> (Output, Output, String) {
+    let (recv, addr, log) = start_recv(out, extra);
+    let send = Command::new(BIN)
+        .args(["send", "--json", "--quiet", "--to"])
+        .arg(addr.to_string())
+        .arg(src)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let send = finish(Proc(send), Duration::from_secs(60));
+    let recv = finish(recv, Duration::from_secs(30));
+    let stderr: Vec<String> = log.try_iter().collect();
+    (send, recv, stderr.join("\n"))
+}
+
+#[test]
+fn an_existing_file_is_replaced_only_with_overwrite() {
+    let scratch = temp_dir("existing");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, 300_000, 8);
+    let out = dir.join("got");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("payload.bin"), b"mine").unwrap();
+    // A link planted at the .part name is not followed.
+    std::os::unix::fs::symlink(&src, out.join("payload.bin.part")).unwrap();
+    let (send, recv, err) = send_to_recv(&src, &out, &[]);
+    assert!(!recv.status.success() && !send.status.success());
+    assert!(
+        err.contains("exists") && err.contains("--overwrite"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(out.join("payload.bin")).unwrap(), b"mine");
+    let (send, recv, _) = send_to_recv(&src, &out, &["--overwrite"]);
+    assert!(send.status.success() && recv.status.success());
+    assert_eq!(std::fs::read(out.join("payload.bin")).unwrap(), data);
+    assert_eq!(
+        std::fs::read(&src).unwrap(),
+        data,
+        "the link's target untouched"
+    );
+    assert!(out.join("payload.bin.part").symlink_metadata().is_err());
+}
+
 #[test]
 fn bad_input_gets_clear_errors() {
     let run = |args: &[&str]| {
@@ -354,7 +401,11 @@ fn a_file_sent_by_the_cli_arrives_through_the_library_api() {
     let out_dir = scratch.path().join("got");
     std::fs::create_dir_all(&out_dir).unwrap();
     let sub = Subscriber::subscribe(None, "127.0.0.1:0".parse().unwrap()).unwrap();
-    let got = sub.connect(sender).unwrap().receive_file(&out_dir).unwrap();
+    let got = sub
+        .connect(sender)
+        .unwrap()
+        .receive_file(&out_dir, fanout_io::Existing::Refuse)
+        .unwrap();
     assert_eq!(got.path, out_dir.join("from-cli.bin"));
     assert!(std::fs::read(&got.path).unwrap() == data);
     let out = finish(send, Duration::from_secs(30));

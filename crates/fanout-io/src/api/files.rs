@@ -6,6 +6,7 @@
 
 use super::listener::{SessionListener, SessionSummary};
 use super::subscriber::Connection;
+use crate::{Existing, OutputFile};
 use fanout_app::{FileFeed, FileIntake, IntakeError, Manifest, Piece};
 use std::fs::File;
 use std::io::{self, BufWriter, ErrorKind, Read, Write};
@@ -34,6 +35,7 @@ impl SessionListener {
     /// ```
     /// use fanout_app::Manifest;
     /// use fanout_io::api::{SessionListener, SessionOptions, Subscriber};
+    /// use fanout_io::Existing;
     ///
     /// # fn main() -> std::io::Result<()> {
     /// let dir = std::env::temp_dir().join(format!("fanout-doc-files-{}", std::process::id()));
@@ -46,7 +48,7 @@ impl SessionListener {
     ///         std::thread::spawn(move || {
     ///             std::fs::create_dir_all(&out)?;
     ///             let sub = Subscriber::subscribe(None, "127.0.0.1:0".parse().unwrap())?;
-    ///             sub.connect(at)?.receive_file(&out)
+    ///             sub.connect(at)?.receive_file(&out, Existing::Refuse)
     ///         })
     ///     })
     ///     .collect();
@@ -90,10 +92,12 @@ impl Connection {
     /// Receives one file of fanout's file protocol into directory `dir`:
     /// writes `NAME.part` there and renames it to `NAME` only once every
     /// byte arrived and the BLAKE3 trailer matched; otherwise removes it
-    /// and fails (an existing `NAME` is replaced only by a verified file).
-    pub fn receive_file(mut self, dir: &Path) -> io::Result<ReceivedFile> {
+    /// and fails. An existing `NAME` fails the transfer before any byte is
+    /// written unless `existing` is [`Existing::Replace`]; so does a file
+    /// larger than the free space ([`OutputFile`]).
+    pub fn receive_file(mut self, dir: &Path, existing: Existing) -> io::Result<ReceivedFile> {
         let mut intake = FileIntake::new();
-        let mut paths: Option<(PathBuf, PathBuf)> = None;
+        let mut target: Option<OutputFile> = None;
         let mut out: Option<BufWriter<File>> = None;
         let mut buf = vec![0u8; 256 << 10];
         let result = loop {
@@ -104,12 +108,9 @@ impl Connection {
             };
             let taken = intake.consume(&buf[..n], &mut |piece| match piece {
                 Piece::Manifest(m) => {
-                    let path = dir.join(&m.name);
-                    let mut part = path.clone().into_os_string();
-                    part.push(".part");
-                    let part = PathBuf::from(part);
-                    out = Some(BufWriter::new(File::create(&part)?));
-                    paths = Some((path, part));
+                    let (file, f) = OutputFile::create(dir, &m.name, m.size, existing)?;
+                    out = Some(BufWriter::new(f));
+                    target = Some(file);
                     Ok(())
                 }
                 Piece::Body(b) => out.as_mut().map_or(Ok(()), |w| w.write_all(b)),
@@ -125,15 +126,19 @@ impl Connection {
                 .and_then(|f| f.sync_all()),
             None => Ok(()),
         };
-        match (result.and_then(|h| flushed.map(|()| h)), paths) {
-            (Ok(blake3), Some((path, part))) => {
-                std::fs::rename(&part, &path)?;
+        match (result.and_then(|h| flushed.map(|()| h)), target) {
+            (Ok(blake3), Some(file)) => {
+                file.commit()?;
                 let size = intake.manifest().map_or(0, |m| m.size);
-                Ok(ReceivedFile { path, size, blake3 })
+                Ok(ReceivedFile {
+                    path: file.path().to_path_buf(),
+                    size,
+                    blake3,
+                })
             }
-            (Err(e), paths) => {
-                if let Some((_, part)) = paths {
-                    let _ = std::fs::remove_file(part);
+            (Err(e), target) => {
+                if let Some(file) = target {
+                    file.discard();
                 }
                 Err(e)
             }

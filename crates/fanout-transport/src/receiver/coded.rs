@@ -85,10 +85,22 @@ impl CodedRx {
             }
             return Err(DropReason::Duplicate);
         }
-        let i = match at {
+        if at.is_some_and(|i| self.partials[i].symbols.iter().any(|s| s.0 == f.id)) {
+            return Err(DropReason::Duplicate);
+        }
+        // The bounds hold on every symbol, not only when a block starts:
+        // room is made (dropping other blocks, oldest first) before this
+        // one is held, or it is refused.
+        let wanted = at.is_none_or(|i| self.partials[i].symbols.len() < missing.len());
+        if wanted {
+            self.make_room(buffer, f.symbol.len(), block, at.is_none());
+            if self.held_bytes + f.symbol.len() > MAX_HELD_REPAIR_BYTES {
+                return Err(DropReason::LimitExceeded);
+            }
+        }
+        let i = match self.partials.iter().position(|p| p.block == block) {
             Some(i) => i,
             None => {
-                self.make_room(buffer, block.symbol_len);
                 self.partials.push(Partial {
                     block,
                     symbols: Vec::new(),
@@ -97,10 +109,7 @@ impl CodedRx {
             }
         };
         let p = &mut self.partials[i];
-        if p.symbols.iter().any(|s| s.0 == f.id) {
-            return Err(DropReason::Duplicate);
-        }
-        if p.symbols.len() < missing.len() {
+        if wanted {
             p.symbols.push((f.id, f.symbol.into()));
             self.held_bytes += f.symbol.len();
         }
@@ -151,9 +160,16 @@ impl CodedRx {
         self.held_bytes -= p.symbols.iter().map(|s| s.1.len()).sum::<usize>();
     }
 
-    /// Frees what a new block of `symbol_len`-byte symbols needs: blocks
-    /// already whole first, then the oldest (lowest offset).
-    fn make_room(&mut self, buffer: &RecvBuffer, symbol_len: usize) {
+    /// Frees what one more `symbol_len`-byte symbol of `keep` needs (and a
+    /// block slot, if `keep` is new): blocks already whole first, then the
+    /// oldest (lowest offset) other than `keep`.
+    fn make_room(
+        &mut self,
+        buffer: &RecvBuffer,
+        symbol_len: usize,
+        keep: BlockGeometry,
+        new_block: bool,
+    ) {
         let mut i = 0;
         while i < self.partials.len() {
             if missing_stripes(buffer, &self.partials[i].block).is_empty() {
@@ -162,13 +178,15 @@ impl CodedRx {
                 i += 1;
             }
         }
-        while !self.partials.is_empty()
-            && (self.partials.len() >= MAX_PARTIAL_BLOCKS
-                || self.held_bytes + symbol_len > MAX_HELD_REPAIR_BYTES)
+        while (new_block && self.partials.len() >= MAX_PARTIAL_BLOCKS)
+            || self.held_bytes + symbol_len > MAX_HELD_REPAIR_BYTES
         {
-            let oldest = (0..self.partials.len())
+            let Some(oldest) = (0..self.partials.len())
+                .filter(|&i| self.partials[i].block != keep)
                 .min_by_key(|&i| self.partials[i].block.start)
-                .unwrap_or(0);
+            else {
+                return;
+            };
             self.drop_partial(oldest);
         }
     }
@@ -304,6 +322,31 @@ mod tests {
             assert!(rx.held_bytes() <= MAX_HELD_REPAIR_BYTES);
         }
         assert!(rx.blocks_decoded == 0);
+        // Every symbol counts, not only a block's first: blocks of 64
+        // stripes, all missing, each held with 63 symbols of 1 000 bytes
+        // (one short of decoding).
+        let mut rx = CodedRx::default();
+        let mut refused = 0;
+        for b in 0..12u64 {
+            let block = BlockGeometry::covering(b * 64_000..(b + 1) * 64_000, 1000).unwrap();
+            for id in 0..63u8 {
+                let f = RepairFrame {
+                    block,
+                    id,
+                    symbol: &sym,
+                };
+                refused +=
+                    u64::from(rx.on_symbol(&f, &buf, None) == Err(DropReason::LimitExceeded));
+                assert!(
+                    rx.held_bytes() <= MAX_HELD_REPAIR_BYTES,
+                    "{}",
+                    rx.held_bytes()
+                );
+                assert!(rx.partials.len() <= MAX_PARTIAL_BLOCKS);
+            }
+        }
+        assert_eq!(refused, 0, "older blocks made room");
+        assert!(rx.held_bytes() > MAX_HELD_REPAIR_BYTES - 63_000);
         let far = BlockGeometry::covering(2 << 20..(2 << 20) + 10, 10).unwrap();
         let s = [0u8; 10];
         let f = RepairFrame {

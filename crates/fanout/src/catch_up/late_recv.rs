@@ -74,7 +74,11 @@ pub fn receive_rest(
         .name("catch-up".into())
         .spawn(move || fetch_prefix(endpoint, clock, dcfg, transport, plan, tx))
         .context("cannot start the catch-up thread")?;
-    let mut out = SplitFile::new(args.output.clone(), receiver.start_offset());
+    let mut out = SplitFile::new(
+        args.output.clone(),
+        receiver.start_offset(),
+        args.existing(),
+    );
     let result = assemble(args, driver, receiver, &mut out, rx);
     // The channel is closed now: the thread ends soon whatever happened.
     let fetched = fetch
@@ -109,8 +113,8 @@ pub fn receive_rest(
         role: "recv",
         peer: peer.to_string(),
         file: out
-            .paths()
-            .map_or(m.name.clone(), |(p, _)| p.display().to_string()),
+            .target()
+            .map_or(m.name.clone(), |t| t.path().display().to_string()),
         bytes: m.size,
         seconds,
         goodput_bps: goodput_bps(m.size, seconds),

@@ -6,7 +6,8 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use fanout_app::{Manifest, TRAILER_LEN};
-use std::fs::{File, OpenOptions};
+use fanout_io::{Existing, OutputFile};
+use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -21,8 +22,9 @@ pub struct SplitFile {
     start: u64,
     /// Stream bytes `[0, head.len())` while the manifest is not parsed yet.
     head: Vec<u8>,
+    existing: Existing,
     manifest: Option<(Manifest, u64)>,
-    paths: Option<(PathBuf, PathBuf)>,
+    target: Option<OutputFile>,
     file: Option<File>,
     trailer: [u8; TRAILER_LEN],
     prefix_pos: u64,
@@ -32,14 +34,16 @@ pub struct SplitFile {
 
 impl SplitFile {
     /// Output for a member whose live part starts at `start`; `output` is a
-    /// file path or a directory, as for `fanout recv -o`.
-    pub fn new(output: PathBuf, start: u64) -> Self {
+    /// file path or a directory, as for `fanout recv -o`; an existing file
+    /// there is handled as `existing` says ([`OutputFile`]).
+    pub fn new(output: PathBuf, start: u64, existing: Existing) -> Self {
         SplitFile {
             output,
             start,
             head: Vec::new(),
+            existing,
             manifest: None,
-            paths: None,
+            target: None,
             file: None,
             trailer: [0; TRAILER_LEN],
             prefix_pos: 0,
@@ -53,9 +57,9 @@ impl SplitFile {
         self.manifest.as_ref().map(|(m, _)| m)
     }
 
-    /// Final and `.part` paths, once the manifest named the file.
-    pub fn paths(&self) -> Option<&(PathBuf, PathBuf)> {
-        self.paths.as_ref()
+    /// Where the file goes, once the manifest named it.
+    pub fn target(&self) -> Option<&OutputFile> {
+        self.target.as_ref()
     }
 
     /// File bytes written so far (both parts).
@@ -108,15 +112,9 @@ impl SplitFile {
             ensure!(self.head.len() < MAX_HEAD_BYTES, "manifest too long");
             return Ok(());
         };
-        let (path, part) = crate::cmd_recv::target_path(&self.output, &m.name);
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&part)
-            .with_context(|| format!("cannot create {}", part.display()))?;
+        let (target, f) = OutputFile::create(&self.output, &m.name, m.size, self.existing)?;
         self.file = Some(f);
-        self.paths = Some((path, part));
+        self.target = Some(target);
         self.manifest = Some((m, used as u64));
         let rest = self.head.split_off(used);
         self.head = Vec::new();
@@ -173,25 +171,24 @@ impl SplitFile {
             "session stream incomplete or of the wrong length ({} of {total} bytes)",
             self.live_pos
         );
-        let (path, part) = self.paths.clone().context("no output")?;
+        let target = self.target.clone().context("no output")?;
         let f = self.file.take().context("no output")?;
         f.sync_all().context("fsync")?;
         drop(f);
-        let hash = hash_file(&part)?;
+        let hash = hash_file(target.part())?;
         if hash.as_bytes()[..] != self.trailer[..] {
-            let _ = std::fs::remove_file(&part);
-            bail!("BLAKE3 mismatch: {} discarded", path.display());
+            target.discard();
+            bail!("BLAKE3 mismatch: {} discarded", target.path().display());
         }
-        std::fs::rename(&part, &path)
-            .with_context(|| format!("cannot rename to {}", path.display()))?;
+        target.commit()?;
         Ok(hash.to_hex().to_string())
     }
 
     /// Removes the `.part` file (after a failure).
     pub fn abandon(&mut self) {
         self.file.take();
-        if let Some((_, part)) = &self.paths {
-            let _ = std::fs::remove_file(part);
+        if let Some(target) = &self.target {
+            target.discard();
         }
     }
 }
@@ -240,7 +237,7 @@ mod tests {
         // Starts inside the manifest, in the body, and inside the trailer.
         for start in [5usize, 20, 150_000, s.len() - 10] {
             let d = dir(&format!("ok{start}"));
-            let mut out = SplitFile::new(d.clone(), start as u64);
+            let mut out = SplitFile::new(d.clone(), start as u64, Existing::Refuse);
             let (prefix, live) = s.split_at(start);
             let mut p = prefix.chunks(7_777);
             let mut l = live.chunks(10_000);
@@ -276,21 +273,21 @@ mod tests {
         let data = vec![7u8; 50_000];
         let mut s = stream(&data, "g.bin");
         let d = dir("bad");
-        let mut out = SplitFile::new(d.clone(), 1000);
+        let mut out = SplitFile::new(d.clone(), 1000, Existing::Refuse);
         out.put_prefix(&s[..1000]).unwrap();
         s[20_000] ^= 1; // corrupt one live byte
         out.put_live(&s[1000..]).unwrap();
         assert!(out.complete(Some(s.len() as u64)).is_err());
         assert!(!d.join("g.bin").exists() && !d.join("g.bin.part").exists());
-        let mut out = SplitFile::new(d.clone(), 1000);
+        let mut out = SplitFile::new(d.clone(), 1000, Existing::Refuse);
         out.put_prefix(&s[..999]).unwrap();
         out.put_live(&s[1000..]).unwrap();
         assert!(out.complete(Some(s.len() as u64)).is_err(), "prefix short");
         out.abandon();
         assert!(!d.join("g.bin.part").exists());
-        let mut out = SplitFile::new(d.clone(), 1000);
+        let mut out = SplitFile::new(d.clone(), 1000, Existing::Refuse);
         assert!(out.put_prefix(&s[..1001]).is_err(), "prefix too long");
-        let mut out = SplitFile::new(d.clone(), 1000);
+        let mut out = SplitFile::new(d.clone(), 1000, Existing::Refuse);
         out.put_prefix(&s[..1000]).unwrap();
         let mut long = s[1000..].to_vec();
         long.push(0);
