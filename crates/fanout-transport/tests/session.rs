@@ -585,6 +585,52 @@ fn hostile_joins_and_acks_are_bounded_and_counted() {
 }
 
 #[test]
+fn a_join_with_a_window_below_two_segments_is_refused_with_a_reason() {
+    let cfg = config();
+    let mut s = SessionSender::new(cfg.clone(), 42, Instant::ZERO);
+    let now = Instant::ZERO;
+    let mss = cfg.transport.max_payload();
+    for (i, window) in [0, 1, 2 * mss - 1, 2 * mss].into_iter().enumerate() {
+        let mut connect = Vec::new();
+        fanout_transport::wire::Header {
+            flags: Default::default(),
+            session_id: 0,
+            packet_number: 0,
+        }
+        .encode(&mut connect);
+        fanout_transport::wire::Frame::Connect(fanout_transport::wire::ConnectFrame {
+            max_payload: mss,
+            window,
+            timestamp: WireTimestamp(0),
+            resume_from: 0,
+        })
+        .encode(&mut connect);
+        s.handle_datagram(now, member_addr(i), &connect);
+    }
+    assert_eq!(s.member_count(), 1, "only the two-segment window joins");
+    assert_eq!(
+        s.stats()
+            .drops
+            .get(fanout_core::stats::DropReason::LimitExceeded),
+        3
+    );
+    let mut refusals = Vec::new();
+    fanout_core::drain(&mut s, now, &mut Vec::new(), 64, |t, d| {
+        if let Ok((_, body)) = fanout_transport::wire::Header::decode(d) {
+            if let Some(Ok(fanout_transport::wire::Frame::Reset(r))) =
+                fanout_transport::wire::decode_frames(body).next()
+            {
+                refusals.push((t.destination, r.reason.to_string()));
+            }
+        }
+    });
+    assert_eq!(refusals.len(), 3, "{refusals:?}");
+    assert!(refusals
+        .iter()
+        .all(|(_, why)| why == "receive window below two segments"));
+}
+
+#[test]
 fn quorum_release_evicts_members_below_the_released_data() {
     // 5 members, quorum 60%: a member that hears nothing cannot hold the
     // buffer; once three acknowledged data it is evicted, never repaired

@@ -23,6 +23,13 @@ use std::net::SocketAddr;
 /// default member cap).
 pub const MAX_OFFERS: usize = crate::session::DEFAULT_MAX_MEMBERS;
 
+/// Smallest receive window a CONNECT may advertise, in segments. The
+/// session window is the members' minimum, so a join with a smaller one
+/// (a zero window, say) could only hold every member back; it is refused.
+/// (A member's window may close later, by its ACKs: then the persist probe
+/// and the stall timeout apply.)
+pub const MIN_JOIN_WINDOW_SEGMENTS: u64 = 2;
+
 /// An OFFER not answered yet.
 #[derive(Debug)]
 struct Offer {
@@ -220,6 +227,11 @@ impl SessionSender {
         if self.members.len() >= self.config.max_members {
             self.stats.drops.count(DropReason::LimitExceeded);
             self.refuse(from, "session full");
+            return;
+        }
+        if connect.window < MIN_JOIN_WINDOW_SEGMENTS * self.mss {
+            self.stats.drops.count(DropReason::LimitExceeded);
+            self.refuse(from, "receive window below two segments");
             return;
         }
         // A member re-attaching from a crashed merger holds `[0, P)` and
