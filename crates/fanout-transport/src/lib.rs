@@ -33,7 +33,7 @@ pub use event::{CloseReason, Event};
 pub use packet::{PacketBuilder, PacketNumbers};
 pub use reattach::{DEFAULT_PARENT_SILENCE, MAX_FALLBACK};
 pub use receiver::coded::{CodedRx, MAX_HELD_REPAIR_BYTES, MAX_PARTIAL_BLOCKS};
-pub use receiver::Receiver;
+pub use receiver::{AllowedSenders, Receiver};
 pub use recovery::{
     AckOutcome, Recovery, TimeoutOutcome, MAX_REPAIRS_IN_FLIGHT, MAX_SACK_RANGES_KEPT,
 };

@@ -420,3 +420,32 @@ fn a_forged_frame_over_held_bytes_changes_none_of_them() {
         "only the missing byte took the forgery"
     );
 }
+
+#[test]
+fn a_listener_ignores_offers_from_senders_it_does_not_allow() {
+    use fanout_transport::AllowedSenders;
+    let now = Instant::ZERO;
+    let mut s = sender(TransportConfig::default(), now);
+    let only = AllowedSenders::Networks(vec!["10.9.0.0/16".parse().unwrap()]);
+    let mut r = Receiver::listen_from(TransportConfig::default(), only, now);
+    let mut offers = Vec::new();
+    drain(&mut s, now, &mut Vec::new(), 16, |_, d| {
+        offers.push(d.to_vec())
+    });
+    assert!(!offers.is_empty());
+    for d in &offers {
+        r.handle_datagram(now, addr(S), d);
+    }
+    let mut answers = 0;
+    drain(&mut r, now, &mut Vec::new(), 16, |_, _| answers += 1);
+    assert_eq!(answers, 0, "no answer toward a sender it does not allow");
+    assert_eq!(
+        r.stats().drops.get(DropReason::UnknownPeer),
+        offers.len() as u64
+    );
+    assert!(r.peer().is_none());
+    // The same OFFER from inside the allowed network is answered.
+    r.handle_datagram(now, addr("10.9.1.1:1000"), &offers[0]);
+    drain(&mut r, now, &mut Vec::new(), 16, |_, _| answers += 1);
+    assert_eq!(answers, 1, "a CONNECT goes out");
+}

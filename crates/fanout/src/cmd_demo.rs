@@ -81,6 +81,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         merger: None,
         merger_fallback: Vec::new(),
         output: out.clone(),
+        allow_from: Vec::new(),
         overwrite: false,
         wait: 10,
         out: OutputOpts {

@@ -10,10 +10,11 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
 use fanout_io::{Clock, Driver, Existing, OutputFile, UdpEndpoint};
-use fanout_transport::Receiver;
+use fanout_transport::{AllowedSenders, Receiver};
+use ipnet::IpNet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::mpsc;
 
@@ -67,6 +68,19 @@ pub struct RecvArgs {
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
     pub output: PathBuf,
+    /// With --listen: answer only senders at these addresses or inside
+    /// these networks (e.g. `192.0.2.10,198.51.100.0/24,2001:db8::/32`);
+    /// other senders' offers are dropped unanswered. Only as strong as the
+    /// network's protection against forged source addresses.
+    #[arg(
+        long,
+        value_name = "ADDR|NET,...",
+        value_delimiter = ',',
+        requires = "listen",
+        conflicts_with_all = ["group", "from"],
+        value_parser = parse_network
+    )]
+    pub allow_from: Vec<IpNet>,
     /// Replace an existing file at the output path (by default the transfer
     /// is refused before any byte is written). Only a verified file
     /// replaces it.
@@ -161,7 +175,23 @@ impl Incoming {
     }
 }
 
+/// An address (a network of one) or a network in CIDR notation.
+fn parse_network(s: &str) -> Result<IpNet, String> {
+    s.parse::<IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{s:?} is neither an address nor a network (ADDR/PREFIX)"))
+}
+
 impl RecvArgs {
+    /// The senders a listening receiver answers.
+    fn allowed_senders(&self) -> AllowedSenders {
+        if self.allow_from.is_empty() {
+            AllowedSenders::Any
+        } else {
+            AllowedSenders::Networks(self.allow_from.clone())
+        }
+    }
+
     /// What to do with an existing file at the output path.
     pub(crate) fn existing(&self) -> Existing {
         if self.overwrite {
@@ -231,7 +261,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     }
     let mut receiver = match join {
         Some(sender) => Receiver::join(transport, sender, clock.now()),
-        None => Receiver::listen(args.net.transport(), clock.now()),
+        None => Receiver::listen_from(args.net.transport(), args.allowed_senders(), clock.now()),
     };
     let mut inc = Incoming::new(args.output.clone(), args.existing());
     let mut buf = vec![0u8; 1 << 20];

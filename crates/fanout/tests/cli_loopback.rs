@@ -277,6 +277,52 @@ fn an_existing_file_is_replaced_only_with_overwrite() {
 }
 
 #[test]
+fn allow_from_admits_only_the_senders_it_names() {
+    let scratch = temp_dir("allow");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, 200_000, 9);
+    let out = dir.join("got");
+    std::fs::create_dir_all(&out).unwrap();
+    let (send, recv, _) = send_to_recv(&src, &out, &["--allow-from", "10.0.0.0/8,127.0.0.1"]);
+    assert!(send.status.success() && recv.status.success());
+    assert_eq!(std::fs::read(out.join("payload.bin")).unwrap(), data);
+    // A sender outside the list is never answered: the receiver gives up.
+    std::fs::remove_file(out.join("payload.bin")).unwrap();
+    let (recv, addr, log) = start_recv(&out, &["--allow-from", "192.0.2.0/24", "--wait", "2"]);
+    let _send = Proc(
+        Command::new(BIN)
+            .args(["send", "--quiet", "--to"])
+            .arg(addr.to_string())
+            .arg(&src)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let recv = finish(recv, Duration::from_secs(20));
+    let err: Vec<String> = log.try_iter().collect();
+    assert!(!recv.status.success());
+    assert!(err.join("\n").contains("no sender connected"), "{err:?}");
+    assert!(!out.join("payload.bin").exists() && !out.join("payload.bin.part").exists());
+    // A malformed network is a clear error.
+    let bad = Command::new(BIN)
+        .args([
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-from",
+            "10.0.0/33",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let msg = String::from_utf8_lossy(&bad.stderr);
+    assert!(msg.contains("neither an address nor a network"), "{msg}");
+}
+
+#[test]
 fn bad_input_gets_clear_errors() {
     let run = |args: &[&str]| {
         let o = Command::new(BIN).args(args).output().unwrap();

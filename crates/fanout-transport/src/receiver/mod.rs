@@ -43,8 +43,11 @@ const MAX_EARLY_BYTES: usize = 128 << 10;
 /// datagrams cannot make the hold many small allocations (at most 1024).
 const EARLY_MIN_CHARGE: usize = 128;
 
+mod allowed;
 pub(crate) mod coded;
 mod rejoin;
+
+pub use allowed::AllowedSenders;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
@@ -69,9 +72,9 @@ enum State {
 /// How a receiver came to its sender, and where its feedback goes.
 #[derive(Debug)]
 enum Role {
-    /// Waits for a sender's OFFER (from `only_from`, if set), then joins
-    /// the offering sender as a [`Role::Member`].
-    Listener { only_from: Option<SocketAddr> },
+    /// Waits for an OFFER from a sender it allows, then joins the
+    /// offering sender as a [`Role::Member`].
+    Listener { allowed: AllowedSenders },
     /// Joined the session sender itself: feedback and upstream go to it.
     Member,
     /// Joined through an ACK merger ([`TransportConfig::feedback_via`]).
@@ -141,19 +144,19 @@ impl Receiver {
     /// Waits for one sender to OFFER itself (a transfer to this receiver),
     /// then joins it.
     pub fn listen(config: TransportConfig, now: Instant) -> Self {
-        Self::with_role(config, now, Role::Listener { only_from: None })
+        Self::listen_from(config, AllowedSenders::Any, now)
     }
 
     /// Waits for an OFFER from `sender` only (a late joiner's catch-up
     /// transfer from the session sender it asked), then joins it.
     pub fn listen_to(config: TransportConfig, sender: SocketAddr, now: Instant) -> Self {
-        Self::with_role(
-            config,
-            now,
-            Role::Listener {
-                only_from: Some(sender),
-            },
-        )
+        Self::listen_from(config, AllowedSenders::Exactly(sender), now)
+    }
+
+    /// Waits for an OFFER from a sender `allowed` names, then joins it;
+    /// others' OFFERs are dropped unanswered ([`AllowedSenders`]).
+    pub fn listen_from(config: TransportConfig, allowed: AllowedSenders, now: Instant) -> Self {
+        Self::with_role(config, now, Role::Listener { allowed })
     }
 
     fn with_role(config: TransportConfig, now: Instant, role: Role) -> Self {
@@ -725,12 +728,14 @@ impl Receiver {
 
     /// A listener's OFFER: join the offering sender. True if consumed.
     fn on_listening(&mut self, now: Instant, from: SocketAddr, body: &[u8]) -> bool {
-        let Role::Listener { only_from } = self.role else {
+        let Role::Listener { allowed } = &self.role else {
             return false;
         };
-        if !matches!(decode_frames(body).next(), Some(Ok(Frame::Offer(_))))
-            || only_from.is_some_and(|a| a != from)
-        {
+        if !allowed.allows(from) {
+            self.stats.drops.count(DropReason::UnknownPeer);
+            return true;
+        }
+        if !matches!(decode_frames(body).next(), Some(Ok(Frame::Offer(_)))) {
             self.stats.drops.count(DropReason::UnknownSession);
             return true;
         }
