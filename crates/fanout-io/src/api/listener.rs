@@ -269,25 +269,11 @@ impl Write for SessionListener {
         if buf.is_empty() {
             return Ok(0);
         }
-        if self.finished {
-            return Err(io::Error::new(
-                ErrorKind::BrokenPipe,
-                "write after SessionListener::finish",
-            ));
-        }
-        let clock = self.runner.clock();
-        let first_member_by = self.first_member_by;
-        let n = self.runner.wait_for(|e| {
-            if let Some(r) = e.session.close_reason() {
-                return Some(Err(errors::closed(r)));
-            }
-            let n = e.session.write(buf);
-            if n > 0 {
-                return Some(Ok(n));
-            }
-            no_receiver(e, clock, first_member_by).map(Err)
-        })??;
-        self.runner.wake();
+        let mut n = 0;
+        self.feed_with(|s| {
+            n = s.write(buf);
+            n > 0
+        })?;
         self.written += n as u64;
         Ok(n)
     }
