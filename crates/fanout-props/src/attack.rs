@@ -80,6 +80,30 @@ pub enum Attack {
     Mixed,
 }
 
+impl Attack {
+    /// The attack of a harness script's step kinds 0–11, the table every
+    /// session-level harness shares (kind 7 is [`Attack::Upstream`]; a
+    /// harness whose peers have no upstream gives kind 7 its own meaning);
+    /// `None` for the harnesses' own kinds, 12 and up.
+    pub fn of_kind(kind: u8) -> Option<Attack> {
+        const TABLE: [Attack; 12] = [
+            Attack::Raw,
+            Attack::RawFrames,
+            Attack::Connect,
+            Attack::Resume,
+            Attack::Ack,
+            Attack::AckPattern,
+            Attack::Roster,
+            Attack::Upstream,
+            Attack::Close,
+            Attack::SenderFrames,
+            Attack::Mimic,
+            Attack::Mixed,
+        ];
+        TABLE.get(usize::from(kind)).copied()
+    }
+}
+
 /// The attackers' own state: packet numbers and the roster addresses they
 /// made up so far.
 #[derive(Debug, Default)]

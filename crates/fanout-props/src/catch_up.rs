@@ -6,7 +6,9 @@
 
 use crate::attack::{stranger, Attack, Attackers, View};
 use crate::model::Stream;
-use crate::net::{attack, pump_peer, pump_receivers, run_until, Network, Wire};
+use crate::net::{
+    attack, group, pump_peer, pump_receivers, receiver_addr, run_until, sender_addr, Network, Wire,
+};
 use crate::script::{Cursor, Step};
 use crate::session::{session_config, MAX_MEMBERS, SESSION};
 use crate::{eviction_justified, honest_config, ATTACK_TIME, ONE_WAY, TAIL_TIME};
@@ -25,22 +27,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-fn sender_addr() -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, 1], 5000))
-}
-
-fn group() -> SocketAddr {
-    SocketAddr::from(([239, 1, 1, 1], 7000))
-}
-
-/// Honest member `i`; the late joiner is the one after the early ones.
-fn member_addr(i: usize) -> SocketAddr {
-    SocketAddr::from(([10, 0, 1, i as u8 + 1], 7000))
-}
-
 /// The late joiner's catch-up socket: its host, another port.
 fn catch_up_addr(late: usize) -> SocketAddr {
-    SocketAddr::new(member_addr(late).ip(), 7001)
+    SocketAddr::new(receiver_addr(late).ip(), 7001)
 }
 
 /// Largest datagram the server sends, bytes: the catch-ups' share may be
@@ -98,9 +87,9 @@ impl Sim {
     }
 
     fn view(&self) -> View {
-        let mut honest: Vec<SocketAddr> = (0..self.members.len()).map(member_addr).collect();
+        let mut honest: Vec<SocketAddr> = (0..self.members.len()).map(receiver_addr).collect();
         if self.late.is_some() {
-            honest.push(member_addr(self.late_index()));
+            honest.push(receiver_addr(self.late_index()));
             honest.push(catch_up_addr(self.late_index()));
         }
         View {
@@ -160,24 +149,11 @@ impl Sim {
     fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers) {
         let mut c = Cursor::new(step.body);
         let (from, d) = match step.kind {
-            0..=6 | 8..=11 => {
-                let attack = [
-                    Attack::Raw,
-                    Attack::RawFrames,
-                    Attack::Connect,
-                    Attack::Resume,
-                    Attack::Ack,
-                    Attack::AckPattern,
-                    Attack::Roster,
-                    Attack::Upstream,
-                    Attack::Close,
-                    Attack::SenderFrames,
-                    Attack::Mimic,
-                    Attack::Mixed,
-                ][usize::from(step.kind)];
+            7 => Self::request(&mut c, &self.view()),
+            k if k < 12 => {
+                let attack = Attack::of_kind(k).expect("kinds 0-11");
                 attackers.datagram(attack, &mut c, &self.view())
             }
-            7 => Self::request(&mut c, &self.view()),
             12 => {
                 let n = usize::from(c.u16()) % (48 << 10);
                 self.stream.queue(n, c.u8());
@@ -189,8 +165,8 @@ impl Sim {
             }
             14 => {
                 let mut honest: Vec<SocketAddr> =
-                    (0..self.members.len()).map(member_addr).collect();
-                honest.push(member_addr(self.late_index()));
+                    (0..self.members.len()).map(receiver_addr).collect();
+                honest.push(receiver_addr(self.late_index()));
                 honest.push(catch_up_addr(self.late_index()));
                 let to = honest[c.below(honest.len() as u64) as usize];
                 self.wire.drop_next(to, c.below(4) as u32 + 1);
@@ -241,10 +217,11 @@ impl Network for Sim {
                 self.stream.check_sent(&bytes, SESSION);
                 for i in 0..self.members.len() {
                     self.wire
-                        .send(now, sender_addr(), member_addr(i), bytes.clone());
+                        .send(now, sender_addr(), receiver_addr(i), bytes.clone());
                 }
                 if self.late.is_some() {
-                    self.wire.send(now, sender_addr(), member_addr(late), bytes);
+                    self.wire
+                        .send(now, sender_addr(), receiver_addr(late), bytes);
                 }
             } else {
                 // To a member, the late joiner, its catch-up socket, or an
@@ -260,7 +237,7 @@ impl Network for Sim {
         let (t, s) = pump_receivers(
             &mut self.members,
             &mut self.got,
-            member_addr,
+            receiver_addr,
             |i, start, got| self.stream.check_read(&format!("member {i}"), start, got),
             now,
             &mut self.wire,
@@ -274,7 +251,7 @@ impl Network for Sim {
                 Receiver::read,
                 &mut l.got,
                 now,
-                member_addr(late),
+                receiver_addr(late),
                 &mut self.wire,
                 &mut self.buf,
             );
@@ -326,10 +303,10 @@ impl Network for Sim {
         let late = self.late_index();
         if to == sender_addr() {
             self.server.handle_datagram(self.now, from, &bytes);
-        } else if let Some(i) = (0..self.members.len()).find(|&i| member_addr(i) == to) {
+        } else if let Some(i) = (0..self.members.len()).find(|&i| receiver_addr(i) == to) {
             self.members[i].handle_datagram(self.now, from, &bytes);
         } else if let Some(l) = &mut self.late {
-            if to == member_addr(late) {
+            if to == receiver_addr(late) {
                 l.member.handle_datagram(self.now, from, &bytes);
             } else if to == catch_up_addr(late) {
                 if let Some(c) = &mut l.client {
@@ -423,7 +400,7 @@ pub fn drive_catch_up(data: &[u8]) {
     for (i, r) in sim.members.iter().enumerate() {
         assert!(
             r.is_finished() && sim.got[i] == sim.stream.written
-                || explained(&sim, member_addr(i), r, 0),
+                || explained(&sim, receiver_addr(i), r, 0),
             "honest member {i} did not complete: {:?}, read {} of {} bytes; left {:?}",
             r.close_reason(),
             sim.got[i].len(),
@@ -444,9 +421,9 @@ pub fn drive_catch_up(data: &[u8]) {
             || matches!(l.member.close_reason(),
                 Some(CloseReason::PeerReset { reason, .. }) if reason == "session full")
             || l.member.close_reason() == Some(&CloseReason::HandshakeTimeout)
-                && sim.wire.dropped(member_addr(late)) > 0);
+                && sim.wire.dropped(receiver_addr(late)) > 0);
     assert!(
-        live_done || not_admitted || explained(&sim, member_addr(late), &l.member, 0),
+        live_done || not_admitted || explained(&sim, receiver_addr(late), &l.member, 0),
         "the late joiner did not complete its live part: {:?}, started at {start}, read {} of {} \
          bytes; left {:?}",
         l.member.close_reason(),

@@ -3,7 +3,9 @@
 
 use crate::attack::{Attack, Attackers, View};
 use crate::model::Stream;
-use crate::net::{attack, pump_receivers, run_until, Network, Wire};
+use crate::net::{
+    attack, group, pump_receivers, receiver_addr, run_until, sender_addr, Network, Wire,
+};
 use crate::script::{Cursor, Step};
 use crate::session::{session_config, MAX_MEMBERS, SESSION};
 use crate::{eviction_justified, honest_config, ATTACK_TIME, ONE_WAY, TAIL_TIME};
@@ -25,20 +27,8 @@ const REFUSALS: [&str; 3] = ["merger full", "merger closed", "parent refused"];
 /// Most children the merger keeps (honest ones included).
 pub const MAX_CHILDREN: usize = 6;
 
-fn sender_addr() -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, 1], 5000))
-}
-
-fn group() -> SocketAddr {
-    SocketAddr::from(([239, 1, 1, 1], 7000))
-}
-
 fn merger_addr() -> SocketAddr {
     SocketAddr::from(([10, 0, 2, 1], 6000))
-}
-
-fn receiver_addr(i: usize) -> SocketAddr {
-    SocketAddr::from(([10, 0, 1, i as u8 + 1], 7000))
 }
 
 /// The merger's configuration: joins merged by count or after 200 ms,
@@ -303,17 +293,9 @@ impl Sim {
     fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers) {
         let mut c = Cursor::new(step.body);
         let attack = match step.kind {
-            0 => Attack::Raw,
-            1 => Attack::RawFrames,
-            2 | 7 => Attack::Connect,
-            3 => Attack::Resume,
-            4 => Attack::Ack,
-            5 => Attack::AckPattern,
-            6 => Attack::Roster,
-            8 => Attack::Close,
-            9 => Attack::SenderFrames,
-            10 => Attack::Mimic,
-            11 => Attack::Mixed,
+            // Children have no upstream: kind 7 joins, as kind 2 does.
+            7 => Attack::Connect,
+            k if k < 12 => Attack::of_kind(k).expect("kinds 0-11"),
             12 => {
                 let n = usize::from(c.u16()) % (48 << 10);
                 self.stream.queue(n, c.u8());

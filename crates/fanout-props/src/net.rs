@@ -12,6 +12,21 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// The session sender's address in every harness.
+pub fn sender_addr() -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1], 5000))
+}
+
+/// The session's multicast group in every harness.
+pub fn group() -> SocketAddr {
+    SocketAddr::from(([239, 1, 1, 1], 7000))
+}
+
+/// Honest receiver `i` (a member of the sender, or a child of the merger).
+pub fn receiver_addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([10, 0, 1, i as u8 + 1], 7000))
+}
+
 /// Most datagrams the script may drop on their way to one honest peer.
 pub const MAX_DROPS_PER_PEER: u32 = 24;
 

@@ -3,7 +3,9 @@
 
 use crate::attack::{Attack, Attackers, View};
 use crate::model::Stream;
-use crate::net::{attack, pump_receivers, run_until, Network, Wire};
+use crate::net::{
+    attack, group, pump_receivers, receiver_addr, run_until, sender_addr, Network, Wire,
+};
 use crate::script::{Cursor, Step};
 use crate::{eviction_justified, honest_config, ATTACK_TIME, ONE_WAY, TAIL_TIME};
 use fanout_core::stats::DropReason;
@@ -27,18 +29,6 @@ pub const MAX_MEMBERS: usize = 8;
 /// reassembly buffer (its entry and acknowledgement-queue slot: "a small
 /// entry per member", `SessionSender::upstream_memory_bytes`).
 pub const UPSTREAM_ENTRY_BYTES: usize = 1024;
-
-fn sender_addr() -> SocketAddr {
-    SocketAddr::from(([10, 0, 0, 1], 5000))
-}
-
-fn group() -> SocketAddr {
-    SocketAddr::from(([239, 1, 1, 1], 7000))
-}
-
-fn member_addr(i: usize) -> SocketAddr {
-    SocketAddr::from(([10, 0, 1, i as u8 + 1], 7000))
-}
 
 /// The session's configuration from the script's first byte: bit 0 picks
 /// coded repair, bit 2 the catch-up join policy.
@@ -104,10 +94,10 @@ impl Network for Sim {
             if to == group() {
                 for i in 0..self.members.len() {
                     self.wire
-                        .send(now, sender_addr(), member_addr(i), bytes.clone());
+                        .send(now, sender_addr(), receiver_addr(i), bytes.clone());
                 }
-            } else if let Some(i) = (0..self.members.len()).find(|&i| member_addr(i) == to) {
-                self.wire.send(now, sender_addr(), member_addr(i), bytes);
+            } else if let Some(i) = (0..self.members.len()).find(|&i| receiver_addr(i) == to) {
+                self.wire.send(now, sender_addr(), receiver_addr(i), bytes);
             }
             // Anything else went to an attacker, who is not listening.
         }
@@ -127,7 +117,7 @@ impl Network for Sim {
         let (t, s) = pump_receivers(
             &mut self.members,
             &mut self.got,
-            member_addr,
+            receiver_addr,
             |i, start, got| self.stream.check_read(&format!("member {i}"), start, got),
             now,
             &mut self.wire,
@@ -146,7 +136,7 @@ impl Network for Sim {
         if to == sender_addr() {
             self.to_sender += 1;
             self.sender.handle_datagram(self.now, from, &bytes);
-        } else if let Some(i) = (0..self.members.len()).find(|&i| member_addr(i) == to) {
+        } else if let Some(i) = (0..self.members.len()).find(|&i| receiver_addr(i) == to) {
             self.members[i].handle_datagram(self.now, from, &bytes);
         }
     }
@@ -160,7 +150,7 @@ impl Sim {
             snd_nxt: self.sender.snd_nxt(),
             written: self.stream.written.len() as u64,
             mss: honest_config().max_payload(),
-            honest: (0..self.members.len()).map(member_addr).collect(),
+            honest: (0..self.members.len()).map(receiver_addr).collect(),
         }
     }
 
@@ -255,18 +245,7 @@ impl Sim {
     fn step(&mut self, step: &Step<'_>, attackers: &mut Attackers) {
         let mut c = Cursor::new(step.body);
         let attack = match step.kind {
-            0 => Attack::Raw,
-            1 => Attack::RawFrames,
-            2 => Attack::Connect,
-            3 => Attack::Resume,
-            4 => Attack::Ack,
-            5 => Attack::AckPattern,
-            6 => Attack::Roster,
-            7 => Attack::Upstream,
-            8 => Attack::Close,
-            9 => Attack::SenderFrames,
-            10 => Attack::Mimic,
-            11 => Attack::Mixed,
+            k if k < 12 => Attack::of_kind(k).expect("kinds 0-11"),
             12 => {
                 let n = usize::from(c.u16()) % (48 << 10);
                 self.stream.queue(n, c.u8());
@@ -279,7 +258,7 @@ impl Sim {
             14 => {
                 let i = c.below(self.members.len() as u64) as usize;
                 let n = c.below(4) as u32 + 1;
-                self.wire.drop_next(member_addr(i), n);
+                self.wire.drop_next(receiver_addr(i), n);
                 return;
             }
             _ => return,
@@ -335,7 +314,7 @@ pub fn drive_session(data: &[u8]) {
     });
     sim.check();
     for (i, r) in sim.members.iter().enumerate() {
-        let addr = member_addr(i);
+        let addr = receiver_addr(i);
         if r.is_finished() {
             assert!(
                 sim.got[i] == sim.stream.written,
