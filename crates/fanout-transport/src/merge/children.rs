@@ -236,15 +236,27 @@ impl ChildTable {
     /// reports a hole), so this is a crashed one — typically a merger whose
     /// children re-attach elsewhere. `sent` bounds the siblings' claims as
     /// in [`ChildTable::stalled`]. O(N): called on a periodic timer.
-    pub fn silent_behind(&self, now: Instant, silence: Duration, sent: u64) -> Vec<SocketAddr> {
-        let Some(top) = self.front(sent) else {
+    ///
+    /// Silence counts from when the stream was known sent past the child
+    /// (as in [`ChildTable::stalled`]), not from its last datagram alone: a
+    /// child idle while nothing was sent (the session not started yet) is
+    /// not silent when the first data goes out.
+    pub fn silent_behind(
+        &self,
+        now: Instant,
+        silence: Duration,
+        sent: &SentLog,
+    ) -> Vec<SocketAddr> {
+        let Some(top) = self.front(sent.end()) else {
             return Vec::new();
+        };
+        let silent_since = |c: &Child| {
+            let a = c.ack.as_ref().filter(|a| a.cumulative < top)?;
+            Some(c.last_heard.max(sent.since(a.cumulative)?))
         };
         self.children
             .iter()
-            .filter(|(_, c)| {
-                c.ack.as_ref().is_some_and(|a| a.cumulative < top) && now >= c.last_heard + silence
-            })
+            .filter(|(_, c)| silent_since(c).is_some_and(|t| now >= t + silence))
             .map(|(a, _)| *a)
             .collect()
     }

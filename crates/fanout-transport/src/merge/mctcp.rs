@@ -693,12 +693,49 @@ mod tests {
         let mut sent = SentLog::default();
         sent.learn(1000, at(0));
         assert!(c.stalled(at(60), stall, &sent).is_empty());
-        assert!(c.silent_behind(at(60), stall, sent.end()).is_empty());
+        assert!(c.silent_behind(at(60), stall, &sent).is_empty());
         // It sent more at 58 s: they are behind their sibling since then,
         // and stalled only 5 s later.
         sent.learn(2000, at(58));
         assert!(c.stalled(at(62), stall, &sent).is_empty());
         assert_eq!(c.stalled(at(63), stall, &sent).len(), 2);
+    }
+
+    #[test]
+    fn a_child_idle_before_the_stream_went_past_it_is_not_silent() {
+        // Three children report at 1 s and then wait (nothing is sent
+        // yet). At 60 s the parent sends; child 1 acknowledges at once.
+        let mut t = table(3);
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        for child in 1..=3 {
+            let ack = ack(0, &[]);
+            t.process(
+                ChildMsg::Ack {
+                    child: addr(child),
+                    ack,
+                },
+                at(1000),
+            )
+            .unwrap();
+        }
+        let mut sent = SentLog::default();
+        sent.learn(14_000, at(60_000));
+        let ack = ack(14_000, &[]);
+        t.process(
+            ChildMsg::Ack {
+                child: addr(1),
+                ack,
+            },
+            at(60_010),
+        )
+        .unwrap();
+        let c = &t.spec.children;
+        let silence = Duration::from_secs(2);
+        // Behind a sibling and quiet for 59 s, but for 20 ms of that the
+        // stream was sent past them: not silent.
+        assert!(c.silent_behind(at(60_020), silence, &sent).is_empty());
+        // Silent for 2 s after it was: evicted.
+        assert_eq!(c.silent_behind(at(62_000), silence, &sent).len(), 2);
     }
 
     #[test]

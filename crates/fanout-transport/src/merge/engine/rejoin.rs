@@ -145,7 +145,7 @@ impl Merger {
             .table
             .spec
             .children
-            .silent_behind(now, silence, self.sent.end());
+            .silent_behind(now, silence, &self.sent);
         if silent.is_empty() {
             return;
         }
