@@ -240,7 +240,8 @@ mod tests {
                 fin: (k + 1) * 1000 >= up.len(),
                 payload: piece,
             });
-            s.handle_datagram(now, member, &datagram(9, f));
+            let token = s.member_token(MemberId(1)).unwrap();
+            s.handle_datagram(now, member, &datagram(token, f));
         }
         let mut relay = UpstreamRelay::new(true, true);
         let free = s.writable();

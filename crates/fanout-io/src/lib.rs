@@ -21,6 +21,7 @@
 pub mod api;
 mod clock;
 mod driver;
+mod entropy;
 mod error;
 pub mod impair;
 mod outbox;
@@ -33,6 +34,7 @@ mod stats;
 
 pub use clock::Clock;
 pub use driver::{run, Driver, DriverConfig, DEFAULT_TIMER_SLACK};
+pub use entropy::random_token_key;
 pub use error::IoError;
 pub use impair::{ImpairConfig, ImpairStats, Impairment};
 pub use output_file::{target_paths, Existing, OutputFile};

@@ -9,11 +9,13 @@ use crate::script::Cursor;
 use fanout_core::codec::VARINT_MAX;
 use fanout_core::time::Instant;
 use fanout_transport::fec::{BlockGeometry, MAX_REPAIR_ID, MAX_SOURCE_SYMBOLS};
+use fanout_transport::session::SessionSender;
 use fanout_transport::wire::{
     AcceptFrame, AckFrame, AckFrequencyFrame, CatchUpFrame, CloseFrame, ConnectFrame, DataFrame,
     Frame, Header, HeaderFlags, OfferFrame, RepairFrame, RosterEntry, RosterFrame, SkipFrame,
     UpstreamAckFrame, UpstreamFrame, WireTimestamp, MAX_ROSTER_PAGE, MAX_SACK_RANGES,
 };
+use std::collections::BTreeMap;
 use std::net::{Ipv6Addr, SocketAddr};
 use std::ops::Range;
 
@@ -48,6 +50,19 @@ pub struct View {
     pub mss: u64,
     /// Honest peers.
     pub honest: Vec<SocketAddr>,
+    /// The tokens of the sender's members by address: an attacker that
+    /// joined speaks under its own token (a rogue member knows it).
+    pub tokens: BTreeMap<SocketAddr, u64>,
+}
+
+impl View {
+    /// The member tokens of `sender`, by address.
+    pub fn tokens_of(sender: &SessionSender) -> BTreeMap<SocketAddr, u64> {
+        sender
+            .members()
+            .filter_map(|(id, addr, ..)| Some((addr, sender.member_token(id)?)))
+            .collect()
+    }
 }
 
 /// What a structured attack step sends.
@@ -306,11 +321,14 @@ impl Attackers {
     /// id and the next packet number.
     fn header(&mut self, who: usize, c: &mut Cursor<'_>, v: &View, out: &mut Vec<u8>) {
         let sel = c.u8();
+        let own = v.tokens.get(&stranger(who)).copied();
         let session_id = match sel & 7 {
+            4 => v.session,
             5 => 0,
             6 => v.session ^ 1,
             7 => c.u64(),
-            _ => v.session,
+            // Its own token once it joined, else the session's id.
+            _ => own.unwrap_or(v.session),
         };
         let pn = &mut self.pn[who % STRANGERS];
         *pn = if sel & 8 != 0 {
@@ -446,6 +464,7 @@ impl Attackers {
                     timestamp_echo: echo(c, v),
                     member_id: clamp(c.u64()).max(1),
                     start_offset: offset(c, v),
+                    token: c.u64().max(1),
                 })
                 .encode(out),
                 3 => Frame::AckFrequency(AckFrequencyFrame {

@@ -99,6 +99,7 @@ impl Sim {
             written: self.stream.written.len() as u64,
             mss: honest_config().max_payload(),
             honest,
+            tokens: View::tokens_of(&self.server),
         }
     }
 

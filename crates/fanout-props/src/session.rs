@@ -151,6 +151,7 @@ impl Sim {
             written: self.stream.written.len() as u64,
             mss: honest_config().max_payload(),
             honest: (0..self.members.len()).map(receiver_addr).collect(),
+            tokens: View::tokens_of(&self.sender),
         }
     }
 

@@ -18,7 +18,7 @@ use fanout_core::codec::Reader;
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
-use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::session::{MemberId, SessionConfig, SessionSender};
 use fanout_transport::wire::{
     accept_header, decode_frames, AcceptFrame, ConnectFrame, Frame, Header, HeaderFlags,
     OfferFrame, WireTimestamp,
@@ -114,12 +114,17 @@ impl Delivery {
         }
     }
 
-    /// The datagram: `body`, behind the next header of the session if the
-    /// step asks for one.
-    fn datagram(&self, body: &[u8], pn: &mut u32) -> Vec<u8> {
+    /// The datagram: `body`, behind the next header under `id` (the
+    /// session id, or a member's token) if the step asks for one.
+    fn datagram(&self, body: &[u8], pn: &mut u32, id: u64) -> Vec<u8> {
         let mut d = Vec::new();
         if self.valid_header {
-            header(*pn).encode(&mut d);
+            Header {
+                flags: HeaderFlags::default(),
+                session_id: id,
+                packet_number: *pn,
+            }
+            .encode(&mut d);
             *pn = pn.wrapping_add(1);
         }
         d.extend_from_slice(body);
@@ -127,18 +132,21 @@ impl Delivery {
     }
 }
 
-fn header(packet_number: u32) -> Header {
-    Header {
-        flags: HeaderFlags::default(),
-        session_id: SESSION,
-        packet_number,
-    }
-}
-
 /// One datagram of the session: a header and one frame.
 pub fn control(packet_number: u32, frame: Frame<'_>) -> Vec<u8> {
+    control_as(SESSION, packet_number, frame)
+}
+
+/// One datagram under header id `id` (a member's token): a header and one
+/// frame.
+pub fn control_as(id: u64, packet_number: u32, frame: Frame<'_>) -> Vec<u8> {
     let mut d = Vec::new();
-    header(packet_number).encode(&mut d);
+    Header {
+        flags: HeaderFlags::default(),
+        session_id: id,
+        packet_number,
+    }
+    .encode(&mut d);
     frame.encode(&mut d);
     d
 }
@@ -249,7 +257,9 @@ pub fn drive_sender(data: &[u8]) {
     for step in wide_steps(script) {
         now += step.advance;
         let how = Delivery::of(&step);
-        let d = how.datagram(step.body, &mut pn);
+        // The peer speaks under its token once it joined.
+        let token = s.member_token(MemberId(1));
+        let d = how.datagram(step.body, &mut pn, token.unwrap_or(SESSION));
         let before = s.stats().clone();
         let was_closed = s.close_reason().is_some();
         let was_member = s.member_count() > 0;
@@ -263,8 +273,8 @@ pub fn drive_sender(data: &[u8]) {
                 assert_eq!(after.drops.total(), before.drops.total() + 1);
             }
             Ok(_) if was_closed => assert_eq!(dropped(DropReason::SessionClosed), 1),
-            // A member's datagram of another session.
-            Ok((h, _)) if h.session_id != SESSION && !how.from_stranger && was_member => {
+            // A member's datagram under another id than its token.
+            Ok((h, _)) if Some(h.session_id) != token && !how.from_stranger && was_member => {
                 assert_eq!(dropped(DropReason::UnknownSession), 1);
             }
             // A stranger's, joins included: only the invited peer is
@@ -313,6 +323,7 @@ pub fn drive_receiver(data: &[u8]) {
             timestamp_echo: WireTimestamp(0),
             member_id: 1,
             start_offset: 0,
+            token: SESSION ^ 1,
         });
         r.handle_datagram(now, peer_addr(), &control(pn + 1, accept));
         pn += 2;
@@ -324,7 +335,7 @@ pub fn drive_receiver(data: &[u8]) {
     for step in wide_steps(script) {
         now += step.advance;
         let how = Delivery::of(&step);
-        let d = how.datagram(step.body, &mut pn);
+        let d = how.datagram(step.body, &mut pn, SESSION);
         let from = how.from();
         let before = r.stats().clone();
         let peer_before = r.peer().zip(session);

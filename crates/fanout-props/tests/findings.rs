@@ -9,7 +9,7 @@ use fanout_core::{drain, Engine};
 use fanout_props::attack::stranger;
 use fanout_props::session::{session_config, SESSION};
 use fanout_props::{drive_catch_up, drive_merger, drive_session, honest_config};
-use fanout_transport::session::SessionSender;
+use fanout_transport::session::{MemberId, SessionSender};
 use fanout_transport::wire::{AckFrame, ConnectFrame, Frame, Header, HeaderFlags, WireTimestamp};
 
 /// A stranger CONNECTs with a zero window before any data was sent and
@@ -294,6 +294,7 @@ fn a_claim_above_the_send_edge_is_clipped_and_counted() {
     });
     s.handle_datagram(now, who, &datagram(0, 0, connect));
     assert_eq!(s.member_count(), 1);
+    let token = s.member_token(MemberId(1)).unwrap();
     s.write(&[7; 20_000]);
     drain(&mut s, now, &mut Vec::new(), 256, |_, _| {});
     let sent = s.snd_nxt();
@@ -313,7 +314,7 @@ fn a_claim_above_the_send_edge_is_clipped_and_counted() {
         .enumerate()
     {
         let before = s.stats().drops.get(DropReason::AckOfUnsent);
-        let d = datagram(SESSION, pn as u32 + 1, ack(0, vec![sack.clone()]));
+        let d = datagram(token, pn as u32 + 1, ack(0, vec![sack.clone()]));
         s.handle_datagram(now, who, &d);
         assert_eq!(
             s.stats().drops.get(DropReason::AckOfUnsent),
@@ -322,17 +323,13 @@ fn a_claim_above_the_send_edge_is_clipped_and_counted() {
         );
         assert_eq!(cumulative(&s), Some(0));
     }
-    s.handle_datagram(now, who, &datagram(SESSION, 9, ack(sent - 1, Vec::new())));
+    s.handle_datagram(now, who, &datagram(token, 9, ack(sent - 1, Vec::new())));
     assert_eq!(
         cumulative(&s),
         Some((sent - 1) / mss * mss),
         "whole segments"
     );
-    s.handle_datagram(
-        now,
-        who,
-        &datagram(SESSION, 10, ack(sent + mss, Vec::new())),
-    );
+    s.handle_datagram(now, who, &datagram(token, 10, ack(sent + mss, Vec::new())));
     assert_eq!(cumulative(&s), Some(sent), "clipped to SND.NXT");
     assert_eq!(s.stats().drops.get(DropReason::AckOfUnsent), 4);
     assert_eq!(s.member_count(), 1);

@@ -9,9 +9,10 @@ use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::Engine;
 use fanout_props::unicast::{
-    check_frames, check_header, config, connect_datagram, control, drive_receiver, drive_sender,
+    check_frames, check_header, config, connect_datagram, control_as, drive_receiver, drive_sender,
     peer_addr, session_of_one, SenderModel,
 };
+use fanout_transport::session::MemberId;
 use fanout_transport::wire::{
     decode_frames, AcceptFrame, AckFrame, AckFrequencyFrame, CatchUpFrame, CloseFrame,
     ConnectFrame, DataFrame, Frame, OfferFrame, SkipFrame, UpstreamAckFrame, UpstreamFrame,
@@ -47,7 +48,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
                 let timestamp = WireTimestamp(timestamp);
                 enc(match kind {
                     0 => Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: offset }),
-                    1 => Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: 1, start_offset: offset }),
+                    1 => Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: 1, start_offset: offset, token: offset | 1 }),
                     2 => Frame::Offer(OfferFrame { max_payload, timestamp }),
                     _ => Frame::CatchUp(CatchUpFrame { member_id: 1, end: offset }),
                 })
@@ -184,7 +185,9 @@ fn mid_segment_cumulative_ack() {
     // Let the RTO fire so every segment is deemed lost.
     now += Duration::from_secs(1);
     model.pump(&mut s, now);
-    let ack = control(
+    let token = s.member_token(MemberId(1)).unwrap();
+    let ack = control_as(
+        token,
         1,
         Frame::Ack(AckFrame {
             // Inside the second segment.

@@ -77,7 +77,7 @@ fn acks(c: &mut Criterion) {
         let mut s = SyntheticSession::new(MEMBERS);
         let mut make = |s: &mut SyntheticSession| {
             let cum = s.send_more(64 << 10, Duration::from_millis(1));
-            (0..MEMBERS).map(|i| (i, s.ack(cum))).collect()
+            (0..MEMBERS).map(|i| (i, s.ack(i, cum))).collect()
         };
         b.iter_custom(|iters| {
             (0..iters)

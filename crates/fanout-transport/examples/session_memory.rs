@@ -24,7 +24,7 @@ fn main() {
         for _ in 0..20 {
             let cum = s.send_more(64 << 10, Duration::from_millis(1));
             for i in 0..n {
-                let a = s.ack(cum);
+                let a = s.ack(i, cum);
                 let now = s.now;
                 s.session.handle_datagram(now, s.members[i], &a);
             }

@@ -225,6 +225,7 @@ fn member_with_holes(data: &[u8], t: usize, missing: &[usize]) -> (Receiver, Blo
         timestamp_echo: WireTimestamp(0),
         member_id: 1,
         start_offset: 0,
+        token: 9,
     })
     .encode(&mut accept);
     m.handle_datagram(Instant::ZERO, sender, &accept);

@@ -624,6 +624,7 @@ fn the_silence_watch_starts_at_the_join_upstream() {
         timestamp_echo: WireTimestamp(0),
         member_id: 3,
         start_offset: 0,
+        token: 7 ^ 1,
     };
     m.handle_datagram(t, parent, &datagram(7, 0, &[Frame::Accept(accept)]));
     assert!(m.is_established());

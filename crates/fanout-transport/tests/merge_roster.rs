@@ -496,6 +496,8 @@ fn a_lying_roster_stays_bounded_and_releases_nothing_a_receiver_lacks() {
     let mut next_flood = Instant::ZERO;
     let mut pages = 0u64;
     let mut max_entries = 0usize;
+    // The liar is a member: it speaks under the token of its ACCEPT.
+    let mut token = SESSION;
     net.run_until(Duration::from_secs(30), |net| {
         clock.set(net.now);
         // The lie must never release what the genuine receiver lacks.
@@ -515,9 +517,14 @@ fn a_lying_roster_stays_bounded_and_releases_nothing_a_receiver_lacks() {
         for d in std::mem::take(inbox) {
             if let Ok((_, body)) = Header::decode(&d) {
                 for f in decode_frames(body).flatten() {
-                    if let Frame::Data(d) = f {
-                        highest = highest.max(d.offset + d.payload.len() as u64 + u64::from(d.fin));
-                        echo = d.timestamp;
+                    match f {
+                        Frame::Data(d) => {
+                            highest =
+                                highest.max(d.offset + d.payload.len() as u64 + u64::from(d.fin));
+                            echo = d.timestamp;
+                        }
+                        Frame::Accept(a) => token = a.token,
+                        _ => {}
                     }
                 }
             }
@@ -554,7 +561,7 @@ fn a_lying_roster_stays_bounded_and_releases_nothing_a_receiver_lacks() {
             entries,
         });
         pages += 1;
-        let d = datagram(SESSION, pn, &[ack, page]);
+        let d = datagram(token, pn, &[ack, page]);
         pn += 1;
         net.send(hostile_addr(), sender_addr(), d);
     });

@@ -842,8 +842,9 @@ fn the_last_child_leaving_resets_the_membership_upstream() {
     let resets: Vec<_> = out
         .iter()
         .filter(|(d, h, body)| {
+            // Under the token of its ACCEPT.
             *d == sender_addr()
-                && h.session_id == 7
+                && h.session_id == merge::TOKEN
                 && matches!(decode_frames(body).next(), Some(Ok(Frame::Reset(_))))
         })
         .collect();

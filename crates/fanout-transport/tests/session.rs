@@ -574,8 +574,20 @@ fn hostile_joins_and_acks_are_bounded_and_counted() {
             .get(fanout_core::stats::DropReason::UnknownPeer),
         1
     );
-    // ... and one from a member, for data never sent.
-    s.handle_datagram(now, "10.9.0.1:1".parse().unwrap(), &ack);
+    // ... one from a member under the public session id instead of its
+    // token: anybody could send that ...
+    let member: SocketAddr = "10.9.0.1:1".parse().unwrap();
+    s.handle_datagram(now, member, &ack);
+    assert_eq!(
+        s.stats()
+            .drops
+            .get(fanout_core::stats::DropReason::UnknownSession),
+        1
+    );
+    // ... and one from a member under its token, for data never sent.
+    let token = token_of(&s, member);
+    ack[4..12].copy_from_slice(&token.to_be_bytes());
+    s.handle_datagram(now, member, &ack);
     assert_eq!(
         s.stats()
             .drops
@@ -628,6 +640,75 @@ fn a_join_with_a_window_below_two_segments_is_refused_with_a_reason() {
     assert!(refusals
         .iter()
         .all(|(_, why)| why == "receive window below two segments"));
+}
+
+#[test]
+fn nobody_without_a_members_token_can_speak_for_it() {
+    // A host that knows the public session id (every multicast datagram
+    // carries it) but cannot receive at a member's address forges, from
+    // that address, a RESET, an ACK claiming everything with a closed
+    // window, and a resume CONNECT: all dropped, the member unaffected.
+    let mut net = Net::new(
+        config(),
+        2,
+        random_data(400_000, 21),
+        Box::new(|_, _, _| false),
+    );
+    net.run(Duration::from_millis(50));
+    assert_eq!(net.sender.member_count(), 2);
+    let victim = member_addr(0);
+    let forged = |frame: fanout_transport::wire::Frame<'_>| {
+        let mut d = Vec::new();
+        fanout_transport::wire::Header {
+            flags: Default::default(),
+            session_id: 42,
+            packet_number: 1 << 20,
+        }
+        .encode(&mut d);
+        frame.encode(&mut d);
+        d
+    };
+    let reset = forged(fanout_transport::wire::Frame::Reset(
+        fanout_transport::wire::CloseFrame {
+            code: 0,
+            reason: "forged",
+        },
+    ));
+    let ack = forged(fanout_transport::wire::Frame::Ack(
+        fanout_transport::wire::AckFrame {
+            cumulative: 0,
+            window: 0,
+            timestamp_echo: WireTimestamp(0),
+            ack_delay_us: 0,
+            sack: vec![],
+        },
+    ));
+    let before = net.sender.stats().drops.clone();
+    let now = net.now;
+    for d in [&reset, &ack] {
+        net.sender.handle_datagram(now, victim, d);
+    }
+    let unknown = fanout_core::stats::DropReason::UnknownSession;
+    assert_eq!(
+        net.sender.stats().drops.get(unknown) - before.get(unknown),
+        2
+    );
+    assert_eq!(net.sender.member_count(), 2, "the RESET evicted nobody");
+    net.run(Duration::from_secs(10));
+    assert!(net.got.iter().all(|g| g.len() == 400_000), "both completed");
+    // The same RESET under the member's own token is the member's: taken.
+    let mut net = Net::new(
+        config(),
+        2,
+        random_data(400_000, 22),
+        Box::new(|_, _, _| false),
+    );
+    net.run(Duration::from_millis(50));
+    let mut own = reset.clone();
+    own[4..12].copy_from_slice(&token_of(&net.sender, victim).to_be_bytes());
+    let now = net.now;
+    net.sender.handle_datagram(now, victim, &own);
+    assert_eq!(net.sender.member_count(), 1);
 }
 
 #[test]
@@ -731,7 +812,7 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
     for _ in 0..30 {
         base = s.send_more(1 << 20, Duration::from_millis(1));
         for i in 0..3 {
-            let a = s.ack(base);
+            let a = s.ack(i, base);
             let now = s.now;
             s.session.handle_datagram(now, s.members[i], &a);
         }
@@ -753,7 +834,7 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
             })
             .filter(|r| r.end <= top)
             .collect();
-        let d = s.ack_with(0, sack);
+        let d = s.ack_with(0, 0, sack);
         let now = s.now;
         s.session.handle_datagram(now, s.members[0], &d);
     }
@@ -768,7 +849,7 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
             })
             .filter(|r| r.end <= top)
             .collect();
-        let d = s.ack_with(0, sack);
+        let d = s.ack_with(0, 0, sack);
         let now = s.now;
         s.session.handle_datagram(now, s.members[0], &d);
     }
@@ -779,7 +860,7 @@ fn a_sack_flood_from_a_member_is_bounded_and_the_session_runs_on() {
     );
     // Honest members still advance the session.
     for i in 1..3 {
-        let a = s.ack(top);
+        let a = s.ack(i, top);
         let now = s.now;
         s.session.handle_datagram(now, s.members[i], &a);
     }
@@ -837,11 +918,20 @@ fn unicast_fan_out_sends_each_member_its_copies_in_runs() {
 
 /// An UPSTREAM datagram from a member (its own packet numbers are not
 /// checked by the sender).
-fn upstream_datagram(offset: u64, fin: bool, payload: &[u8]) -> Vec<u8> {
+/// The header id of the member at `addr`: its token (the session id, 42,
+/// for a stranger).
+fn token_of(s: &SessionSender, addr: SocketAddr) -> u64 {
+    s.members()
+        .find(|m| m.1 == addr)
+        .and_then(|m| s.member_token(m.0))
+        .unwrap_or(42)
+}
+
+fn upstream_datagram(id: u64, offset: u64, fin: bool, payload: &[u8]) -> Vec<u8> {
     let mut d = Vec::new();
     fanout_transport::wire::Header {
         flags: Default::default(),
-        session_id: 42,
+        session_id: id,
         packet_number: 1,
     }
     .encode(&mut d);
@@ -964,21 +1054,22 @@ fn a_flooding_member_cannot_grow_upstream_memory_and_strangers_are_dropped() {
     for round in 0..20u64 {
         for i in 0..n {
             let from = member_addr(i);
+            let id = token_of(&net.sender, from);
             // In-window pieces, a hole pattern (out of order), far beyond
             // the window, and a huge offset.
             let off = rng.below(2 * MAX_UPSTREAM_WINDOW as u64);
-            let d = upstream_datagram(off, false, &[round as u8; 700]);
+            let d = upstream_datagram(id, off, false, &[round as u8; 700]);
             net.sender.handle_datagram(now, from, &d);
-            let d = upstream_datagram(round * 3000 + 1, false, b"x");
+            let d = upstream_datagram(id, round * 3000 + 1, false, b"x");
             net.sender.handle_datagram(now, from, &d);
-            let d = upstream_datagram(1 << 40, false, b"far");
+            let d = upstream_datagram(id, 1 << 40, false, b"far");
             net.sender.handle_datagram(now, from, &d);
         }
     }
     // A stranger's upstream is dropped and counted, and creates nothing.
     let before = net.sender.upstream_memory_bytes();
     for k in 0..100u64 {
-        let d = upstream_datagram(k, false, b"spam");
+        let d = upstream_datagram(42, k, false, b"spam");
         net.sender
             .handle_datagram(now, "10.200.0.7:9".parse().unwrap(), &d);
     }
@@ -1031,7 +1122,7 @@ fn a_listener_has_no_upstream_before_it_joined() {
     let peer: SocketAddr = "10.0.1.1:7000".parse().unwrap();
     let mut s = SessionSender::new(SessionConfig::unicast(cfg), 42, Instant::ZERO);
     assert!(s.offer(Instant::ZERO, peer));
-    s.handle_datagram(Instant::ZERO, peer, &upstream_datagram(0, true, b"hi"));
+    s.handle_datagram(Instant::ZERO, peer, &upstream_datagram(42, 0, true, b"hi"));
     assert_eq!(s.stats().drops.get(DropReason::UnknownPeer), 1);
     assert_eq!(s.upstream_stats().dropped_non_member, 1);
     assert!(s.close_reason().is_none());

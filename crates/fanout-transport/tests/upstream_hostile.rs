@@ -38,15 +38,28 @@ fn truth(offset: u64) -> u8 {
 }
 
 fn datagram(pn: u32, frame: Frame<'_>) -> Vec<u8> {
+    datagram_as(SESSION, pn, frame)
+}
+
+/// A datagram under header id `id` (a member speaks under its token).
+fn datagram_as(id: u64, pn: u32, frame: Frame<'_>) -> Vec<u8> {
     let mut d = Vec::new();
     Header {
         flags: HeaderFlags::default(),
-        session_id: SESSION,
+        session_id: id,
         packet_number: pn,
     }
     .encode(&mut d);
     frame.encode(&mut d);
     d
+}
+
+/// The token of the member at `addr`.
+fn token_of(s: &SessionSender, addr: SocketAddr) -> u64 {
+    s.members()
+        .find(|m| m.1 == addr)
+        .and_then(|m| s.member_token(m.0))
+        .expect("a member")
 }
 
 /// One UPSTREAM frame: (offset, length, fin, app reads after it).
@@ -92,7 +105,8 @@ fn drive_sender(pieces: &[Piece]) -> Result<(), TestCaseError> {
             st.dropped_invalid + st.dropped_beyond_window
         };
         let before = dropped(&s);
-        s.handle_datagram(now, member_addr(), &datagram(k as u32 + 1, f));
+        let token = token_of(&s, member_addr());
+        s.handle_datagram(now, member_addr(), &datagram_as(token, k as u32 + 1, f));
         if want_fin && dropped(&s) == before {
             // A consistent FIN inside the window fixes the length (one
             // beyond it is dropped and fixes nothing), and a later one
@@ -171,6 +185,7 @@ fn drive_member(
         timestamp_echo: WireTimestamp(0),
         member_id: 7,
         start_offset: 0,
+        token: SESSION ^ 1,
     });
     r.handle_datagram(now, sender_addr(), &datagram(0, accept));
     prop_assert!(r.peer().is_some());
@@ -245,6 +260,7 @@ fn a_member_completes_its_upstream_through_a_small_window() {
         timestamp_echo: WireTimestamp(0),
         member_id: 7,
         start_offset: 0,
+        token: SESSION ^ 1,
     });
     r.handle_datagram(now, sender_addr(), &datagram(0, accept));
     let mut got: Vec<u8> = Vec::new();
@@ -321,7 +337,8 @@ fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
                 fin: false,
                 payload: &p,
             });
-            s.handle_datagram(now, addr(i), &datagram(pn, f));
+            let token = token_of(&s, addr(i));
+            s.handle_datagram(now, addr(i), &datagram_as(token, pn, f));
         }
         let ids: Vec<_> = s.members().map(|m| m.0).collect();
         for id in ids {
@@ -336,7 +353,8 @@ fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
         fin: false,
         payload: &p,
     });
-    s.handle_datagram(now, addr(members), &datagram(1, f));
+    let token = token_of(&s, addr(members));
+    s.handle_datagram(now, addr(members), &datagram_as(token, 1, f));
     assert_eq!(
         s.upstream_stats().dropped_limit,
         before,

@@ -91,7 +91,10 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let config = SessionConfig::unicast(args.net.transport());
+    let config = SessionConfig {
+        token_key: fanout_io::random_token_key(),
+        ..SessionConfig::unicast(args.net.transport())
+    };
     let mut sender = SessionSender::new(config, random_session_id(), clock.now());
     sender.offer(clock.now(), peer);
     let size = feed.manifest().size;

@@ -173,6 +173,7 @@ impl SessionSendArgs {
             release: self.release,
             window: self.window_policy,
             rtt: self.session_rtt,
+            token_key: fanout_io::random_token_key(),
             ..SessionConfig::default()
         }
     }

@@ -368,7 +368,7 @@ mod tests {
         // sender counts whole segments only).
         syn.now += Duration::from_millis(250);
         for i in 1..n {
-            let ack = syn.ack((i as u64) * 500);
+            let ack = syn.ack(i, (i as u64) * 500);
             let from = syn.members[i];
             syn.session.handle_datagram(syn.now, from, &ack);
         }
@@ -434,9 +434,13 @@ mod tests {
         let merger = syn.members[1];
         let receiver = |i: u8| std::net::SocketAddr::from(([10, 9, 0, i], 7000));
         let mut d = Vec::new();
+        let token = syn
+            .session
+            .member_token(fanout_transport::session::MemberId(2))
+            .unwrap();
         Header {
             flags: HeaderFlags::default(),
-            session_id: 7,
+            session_id: token,
             packet_number: 1000,
         }
         .encode(&mut d);

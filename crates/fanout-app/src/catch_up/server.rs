@@ -185,8 +185,12 @@ impl CatchUpServer {
                 return;
             }
         };
-        let config = SessionConfig::unicast(self.transport.clone());
-        let mut sender = SessionSender::new(config, self.rng.next_u64(), now);
+        let id = self.rng.next_u64();
+        let config = SessionConfig {
+            token_key: self.session.token_key().derive(id),
+            ..SessionConfig::unicast(self.transport.clone())
+        };
+        let mut sender = SessionSender::new(config, id, now);
         sender.answer_with_offer(now, from);
         let mut job = Job {
             sender,

@@ -92,7 +92,9 @@ impl SessionListener {
     /// the bound interface) and fails if no route covers the group; use
     /// [`SessionOptions::unicast`] where multicast is unavailable.
     pub fn bind(addr: SocketAddr, options: SessionOptions) -> io::Result<Self> {
-        let (config, ttl, session_id, driver) = options.parts();
+        let (mut config, ttl, session_id, driver) = options.parts();
+        // Member tokens need a secret no peer can guess.
+        config.token_key = crate::random_token_key();
         let endpoint = UdpEndpoint::bind(addr).map_err(errors::setup)?;
         if let Some(group) = config.group {
             setup_group(&endpoint, group, ttl)?;

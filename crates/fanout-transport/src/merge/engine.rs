@@ -190,6 +190,12 @@ impl Merger {
         b.into()
     }
 
+    /// The header id of its datagrams to the parent: the token of the
+    /// parent's ACCEPT (`crate::session` member tokens).
+    fn up_id(&self) -> u64 {
+        self.accept.map_or(self.session_id, |a| a.token)
+    }
+
     fn queue_accept(&mut self, to: SocketAddr) {
         let (Some(a), Some(c)) = (self.accept, self.table.spec.children.get(&to)) else {
             return;
@@ -211,6 +217,10 @@ impl Merger {
             // (`docs/experiments/mctcp.md`).
             member_id: a.member_id,
             start_offset: start,
+            // Children speak under the session id, which is what this
+            // merger checks (it does not validate its children's
+            // addresses with tokens of its own yet).
+            token: self.session_id,
         })
         .encode(&mut b);
         self.queue(to, self.session_id, b.into());
@@ -304,7 +314,7 @@ impl Merger {
             return;
         }
         if matches!(self.up, Up::Connecting { .. } | Up::Established) {
-            self.pending_reset = Some((self.session_id, "subtree empty".into()));
+            self.pending_reset = Some((self.up_id(), "subtree empty".into()));
         }
         if !matches!(self.up, Up::Closed(_)) {
             self.up = Up::Gathering;
@@ -617,14 +627,14 @@ impl Engine for Merger {
         if let Some(ack) = self.pending_ack.take_if(|_| self.chain.rejoin().is_none()) {
             self.stats.acks_out += 1;
             let ack = Frame::Ack(ack);
-            return Some(self.send(buf, self.session_id, parent, |p| {
+            return Some(self.send(buf, self.up_id(), parent, |p| {
                 p.frame(&ack);
             }));
         }
         if self.up == Up::Established {
             if let Some(page) = self.roster.poll_page(now, &self.table.spec.children) {
                 let page = Frame::Roster(page);
-                return Some(self.send(buf, self.session_id, parent, |p| {
+                return Some(self.send(buf, self.up_id(), parent, |p| {
                     p.frame(&page);
                 }));
             }

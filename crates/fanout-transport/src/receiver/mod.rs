@@ -124,6 +124,9 @@ pub struct Receiver {
     start: u64,
     /// RESET to send to the peer (code, reason).
     pending_reset: Option<(u64, String)>,
+    /// The header id of its datagrams to its feedback target: the token of
+    /// the ACCEPT it joined with (`crate::session` member tokens).
+    token: u64,
     refusals: VecDeque<(SocketAddr, u64)>,
     largest_pn: Option<u64>,
     numbers: PacketNumbers,
@@ -174,6 +177,7 @@ impl Receiver {
             member_id: 0,
             start: 0,
             pending_reset: None,
+            token: 0,
             refusals: VecDeque::new(),
             largest_pn: None,
             numbers: PacketNumbers::default(),
@@ -676,7 +680,11 @@ impl Receiver {
         match decode_frames(body).next() {
             Some(Ok(Frame::Accept(a))) if from == target => {
                 self.peer = Some((from, session_id));
+                self.token = a.token;
                 self.member_id = a.member_id;
+                // The first ACK, at once: it shows the sender that this
+                // address holds the token (`crate::session` member tokens).
+                self.acks.request_immediate();
                 self.buffer.start_at(a.start_offset);
                 self.start = self.buffer.read_pos();
                 self.last_ack_sent = a.start_offset;
@@ -812,12 +820,12 @@ impl Engine for Receiver {
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if let (Some((code, reason)), Some((addr, id))) = (self.pending_reset.take(), self.peer) {
+        if let (Some((code, reason)), Some((addr, _))) = (self.pending_reset.take(), self.peer) {
             let reset = Frame::Reset(CloseFrame {
                 code,
                 reason: &reason,
             });
-            return Some(self.send_frame(buf, id, addr, &reset));
+            return Some(self.send_frame(buf, self.token, addr, &reset));
         }
         if let Some((addr, id)) = self.refusals.pop_front() {
             let reason = "receiver busy with another session";
@@ -870,12 +878,12 @@ impl Engine for Receiver {
             return None;
         }
         if !self.acks.should_ack(now) {
-            return self.poll_upstream(now, session_id, peer, buf);
+            return self.poll_upstream(now, self.token, peer, buf);
         }
         let ack = self.build_ack(now);
         self.last_ack_sent = ack.cumulative;
         self.advertised_window_end = self.buffer.window_end();
-        let t = self.send_frame(buf, session_id, peer, &Frame::Ack(ack));
+        let t = self.send_frame(buf, self.token, peer, &Frame::Ack(ack));
         self.acks.on_ack_sent(now);
         self.stats.acks_sent += 1;
         Some(t)

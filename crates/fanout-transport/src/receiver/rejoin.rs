@@ -80,6 +80,7 @@ impl Receiver {
                     return true;
                 }
                 self.peer = Some((target, session));
+                self.token = a.token;
                 self.member_id = a.member_id;
                 self.last_heard = now;
                 self.acks.request_immediate();
@@ -110,7 +111,7 @@ impl Receiver {
                 code: 0,
                 reason: "re-attached to an ancestor",
             });
-            return Some(self.send_frame(buf, session_id, old, &close));
+            return Some(self.send_frame(buf, self.token, old, &close));
         }
         let initial_rto = self.config.rto.initial;
         let target = self.chain_mut()?.due_connect(now, initial_rto)?;

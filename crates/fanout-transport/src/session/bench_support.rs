@@ -1,7 +1,7 @@
 //! Drives a [`SessionSender`] with many synthetic members, for benchmarks
 //! and memory reports (not used by the engine itself).
 
-use super::{SessionConfig, SessionSender};
+use super::{MemberId, SessionConfig, SessionSender};
 use crate::wire::{
     decode_frames, AckFrame, ConnectFrame, Frame, Header, HeaderFlags, WireTimestamp, HEADER_LEN,
 };
@@ -23,7 +23,6 @@ pub struct SyntheticSession {
     /// Stream ranges of the data datagrams sent by the last
     /// [`SyntheticSession::drain`] (new segments and repairs).
     pub sent: Vec<Range<u64>>,
-    session_id: u64,
     pn: u32,
     buf: Vec<u8>,
 }
@@ -48,7 +47,6 @@ impl SyntheticSession {
             members: (0..n).map(member_addr).collect(),
             now: Instant::ZERO,
             sent: Vec::new(),
-            session_id: 7,
             pn: 0,
             buf: Vec::with_capacity(2048),
         };
@@ -105,19 +103,26 @@ impl SyntheticSession {
         self.session.snd_nxt()
     }
 
-    /// An ACK datagram acknowledging everything below `cumulative`.
-    pub fn ack(&mut self, cumulative: u64) -> Vec<u8> {
-        self.ack_with(cumulative, Vec::new())
+    /// Member `i`'s ACK datagram acknowledging everything below
+    /// `cumulative`.
+    pub fn ack(&mut self, i: usize, cumulative: u64) -> Vec<u8> {
+        self.ack_with(i, cumulative, Vec::new())
     }
 
-    /// An ACK datagram with a cumulative point and SACK ranges (which may be
-    /// hostile: unaligned, overlapping the window edge, too many).
-    pub fn ack_with(&mut self, cumulative: u64, sack: Vec<Range<u64>>) -> Vec<u8> {
+    /// Member `i`'s ACK datagram with a cumulative point and SACK ranges
+    /// (which may be hostile: unaligned, overlapping the window edge, too
+    /// many), under its token.
+    pub fn ack_with(&mut self, i: usize, cumulative: u64, sack: Vec<Range<u64>>) -> Vec<u8> {
         self.pn = self.pn.wrapping_add(1);
         let mut d = Vec::with_capacity(64);
+        // Members joined in order: member i has id i + 1.
+        let token = self
+            .session
+            .member_token(MemberId(i as u64 + 1))
+            .unwrap_or(0);
         Header {
             flags: HeaderFlags::default(),
-            session_id: self.session_id,
+            session_id: token,
             packet_number: self.pn,
         }
         .encode(&mut d);
@@ -241,9 +246,9 @@ impl AckMix {
                 }
             }
             let (cumulative, sack) = (m.cumulative, m.sack.clone());
-            acks.push((i, s.ack_with(cumulative, sack.clone())));
+            acks.push((i, s.ack_with(i, cumulative, sack.clone())));
             if roll >= 1000 - Self::DUPLICATE_PER_MILLE {
-                acks.push((i, s.ack_with(cumulative, sack)));
+                acks.push((i, s.ack_with(i, cumulative, sack)));
             }
         }
         acks

@@ -1,6 +1,7 @@
 //! Session policies (TCP-SMO §II), with the paper's defaults.
 
 use super::eviction::OutlierEviction;
+use super::member_token::TokenKey;
 use super::policy::{RepairPolicy, RttPolicy, WindowPolicy};
 use crate::config::TransportConfig;
 use std::net::SocketAddr;
@@ -83,6 +84,11 @@ pub struct SessionConfig {
     /// Evict members whose window or RTT is far outside the rest
     /// (`super::eviction`; `None` = off).
     pub outlier_eviction: Option<OutlierEviction>,
+    /// The secret member tokens derive from ([`TokenKey`], `docs/wire.md` §4.10).
+    /// The default is a fixed, public key, fit for tests and the
+    /// simulator only: a runtime on a real network injects a random one
+    /// (`fanout_io::random_token_key`, as the CLI and the library API do).
+    pub token_key: TokenKey,
 }
 
 impl SessionConfig {
@@ -123,6 +129,7 @@ impl Default for SessionConfig {
             steady_ack_every: Some(8),
             feedback_budget_pps: super::feedback::DEFAULT_FEEDBACK_BUDGET_PPS,
             outlier_eviction: Some(OutlierEviction::default()),
+            token_key: TokenKey::from_seed(0),
         }
     }
 }

@@ -63,6 +63,8 @@ pub struct MemberClock {
 pub struct Member {
     id: MemberId,
     addr: SocketAddr,
+    /// The header id its datagrams carry ([`super::member_token`]).
+    token: u64,
     /// Offset at which its delivery started.
     start: u64,
     /// Offsets below this fit its receive window.
@@ -96,11 +98,13 @@ pub struct Member {
 }
 
 impl Member {
-    /// A member of id `id` at `addr` whose delivery starts at `start`,
-    /// with receive window `window` and its recovery.
+    /// A member of id `id` at `addr` with token `token`, whose delivery
+    /// starts at `start`, with receive window `window` and its recovery.
+    #[allow(clippy::too_many_arguments)] // each a distinct fact of the join
     pub fn new(
         id: MemberId,
         addr: SocketAddr,
+        token: u64,
         start: u64,
         window: u64,
         recovery: Recovery,
@@ -109,6 +113,7 @@ impl Member {
         Member {
             id,
             addr,
+            token,
             start,
             window_end: start.saturating_add(window),
             largest_ack_pn: None,
@@ -136,6 +141,11 @@ impl Member {
     /// Where its ACKs come from and unicast goes to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The header id its datagrams carry ([`super::TokenKey`], `docs/wire.md` §4.10).
+    pub fn token(&self) -> u64 {
+        self.token
     }
 
     /// Offset at which its delivery started.
@@ -379,6 +389,7 @@ mod tests {
         Member::new(
             MemberId(1),
             "10.0.0.2:7000".parse().unwrap(),
+            99,
             0,
             window,
             r,

@@ -359,7 +359,7 @@ mod tests {
         let t = TransportConfig::default();
         let r = Recovery::new(0, RttEstimator::new(t.rto), t.cc.build(1000));
         let addr = SocketAddr::from(([10, 0, 0, id as u8], 7000));
-        Member::new(MemberId(id), addr, 0, window, r, Instant::ZERO)
+        Member::new(MemberId(id), addr, 99, 0, window, r, Instant::ZERO)
     }
 
     fn set(specs: &[IndexSpec]) -> MemberSet {

@@ -27,6 +27,7 @@ mod fanout_run;
 mod feedback;
 mod member;
 mod member_timers;
+mod member_token;
 mod members;
 mod ordered;
 mod policy;
@@ -51,6 +52,7 @@ pub use feedback::{
     DEFAULT_FEEDBACK_BUDGET_PPS, FEEDBACK_LINK_SHARE,
 };
 pub use member::{Member, MemberTimer};
+pub use member_token::TokenKey;
 pub use members::{IndexSpec, MemberKey, MemberView};
 pub use policy::{rank_at, FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 pub use repair_queue::MAX_QUEUED_REPAIRS;

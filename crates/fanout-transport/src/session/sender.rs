@@ -16,6 +16,7 @@ use super::controller::{self, SessionController};
 use super::eviction::OutlierTracker;
 use super::fanout_run::FanoutRun;
 use super::member::{MemberClock, MemberTimer};
+use super::member_token::TokenKey;
 use super::members::{MemberSet, SetIndexes};
 use super::policy::{self, RttPolicy};
 use super::repair_queue::RepairQueue;
@@ -361,6 +362,18 @@ impl SessionSender {
     /// Next new offset to send (`SND.NXT`).
     pub fn snd_nxt(&self) -> u64 {
         self.snd_nxt
+    }
+
+    /// The secret its member tokens derive from, for keys of related
+    /// sessions ([`TokenKey::derive`]).
+    pub fn token_key(&self) -> &TokenKey {
+        &self.config.token_key
+    }
+
+    /// The header id member `id`'s datagrams must carry: the token its
+    /// ACCEPT gave it (`docs/wire.md` §4.10). `None` if it is not a member.
+    pub fn member_token(&self, id: MemberId) -> Option<u64> {
+        self.members.get(id).map(|m| m.token())
     }
 
     /// Members currently in the session (a merger counts once; see

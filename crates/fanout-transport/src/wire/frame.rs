@@ -62,6 +62,11 @@ pub struct AcceptFrame {
     /// Stream offset at which this member's delivery starts (a late joiner
     /// of a live stream starts at the current position; 0 otherwise).
     pub start_offset: u64,
+    /// The id this member puts in the header of every datagram it sends
+    /// to the accepting side from now on, in place of the session id: an
+    /// unpredictable value only the member's address received, so nobody
+    /// else can speak for it (`docs/wire.md` §4.10). Never 0.
+    pub token: u64,
 }
 
 /// OFFER (sender → a listening receiver): "I have data for you, join me"
@@ -274,9 +279,13 @@ fn decode_accept(r: &mut Reader<'_>) -> Result<AcceptFrame, DecodeError> {
         timestamp_echo: WireTimestamp(r.u32()?),
         member_id: r.varint()?,
         start_offset: r.varint()?,
+        token: r.u64()?,
     };
     if f.member_id == 0 {
         return Err(DecodeError::Invalid("accept.member_id"));
+    }
+    if f.token == 0 {
+        return Err(DecodeError::Invalid("accept.token"));
     }
     Ok(f)
 }
@@ -420,6 +429,7 @@ impl<'a> Frame<'a> {
                 out.put_u32(a.timestamp_echo.0);
                 out.put_varint(a.member_id);
                 out.put_varint(a.start_offset);
+                out.put_u64(a.token);
             }
             Frame::Offer(o) => {
                 out.put_u8(T_OFFER);
@@ -638,7 +648,7 @@ mod tests {
                              reason in arb_reason(), n in 1u32..=64, iv in 0u32..=MAX_ACK_INTERVAL_US, off in 0u64..1 << 40, len in 0u64..1 << 40) {
             let timestamp = WireTimestamp(timestamp);
             roundtrip(&Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: off }));
-            roundtrip(&Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: member_id + 1, start_offset: off }));
+            roundtrip(&Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: member_id + 1, start_offset: off, token: off | 1 }));
             roundtrip(&Frame::Offer(OfferFrame { max_payload, timestamp }));
             roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
             roundtrip(&Frame::Sent(SentFrame { end: off }));
@@ -723,11 +733,15 @@ mod tests {
             Frame::decode(&mut Reader::new(&out)),
             Err(DecodeError::TooLarge("ack.sack_count"))
         );
-        // Member id 0 in ACCEPT and CATCH_UP (never assigned).
-        assert_eq!(
-            Frame::decode(&mut Reader::new(&[T_ACCEPT, 1, 0, 0, 0, 0, 0, 0])),
-            Err(DecodeError::Invalid("accept.member_id"))
-        );
+        // Member id 0 in ACCEPT and CATCH_UP (never assigned), token 0.
+        let accept = |member_id: u8, token: u8| {
+            let mut b = vec![T_ACCEPT, 1, 0, 0, 0, 0, member_id, 0];
+            b.extend_from_slice(&u64::from(token).to_be_bytes());
+            Frame::decode(&mut Reader::new(&b)).map(|_| ())
+        };
+        assert_eq!(accept(0, 1), Err(DecodeError::Invalid("accept.member_id")));
+        assert_eq!(accept(1, 0), Err(DecodeError::Invalid("accept.token")));
+        assert_eq!(accept(1, 1), Ok(()));
         assert_eq!(
             Frame::decode(&mut Reader::new(&[T_CATCH_UP, 0, 5])),
             Err(DecodeError::Invalid("catch_up.member_id"))

@@ -34,7 +34,7 @@ fn data_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "02",               // version 2
+        "03",               // version 3
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000007",         // packet number 7
@@ -71,7 +71,7 @@ fn ack_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "02",               // version 2
+        "03",               // version 3
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000003",         // packet number 3 (the receiver's own space)
@@ -108,7 +108,7 @@ fn upstream_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "02",               // version 2
+        "03",               // version 3
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000004",         // packet number 4 (the member's own space)
@@ -141,7 +141,7 @@ fn upstream_ack_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "02",               // version 2
+        "03",               // version 3
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000009",         // packet number 9 (the sender's space)
@@ -185,13 +185,15 @@ fn handshake_frames() {
             timestamp_echo: WireTimestamp(1_000_000),
             member_id: 5,
             start_offset: 1200,
+            token: 0x0123_4567_89ab_cdef,
         })),
         concat!(
-            "03",       // ACCEPT
-            "458d",     // max payload 1421
-            "000f4240", // timestamp echo
-            "05",       // member id 5
-            "44b0",     // start offset 1200
+            "03",               // ACCEPT
+            "458d",             // max payload 1421
+            "000f4240",         // timestamp echo
+            "05",               // member id 5
+            "44b0",             // start offset 1200
+            "0123456789abcdef", // token
         )
     );
     assert_eq!(

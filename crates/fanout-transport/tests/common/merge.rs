@@ -65,15 +65,20 @@ pub fn datagram(session_id: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
     out
 }
 
-/// The sender's (or a merger's) ACCEPT giving member id `member_id`.
+/// The sender's (or a merger's) ACCEPT giving member id `member_id`, with
+/// token [`TOKEN`].
 pub fn accept(member_id: u64) -> Frame<'static> {
     Frame::Accept(AcceptFrame {
         max_payload: 1400,
         timestamp_echo: WireTimestamp(0),
         member_id,
         start_offset: 0,
+        token: TOKEN,
     })
 }
+
+/// The token scripted ACCEPTs give: the joiner's header id from then on.
+pub const TOKEN: u64 = 0x70_4b_e4;
 
 /// A receiver's CONNECT (offset 0, 1400-byte segments, 1 MiB window).
 pub fn connect() -> Frame<'static> {

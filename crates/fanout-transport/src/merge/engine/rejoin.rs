@@ -203,6 +203,7 @@ impl Merger {
                 self.parent_heard = now;
                 if let Some(old) = self.accept.as_mut() {
                     old.member_id = a.member_id;
+                    old.token = a.token;
                 }
                 // Tell the new parent where the subtree stands at once.
                 if let Some(m) = self.table.spec.children.meet() {
@@ -239,7 +240,7 @@ impl Merger {
                 code: 0,
                 reason: "re-attached to an ancestor",
             });
-            return Some(self.send(buf, self.session_id, old, |p| {
+            return Some(self.send(buf, self.up_id(), old, |p| {
                 p.frame(&close);
             }));
         }

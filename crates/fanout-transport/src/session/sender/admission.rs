@@ -169,9 +169,11 @@ impl SessionSender {
             return;
         }
         if let Some(m) = self.members.at_addr(&from) {
-            // A member whose ACCEPT was lost retries its CONNECT, still
-            // under session id 0 (it learns the id from the ACCEPT).
-            if header.session_id != self.session_id
+            // A member speaks under its token (`super::super::member_token`):
+            // under the public session id, anybody could. One whose ACCEPT
+            // was lost retries its CONNECT, still under id 0 (it learns its
+            // token from the ACCEPT).
+            if header.session_id != m.token()
                 && !(header.session_id == 0
                     && matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_)))))
             {
@@ -271,7 +273,8 @@ impl SessionSender {
         let id = self.members.next_id();
         let t = &self.config.transport;
         let recovery = Recovery::new(start, RttEstimator::new(t.rto), t.cc.build(self.mss));
-        let member = Member::new(id, from, start, connect.window, recovery, now);
+        let token = self.config.token_key.token(self.session_id, id, from);
+        let member = Member::new(id, from, token, start, connect.window, recovery, now);
         self.members.insert(member, self.snd_nxt);
         if start < self.snd_nxt {
             // Joined a bulk session whose start is still buffered, after
@@ -296,6 +299,7 @@ impl SessionSender {
                 member_id: id,
                 timestamp: connect.timestamp,
                 start,
+                token,
             },
         );
         for f in decode_frames(body).skip(1) {

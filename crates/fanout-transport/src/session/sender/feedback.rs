@@ -37,13 +37,14 @@ impl SessionSender {
                 Frame::Connect(c) => {
                     // ACCEPT lost: answer again.
                     if let Some(m) = self.members.get(id) {
-                        let (addr, start) = (m.addr(), m.start());
+                        let (addr, start, token) = (m.addr(), m.start(), m.token());
                         self.control(
                             addr,
                             Control::Accept {
                                 member_id: id,
                                 timestamp: c.timestamp,
                                 start,
+                                token,
                             },
                         );
                     }

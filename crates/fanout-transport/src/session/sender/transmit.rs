@@ -29,6 +29,7 @@ pub(super) enum Control {
         member_id: MemberId,
         timestamp: WireTimestamp,
         start: u64,
+        token: u64,
     },
     Reset {
         reason: String,
@@ -62,11 +63,13 @@ impl SessionSender {
                     member_id,
                     timestamp,
                     start,
+                    token,
                 } => p.frame(&Frame::Accept(AcceptFrame {
                     max_payload: self.mss,
                     timestamp_echo: timestamp,
                     member_id: member_id.0,
                     start_offset: start,
+                    token,
                 })),
                 Control::Reset { reason } => p.frame(&Frame::Reset(CloseFrame {
                     code: 1,
