@@ -682,9 +682,6 @@ impl Receiver {
                 self.peer = Some((from, session_id));
                 self.token = a.token;
                 self.member_id = a.member_id;
-                // The first ACK, at once: it shows the sender that this
-                // address holds the token (`crate::session` member tokens).
-                self.acks.request_immediate();
                 self.buffer.start_at(a.start_offset);
                 self.start = self.buffer.read_pos();
                 self.last_ack_sent = a.start_offset;
