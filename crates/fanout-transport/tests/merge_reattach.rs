@@ -22,7 +22,7 @@ use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, Session
 use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{decode_frames, AckFrame, Frame, Header};
 use fanout_transport::{CloseReason, Receiver};
-use merge::{acked_set, datagram, merger_addr, random_data, receiver_addr, sender_addr};
+use merge::{accept, acked_set, datagram, merger_addr, random_data, receiver_addr, sender_addr};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -642,5 +642,49 @@ fn the_silence_watch_starts_at_the_join_upstream() {
         to.push(tx.destination)
     });
     assert_eq!(m.stats().reattaches, 1);
+    assert!(to.contains(&up), "{to:?}");
+}
+
+#[test]
+fn a_receivers_silence_watch_starts_at_its_merger_accept() {
+    // A receiver waits 5 s for its merger (the tree forms above it); the
+    // merger's ACCEPT must not find its parent already "silent" for 5 s
+    // (the watch once started at creation: the receiver left its merger
+    // for the next ancestor as the data began, in the namespace test).
+    let (via, up) = (merger_addr(1), merger_addr(0));
+    let mut cfg = SessionConfig::default().transport;
+    cfg.feedback_via = Some(via);
+    cfg.feedback_fallback = vec![up];
+    let mut r = Receiver::join(cfg, sender_addr(), Instant::ZERO);
+    let mut buf = Vec::new();
+    let mut t = Instant::ZERO;
+    while t < Instant::ZERO + Duration::from_secs(5) {
+        drain(&mut r, t, &mut buf, 100, |tx, _| {
+            assert_eq!(tx.destination, via)
+        });
+        t += Duration::from_millis(100);
+    }
+    r.handle_datagram(t, via, &datagram(7, 0, &[accept(4)]));
+    assert_eq!(r.poll_event(), Some(fanout_transport::Event::Connected));
+    let mut to = Vec::new();
+    drain(
+        &mut r,
+        t + Duration::from_millis(1),
+        &mut buf,
+        100,
+        |tx, _| to.push(tx.destination),
+    );
+    assert!(!to.contains(&up), "re-attached at once: {to:?}");
+    assert_eq!(r.stats().reattaches, 0);
+    // Silent for the whole parent silence after the ACCEPT: now it goes.
+    let mut to = Vec::new();
+    drain(
+        &mut r,
+        t + Duration::from_millis(1100),
+        &mut buf,
+        100,
+        |tx, _| to.push(tx.destination),
+    );
+    assert_eq!(r.stats().reattaches, 1);
     assert!(to.contains(&up), "{to:?}");
 }

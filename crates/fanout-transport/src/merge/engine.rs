@@ -286,6 +286,7 @@ impl Merger {
             } else {
                 "merger full"
             };
+            tracing::debug!(child = %from, reason, "merger: refusing a join");
             self.queue(from, header_session, Self::reset_body(reason));
             return;
         }
@@ -525,6 +526,7 @@ impl Merger {
                 break;
             }
             for addr in stalled {
+                tracing::debug!(child = %addr, "merger: evicting a stalled child");
                 self.table.spec.children.remove(&addr);
                 self.stats.children_evicted += 1;
                 self.queue(addr, self.session_id, body.clone());

@@ -448,6 +448,7 @@ impl Receiver {
             }
         }
         if !self.is_closed() {
+            tracing::debug!(?reason, "receiver: closing");
             self.state = State::Closed(reason.clone());
             self.events.push_back(Event::Closed(reason));
         }
@@ -687,6 +688,11 @@ impl Receiver {
                 self.last_ack_sent = a.start_offset;
                 self.state = State::Established;
                 self.events.push_back(Event::Connected);
+                // The parent's silence counts from its ACCEPT, not from
+                // when this receiver started waiting for the tree to form.
+                if let Some(c) = self.chain_mut() {
+                    c.heard(now);
+                }
                 // Those of this session are taken; the rest dropped.
                 if let Role::ViaMerger(link) = &mut self.role {
                     link.early_bytes = 0;

@@ -24,6 +24,7 @@ impl Receiver {
         let Some(next) = self.chain_mut().and_then(|c| c.skip()) else {
             return false;
         };
+        tracing::debug!(to = %next, "join: parent never answered or refused; asking the next ancestor");
         self.state = State::Joining {
             target: next,
             attempts: 0,

@@ -18,6 +18,12 @@ pub fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
     let h = lan.host(host);
     let mut cmd = h.netns().exec(BIN);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(dir) = std::env::var_os("FANOUT_TEST_LOG_DIR") {
+        // Diagnostics: debug logs of every process, one file per host.
+        let path = Path::new(&dir).join(format!("host{host}-{}.log", args[0]));
+        let file = std::fs::File::create(path).expect("log file");
+        cmd.arg("--log").arg("fanout_transport=debug").stderr(file);
+    }
     h.netns().spawn(cmd).expect("spawn")
 }
 

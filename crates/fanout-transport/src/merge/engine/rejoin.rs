@@ -63,6 +63,7 @@ impl Merger {
             } else {
                 "merger full"
             };
+            tracing::debug!(child = %from, why, "merger: refusing a resume");
             self.queue(from, header_session, Self::reset_body(why));
             return true;
         }
@@ -151,6 +152,7 @@ impl Merger {
         }
         let body = Self::reset_body("silent");
         for addr in silent {
+            tracing::debug!(child = %addr, "merger: evicting a silent child");
             self.table.spec.children.remove(&addr);
             self.stats.children_evicted += 1;
             self.queue(addr, self.session_id, body.clone());
