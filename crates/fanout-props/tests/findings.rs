@@ -295,6 +295,8 @@ fn a_claim_above_the_send_edge_is_clipped_and_counted() {
     s.handle_datagram(now, who, &datagram(0, 0, connect));
     assert_eq!(s.member_count(), 1);
     let token = s.member_token(MemberId(1)).unwrap();
+    // The member echoes its token (address validation): data may start.
+    s.handle_datagram(now, who, &datagram(token, 1, Frame::Padding));
     s.write(&[7; 20_000]);
     drain(&mut s, now, &mut Vec::new(), 256, |_, _| {});
     let sent = s.snd_nxt();

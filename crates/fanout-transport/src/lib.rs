@@ -11,6 +11,7 @@
 //! Every engine is sans-IO ([`fanout_core::Engine`]), so the same code runs
 //! over real sockets (`fanout-io`) and in the simulator (`fanout-sim`).
 
+pub mod address_budget;
 mod config;
 mod event;
 pub mod fec;

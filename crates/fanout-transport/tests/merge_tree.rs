@@ -474,8 +474,19 @@ fn a_multicast_session_completes_through_a_two_level_tree() {
         m0.acks_in,
         m0.acks_out,
     );
+    // The merging itself: 8 receivers' ACKs reach the sender as one
+    // merged flow (two levels, each at least halving it). Against the
+    // flat session (printed above) the ratio depends on timing: that
+    // session thins its 8 members' ACKs to its feedback budget, and the
+    // tree's sender gets one merged ACK per round of its receivers' ACKs.
     assert!(
-        3 * st.acks_received <= fs.acks_received,
+        4 * st.acks_received <= tree.acks_sent_by_receivers(),
+        "tree: sender {} vs receivers {}",
+        st.acks_received,
+        tree.acks_sent_by_receivers()
+    );
+    assert!(
+        st.acks_received <= fs.acks_received,
         "tree {} vs flat {}",
         st.acks_received,
         fs.acks_received
@@ -766,9 +777,11 @@ fn joins_merge_by_timer_and_late_children_are_admitted_locally() {
     ));
     let t2 = t0 + hold + Duration::from_millis(10);
     m.handle_datagram(t2, parent, &datagram(9, 0, &[accept(1)]));
-    let accepts = outputs(&mut m, t2);
+    let out = outputs(&mut m, t2);
+    let accepts: Vec<_> = out.iter().filter(|(to, _, _)| *to != parent).collect();
     assert_eq!(accepts.len(), 2);
     assert!(accepts.iter().all(|(_, h, _)| h.session_id == 9));
+    assert_eq!(out.len(), 3, "and the token echoed to the parent");
     // The parent answers the merger's roster: it sent 8000 bytes.
     let sent = Frame::Sent(SentFrame { end: 8000 });
     m.handle_datagram(t2, parent, &datagram(9, 1, &[sent]));

@@ -442,6 +442,14 @@ mod tests {
             }
         });
         let id = accept.expect("accepted");
+        // The member echoes its token (address validation): data starts.
+        for (_, d) in &out {
+            r.handle_datagram(now, sender, d);
+        }
+        drain(&mut r, now, &mut buf, 10, |_, b| {
+            s.handle_datagram(now, member, b)
+        });
+        sent(&mut s, now);
         let snd_nxt = s.snd_nxt();
         assert!(snd_nxt > 0, "data went out");
         let at = |port: u16| SocketAddr::new(member.ip(), port);

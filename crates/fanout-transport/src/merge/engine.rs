@@ -63,6 +63,10 @@ pub struct Merger {
     pending_ack: Option<AckFrame>,
     /// RESET to send upstream: (session id, reason).
     pending_reset: Option<(u64, String)>,
+    /// The parent just accepted: echo its token at once (one PADDING
+    /// datagram), which validates this merger's address there
+    /// (`crate::address_budget`).
+    confirm_up: bool,
     /// Datagrams toward children: (address, session id, frames).
     down: VecDeque<(SocketAddr, u64, Arc<[u8]>)>,
     parent_heard: Instant,
@@ -98,6 +102,7 @@ impl Merger {
             accept: None,
             pending_ack: None,
             pending_reset: None,
+            confirm_up: false,
             down: VecDeque::new(),
             parent_heard: now,
             stall_check: Instant::MAX,
@@ -423,6 +428,7 @@ impl Merger {
         self.sent.learn(accept.start_offset, now);
         self.accept = Some(accept);
         self.up = Up::Established;
+        self.confirm_up = true;
         self.parent_heard = now;
         self.chain.heard(now);
         self.stall_check = now + self.stall_period();
@@ -622,6 +628,11 @@ impl Engine for Merger {
                     p.frame(&connect).frame(&roster);
                 }));
             }
+        }
+        if std::mem::take(&mut self.confirm_up) && self.up == Up::Established {
+            return Some(self.send(buf, self.up_id(), parent, |p| {
+                p.frame(&Frame::Padding);
+            }));
         }
         if let Some(t) = self.poll_rejoin(now, buf) {
             return Some(t);

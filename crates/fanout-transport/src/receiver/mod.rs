@@ -60,6 +60,10 @@ enum State {
         attempts: u32,
         next_try: Instant,
         deadline: Instant,
+        /// Invited by an OFFER: one CONNECT per OFFER, no retries of its
+        /// own (the offering sender repeats its OFFER), so a forged OFFER
+        /// gets no more bytes sent to its address than it carried.
+        invited: bool,
     },
     Established,
     /// Whole stream read; answering retransmissions until `until`.
@@ -127,6 +131,10 @@ pub struct Receiver {
     /// The header id of its datagrams to its feedback target: the token of
     /// the ACCEPT it joined with (`crate::session` member tokens).
     token: u64,
+    /// The ACCEPT just arrived: echo the token at once (one PADDING
+    /// datagram), which validates this receiver's address at the sender
+    /// (`crate::address_budget`); until then it does not count as a member.
+    confirm: bool,
     refusals: VecDeque<(SocketAddr, u64)>,
     largest_pn: Option<u64>,
     numbers: PacketNumbers,
@@ -178,6 +186,7 @@ impl Receiver {
             start: 0,
             pending_reset: None,
             token: 0,
+            confirm: false,
             refusals: VecDeque::new(),
             largest_pn: None,
             numbers: PacketNumbers::default(),
@@ -217,6 +226,7 @@ impl Receiver {
         let mut r = Receiver::with_role(config, now, role);
         r.state = State::Joining {
             target: via.unwrap_or(sender),
+            invited: false,
             attempts: 0,
             next_try: now,
             deadline,
@@ -688,6 +698,7 @@ impl Receiver {
                 self.last_ack_sent = a.start_offset;
                 self.state = State::Established;
                 self.events.push_back(Event::Connected);
+                self.confirm = true;
                 // The parent's silence counts from its ACCEPT, not from
                 // when this receiver started waiting for the tree to form.
                 if let Some(c) = self.chain_mut() {
@@ -716,7 +727,16 @@ impl Receiver {
             }
             // The offering sender offers again: our CONNECT retries on its
             // own schedule.
-            Some(Ok(Frame::Offer(_))) if from == target => {}
+            Some(Ok(Frame::Offer(_))) if from == target => {
+                if let State::Joining {
+                    invited: true,
+                    next_try,
+                    ..
+                } = &mut self.state
+                {
+                    *next_try = now;
+                }
+            }
             _ => {
                 let charge = datagram.len().max(EARLY_MIN_CHARGE);
                 match &mut self.role {
@@ -753,6 +773,7 @@ impl Receiver {
         self.role = Role::Member;
         self.state = State::Joining {
             target: from,
+            invited: true,
             attempts: 0,
             next_try: now,
             deadline: now + self.config.handshake_timeout,
@@ -844,6 +865,7 @@ impl Engine for Receiver {
             attempts,
             next_try,
             deadline,
+            invited,
         } = self.state
         {
             if next_try > now {
@@ -852,8 +874,13 @@ impl Engine for Receiver {
             self.state = State::Joining {
                 target,
                 attempts: attempts + 1,
-                next_try: now + retry_wait(attempts, self.config.rto.initial),
+                next_try: if invited {
+                    deadline
+                } else {
+                    now + retry_wait(attempts, self.config.rto.initial)
+                },
                 deadline,
+                invited,
             };
             let connect = Frame::Connect(ConnectFrame {
                 max_payload: self.config.max_payload(),
@@ -865,6 +892,9 @@ impl Engine for Receiver {
             return Some(self.send_frame(buf, 0, target, &connect));
         }
         let (peer, session_id) = self.peer?;
+        if std::mem::take(&mut self.confirm) && self.state == State::Established {
+            return Some(self.send_frame(buf, self.token, peer, &Frame::Padding));
+        }
         if let State::Lingering { until: None } = self.state {
             self.state = State::Lingering {
                 until: Some(now + self.config.linger),

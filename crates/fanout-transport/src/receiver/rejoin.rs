@@ -27,6 +27,7 @@ impl Receiver {
         tracing::debug!(to = %next, "join: parent never answered or refused; asking the next ancestor");
         self.state = State::Joining {
             target: next,
+            invited: false,
             attempts: 0,
             next_try: now,
             deadline: now + self.config.handshake_timeout,

@@ -66,6 +66,11 @@ impl SyntheticSession {
             })
             .encode(&mut d);
             s.session.handle_datagram(Instant::ZERO, member_addr(i), &d);
+            // As a receiver does on ACCEPT: echo the token at once, which
+            // validates the member's address.
+            let confirm = s.member_datagram(i, &Frame::Padding);
+            s.session
+                .handle_datagram(Instant::ZERO, member_addr(i), &confirm);
         }
         s.drain();
         s
@@ -113,6 +118,18 @@ impl SyntheticSession {
     /// (which may be hostile: unaligned, overlapping the window edge, too
     /// many), under its token.
     pub fn ack_with(&mut self, i: usize, cumulative: u64, sack: Vec<Range<u64>>) -> Vec<u8> {
+        let ack = Frame::Ack(AckFrame {
+            cumulative,
+            window: 64 << 20,
+            timestamp_echo: WireTimestamp::at(self.now),
+            ack_delay_us: 0,
+            sack,
+        });
+        self.member_datagram(i, &ack)
+    }
+
+    /// Member `i`'s datagram carrying `frame`, under its token.
+    fn member_datagram(&mut self, i: usize, frame: &Frame<'_>) -> Vec<u8> {
         self.pn = self.pn.wrapping_add(1);
         let mut d = Vec::with_capacity(64);
         // Members joined in order: member i has id i + 1.
@@ -126,14 +143,7 @@ impl SyntheticSession {
             packet_number: self.pn,
         }
         .encode(&mut d);
-        Frame::Ack(AckFrame {
-            cumulative,
-            window: 64 << 20,
-            timestamp_echo: WireTimestamp::at(self.now),
-            ack_delay_us: 0,
-            sack,
-        })
-        .encode(&mut d);
+        frame.encode(&mut d);
         d
     }
 }

@@ -72,6 +72,12 @@ pub struct SessionConfig {
     pub stall_timeout: Duration,
     /// A member is evicted after this many consecutive RTO expiries.
     pub max_rto_backoffs: u32,
+    /// A member whose address is not validated this long after it joined
+    /// is evicted ([`crate::address_budget`]). It is PINGed every eighth
+    /// of this meanwhile; an honest member validates within a round trip
+    /// (it PINGs back on ACCEPT). Until validated, a member's window does
+    /// not limit the session, but its start holds the release point.
+    pub validation_timeout: Duration,
     /// Adaptive ACK frequency (TCP-SMO §II.D): members acknowledge every 2
     /// segments in slow start and after loss, every `steady_ack_every`
     /// otherwise; `None` leaves every member at its own policy.
@@ -90,6 +96,14 @@ pub struct SessionConfig {
     /// (`fanout_io::random_token_key`, as the CLI and the library API do).
     pub token_key: TokenKey,
 }
+
+/// [`SessionConfig::validation_timeout`] by default.
+pub const DEFAULT_VALIDATION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Members admitted but not validated yet, at most; joins beyond are
+/// dropped unanswered (counted as `limit_exceeded`), so a flood of forged
+/// joins cannot fill the member table.
+pub const MAX_UNVALIDATED_MEMBERS: usize = 1024;
 
 impl SessionConfig {
     /// A transfer to one receiver (a session of one, started with
@@ -126,6 +140,7 @@ impl Default for SessionConfig {
             max_members: DEFAULT_MAX_MEMBERS,
             stall_timeout: Duration::from_secs(10),
             max_rto_backoffs: 6,
+            validation_timeout: DEFAULT_VALIDATION_TIMEOUT,
             steady_ack_every: Some(8),
             feedback_budget_pps: super::feedback::DEFAULT_FEEDBACK_BUDGET_PPS,
             outlier_eviction: Some(OutlierEviction::default()),

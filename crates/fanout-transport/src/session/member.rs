@@ -6,6 +6,7 @@
 
 use super::snapshot::MemberSnapshot;
 use super::MemberId;
+use crate::address_budget::AddressBudget;
 use crate::recovery::{AckOutcome, Recovery, TimeoutOutcome};
 use crate::segment_log::SegmentLog;
 use crate::wire::{AckFrame, AckFrequencyFrame};
@@ -35,17 +36,22 @@ pub enum MemberTimer {
     KeepAlive,
     /// Silent for the idle timeout: evict.
     Silence,
+    /// Its address not validated within the validation timeout
+    /// ([`crate::address_budget`]): evict. Until then it is PINGed (its
+    /// ACK, under its token, validates it) every eighth of the timeout.
+    Validation,
 }
 
 impl MemberTimer {
     /// Every member timer, in the order expired ones are served.
-    pub const VALUES: [MemberTimer; 6] = [
+    pub const VALUES: [MemberTimer; 7] = [
         MemberTimer::Rack,
         MemberTimer::Rto,
         MemberTimer::Persist,
         MemberTimer::KeepAlive,
         MemberTimer::Stall,
         MemberTimer::Silence,
+        MemberTimer::Validation,
     ];
 }
 
@@ -56,6 +62,19 @@ pub struct MemberClock {
     pub stall_timeout: Duration,
     /// [`crate::TransportConfig::idle_timeout`].
     pub idle_timeout: Duration,
+    /// [`super::SessionConfig::validation_timeout`].
+    pub validation_timeout: Duration,
+}
+
+impl MemberClock {
+    /// The timing settings of a session configured by `config`.
+    pub fn of(config: &super::SessionConfig) -> Self {
+        MemberClock {
+            stall_timeout: config.stall_timeout,
+            idle_timeout: config.transport.idle_timeout,
+            validation_timeout: config.validation_timeout,
+        }
+    }
 }
 
 /// One receiver's control block.
@@ -67,6 +86,14 @@ pub struct Member {
     token: u64,
     /// Offset at which its delivery started.
     start: u64,
+    /// When it was admitted.
+    joined: Instant,
+    /// What its address was sent while unvalidated.
+    address: AddressBudget,
+    /// Admitted unvalidated after data up to this offset went out: what
+    /// it missed is repaired once it is validated, not before (repairs to
+    /// a forged address would amplify).
+    missed_until: Option<u64>,
     /// Offsets below this fit its receive window.
     window_end: u64,
     /// Largest packet number of its ACKs (window updates only from newer).
@@ -115,6 +142,9 @@ impl Member {
             addr,
             token,
             start,
+            joined: now,
+            address: AddressBudget::validated(),
+            missed_until: None,
             window_end: start.saturating_add(window),
             largest_ack_pn: None,
             last_progress: now,
@@ -136,6 +166,46 @@ impl Member {
     /// Its id.
     pub fn id(&self) -> MemberId {
         self.id
+    }
+
+    /// The same member, its address not validated yet: its join was a
+    /// datagram of `received` bytes ([`crate::address_budget`]).
+    pub fn unvalidated(mut self, received: u64) -> Self {
+        self.address = AddressBudget::unvalidated(received);
+        self
+    }
+
+    /// True once its address proved itself (its token came back).
+    pub fn is_validated(&self) -> bool {
+        self.address.is_validated()
+    }
+
+    /// A datagram of `bytes` arrived from it; `echoed_token` if it carried
+    /// its token. True if that validated its address just now.
+    pub fn on_datagram_from(&mut self, bytes: u64, echoed_token: bool) -> bool {
+        self.address.on_received(bytes);
+        echoed_token && self.address.validate()
+    }
+
+    /// Whether a datagram of `bytes` may go to its address now (charged
+    /// if so).
+    pub fn try_send(&mut self, bytes: u64) -> bool {
+        self.address.try_send(bytes)
+    }
+
+    /// Admitted unvalidated after data up to `snd_nxt` went out: repair
+    /// what it missed once validated ([`Member::take_missed`]).
+    pub fn defer_missed(&mut self, snd_nxt: u64) {
+        self.missed_until = Some(snd_nxt);
+    }
+
+    /// Validated: marks what it missed before it was admitted, if that
+    /// was deferred. Returns the segments to repair.
+    pub fn take_missed(&mut self, now: Instant, log: &SegmentLog) -> Vec<Range<u64>> {
+        match self.missed_until.take() {
+            Some(until) => self.mark_missed(now, until, log),
+            None => Vec::new(),
+        }
     }
 
     /// Where its ACKs come from and unicast goes to.
@@ -241,11 +311,18 @@ impl Member {
             }
             .map(|t| t + clock.stall_timeout),
             MemberTimer::Persist => self.persist,
+            MemberTimer::KeepAlive if !self.is_validated() => {
+                let every = clock.validation_timeout / 8;
+                Some(self.last_ping.unwrap_or(self.joined) + every)
+            }
             MemberTimer::KeepAlive => Some(match self.last_ping {
                 Some(p) if p >= self.last_heard => p + clock.idle_timeout / 12,
                 _ => self.last_heard + clock.idle_timeout / 3,
             }),
             MemberTimer::Silence => Some(self.last_heard + clock.idle_timeout),
+            MemberTimer::Validation => {
+                (!self.is_validated()).then(|| self.joined + clock.validation_timeout)
+            }
         }
     }
 
@@ -402,6 +479,7 @@ mod tests {
         let clock = MemberClock {
             stall_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            validation_timeout: Duration::from_secs(3),
         };
         let mut m = member(1 << 20);
         assert_eq!(
@@ -460,6 +538,7 @@ mod tests {
         let clock = MemberClock {
             stall_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            validation_timeout: Duration::from_secs(3),
         };
         let mut m = member(0);
         assert_eq!(m.deadline(MemberTimer::Stall, 0, &clock), None);

@@ -70,6 +70,8 @@ struct Slot {
     idle: bool,
     /// In [`MemberSet::idle`] (at most once).
     listed: bool,
+    /// In the RTT and keyed indexes: its address is validated.
+    indexed: bool,
 }
 
 /// The members of one session.
@@ -82,8 +84,13 @@ pub struct MemberSet {
     cumulative: OrderedIndex,
     srtt: OrderedIndex,
     /// The controller's indexes (and always [`MemberKey::WindowEnd`]: the
-    /// zero-window probe looks up who blocks).
+    /// zero-window probe looks up who blocks). These and `srtt` hold only
+    /// validated members ([`crate::address_budget`]): a forged join must
+    /// not set the session's window or RTT. `cumulative` holds every
+    /// member, so data an unvalidated one may still need is kept.
     keyed: Vec<(MemberKey, OrderedIndex)>,
+    /// Members in `keyed` and `srtt`.
+    validated: usize,
     /// [`MemberKey::SmoothedCwnd`] is indexed: smooth on every update.
     smooth: bool,
     timers: MemberTimers,
@@ -126,6 +133,7 @@ impl MemberSet {
             srtt: index(own.srtt_ranked, Extreme::Max),
             smooth: keyed.iter().any(|(k, _)| *k == MemberKey::SmoothedCwnd),
             keyed,
+            validated: 0,
             timers: MemberTimers::default(),
             idle: Vec::new(),
             clock,
@@ -140,6 +148,11 @@ impl MemberSet {
     /// True if none is held.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// Members whose address is validated.
+    pub fn validated_len(&self) -> usize {
+        self.validated
     }
 
     /// The id the next admitted member gets.
@@ -160,6 +173,7 @@ impl MemberSet {
                 member,
                 idle: false,
                 listed: false,
+                indexed: false,
             },
         );
         self.by_addr.insert(addr, s);
@@ -170,6 +184,7 @@ impl MemberSet {
     /// Removes member `id`.
     pub fn remove(&mut self, id: MemberId) -> Option<Member> {
         let (s, slot) = self.slots.remove(&id)?;
+        self.validated -= usize::from(slot.indexed);
         self.cumulative.remove(s);
         self.srtt.remove(s);
         for (_, i) in &mut self.keyed {
@@ -220,10 +235,14 @@ impl MemberSet {
         let m = &slot.member;
         let id = m.id();
         self.cumulative.update(s, id, m.cumulative());
-        self.srtt
-            .update(s, id, m.recovery().srtt().as_nanos() as u64);
-        for (key, index) in &mut self.keyed {
-            index.update(s, id, key.of(m));
+        if m.is_validated() {
+            self.validated += usize::from(!slot.indexed);
+            slot.indexed = true;
+            self.srtt
+                .update(s, id, m.recovery().srtt().as_nanos() as u64);
+            for (key, index) in &mut self.keyed {
+                index.update(s, id, key.of(m));
+            }
         }
         self.timers.set(s, id, m.next_deadline(snd_nxt, &clock));
         slot.idle = !m.has_outstanding(snd_nxt);
@@ -319,14 +338,14 @@ pub struct MemberView<'a> {
 }
 
 impl MemberView<'_> {
-    /// Members in the session.
+    /// Members in the indexes: those whose address is validated.
     pub fn len(&self) -> usize {
-        self.set.len()
+        self.set.validated_len()
     }
 
-    /// True if the session has no member.
+    /// True if no member is validated.
     pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
+        self.len() == 0
     }
 
     /// The smallest `key` over members (`None`: no member, or `key` is not
@@ -340,10 +359,10 @@ impl MemberView<'_> {
         self.set.index(key)?.nth(k).map(|(v, _)| v)
     }
 
-    /// Every member (O(N): for controllers that read figures no index
-    /// keeps, and only off the per-packet path).
+    /// Every validated member (O(N): for controllers that read figures no
+    /// index keeps, and only off the per-packet path).
     pub fn members(&self) -> impl Iterator<Item = &Member> + '_ {
-        self.set.iter()
+        self.set.iter().filter(|m| m.is_validated())
     }
 }
 
@@ -366,6 +385,7 @@ mod tests {
         let clock = MemberClock {
             stall_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            validation_timeout: Duration::from_secs(3),
         };
         let own = SetIndexes {
             cumulative_ranked: false,

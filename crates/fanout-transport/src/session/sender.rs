@@ -119,8 +119,14 @@ pub struct SessionStats {
     pub repairs_refused: u64,
     /// Zero-window probes sent (RFC 9293 §3.8.6.1).
     pub persist_probes: u64,
-    /// Keep-alive PINGs sent to silent members.
+    /// Keep-alive PINGs sent to silent members (and validation PINGs to
+    /// members whose address is not validated yet).
     pub keepalives: u64,
+    /// Datagrams to unvalidated members dropped: they would have exceeded
+    /// three times what the address sent ([`crate::address_budget`]).
+    pub amplification_limited: u64,
+    /// Members evicted because their address was never validated.
+    pub unvalidated_evicted: u64,
     /// OFFERs sent to listeners.
     pub offers_sent: u64,
     /// Datagrams sent in all.
@@ -210,10 +216,7 @@ impl SessionSender {
             cumulative_ranked: matches!(config.release, ReleasePolicy::Quorum(_)),
             srtt_ranked: matches!(config.rtt, RttPolicy::Percentile(_)),
         };
-        let clock = MemberClock {
-            stall_timeout: config.stall_timeout,
-            idle_timeout: config.transport.idle_timeout,
-        };
+        let clock = MemberClock::of(&config);
         let mut timers = TimerTable::default();
         timers.set(Timer::Admission, Some(now + config.wait_at_most));
         SessionSender {
@@ -604,7 +607,8 @@ impl SessionSender {
             reason,
             "member left"
         );
-        if notify {
+        // An address never validated is not told: it may be a victim's.
+        if notify && member.is_validated() {
             self.control(
                 member.addr(),
                 Control::Reset {
@@ -650,7 +654,12 @@ impl SessionSender {
                 if min_cum >= end {
                     self.finished = true;
                     self.events.push_back(SessionEvent::Finished);
-                    let addrs: Vec<SocketAddr> = self.members.iter().map(|m| m.addr()).collect();
+                    let addrs: Vec<SocketAddr> = self
+                        .members
+                        .iter()
+                        .filter(|m| m.is_validated())
+                        .map(|m| m.addr())
+                        .collect();
                     for a in addrs {
                         self.control(a, Control::Close);
                     }
@@ -671,13 +680,25 @@ impl SessionSender {
                 .deadline(t, snd_nxt, &clock)
                 .is_some_and(|d| d <= now)
         };
-        let (recovery_due, persist, keepalive, stalled, silent) = (
+        let (recovery_due, persist, keepalive, stalled, silent, unvalidated) = (
             due(MemberTimer::Rack) || due(MemberTimer::Rto),
             due(MemberTimer::Persist),
             due(MemberTimer::KeepAlive),
             due(MemberTimer::Stall),
             due(MemberTimer::Silence),
+            due(MemberTimer::Validation),
         );
+        if unvalidated {
+            // Nothing more goes to an address that never proved itself.
+            self.stats.unvalidated_evicted += 1;
+            self.remove(
+                id,
+                "address not validated: its token never came back",
+                false,
+            );
+            self.after_progress();
+            return;
+        }
         let addr = member.addr();
         let mut rto = false;
         if recovery_due {
@@ -730,10 +751,7 @@ impl SessionSender {
     }
 
     fn member_clock(&self) -> MemberClock {
-        MemberClock {
-            stall_timeout: self.config.stall_timeout,
-            idle_timeout: self.config.transport.idle_timeout,
-        }
+        MemberClock::of(&self.config)
     }
 }
 

@@ -52,6 +52,10 @@ pub struct UpstreamStats {
     pub dropped_beyond_window: u64,
     /// Frames refused by the bounds on pieces or buffers: dropped.
     pub dropped_limit: u64,
+    /// Out-of-order bytes stored, then let go with a drained buffer (the
+    /// member resends them): `bytes_received` counts them again when they
+    /// come back.
+    pub bytes_released_unread: u64,
     /// Frames contradicting the member's FIN: dropped.
     pub dropped_invalid: u64,
     /// UPSTREAM frames from addresses that are not members: dropped.
@@ -233,7 +237,9 @@ impl UpstreamTable {
             // Drained: give the buffer back to the session's pool, with any
             // out-of-order bytes (not acknowledged: the member resends
             // them), so a gap never filled cannot pin a buffer.
-            if s.buf.is_some() {
+            if let Some(b) = s.buf.as_ref() {
+                let held: u64 = b.out_of_order().map(|r| r.end - r.start).sum();
+                self.stats.bytes_released_unread += held;
                 s.read_pos = s.read_pos();
                 s.buf = None;
                 self.buffers -= 1;

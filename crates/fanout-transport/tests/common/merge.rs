@@ -146,7 +146,10 @@ pub fn established(n: usize) -> Merger {
     assert_eq!(out.len(), 1, "one merged CONNECT: {out:?}");
     m.handle_datagram(t, parent, &datagram(ESTABLISHED_SESSION, 0, &[accept(3)]));
     let out = outputs(&mut m, t);
-    assert_eq!(out.len(), n, "ACCEPT relayed to each child");
+    let (up, down): (Vec<_>, Vec<_>) = out.iter().partition(|(to, _, _)| *to == parent);
+    assert_eq!(down.len(), n, "ACCEPT relayed to each child");
+    assert_eq!(up.len(), 1, "the token echoed to the parent: {up:?}");
+    assert_eq!(up[0].1.session_id, TOKEN);
     assert!(m.is_established());
     m
 }

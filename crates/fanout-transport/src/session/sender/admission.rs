@@ -9,7 +9,7 @@ use super::{SessionEvent, SessionSender};
 use crate::event::CloseReason;
 use crate::handshake::retry_wait;
 use crate::recovery::Recovery;
-use crate::session::config::JoinPolicy;
+use crate::session::config::{JoinPolicy, MAX_UNVALIDATED_MEMBERS};
 use crate::session::member::Member;
 use crate::session::timers::Timer;
 use crate::wire::{accept_header, decode_frames, ConnectFrame, Frame, RosterFrame};
@@ -173,21 +173,31 @@ impl SessionSender {
             // under the public session id, anybody could. One whose ACCEPT
             // was lost retries its CONNECT, still under id 0 (it learns its
             // token from the ACCEPT).
-            if header.session_id != m.token()
-                && !(header.session_id == 0
-                    && matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_)))))
-            {
+            let echoed = header.session_id == m.token();
+            let connect_retry = header.session_id == 0
+                && matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_))));
+            if !(echoed || connect_retry) {
                 self.stats.drops.count(DropReason::UnknownSession);
                 return;
             }
             let (id, pn) = (m.id(), m.expand_pn(header.packet_number));
+            if !m.is_validated() {
+                // Its token came back: the address is its own.
+                let len = datagram.len() as u64;
+                let newly = self
+                    .members
+                    .update(id, self.snd_nxt, |m| m.on_datagram_from(len, echoed));
+                if newly == Some(true) {
+                    self.on_validated(now, id);
+                }
+            }
             self.handle_member_frames(now, id, pn, body);
             return;
         }
         let ours = header.session_id == self.session_id;
         match decode_frames(body).next() {
             Some(Ok(Frame::Connect(c))) if ours || header.session_id == 0 => {
-                self.admit(now, from, &c, body);
+                self.admit(now, from, &c, body, datagram.len() as u64);
             }
             // An invited listener refused (busy with another sender).
             Some(Ok(Frame::Reset(r))) if ours && self.offers.is_pending(from) => {
@@ -218,12 +228,48 @@ impl SessionSender {
         );
     }
 
-    /// A CONNECT from a stranger: admits it as a member (or refuses it),
-    /// taking a merger's ROSTER riding with it (`docs/wire.md` §4.8).
-    fn admit(&mut self, now: Instant, from: SocketAddr, connect: &ConnectFrame, body: &[u8]) {
+    /// A member's address was just validated: what it missed before it
+    /// joined is repaired now (deferred until then: [`Member::defer_missed`]).
+    fn on_validated(&mut self, now: Instant, id: crate::session::MemberId) {
+        let (snd_nxt, log) = (self.snd_nxt, &self.log);
+        let missed = self
+            .members
+            .update(id, snd_nxt, |m| m.take_missed(now, log))
+            .unwrap_or_default();
+        tracing::debug!(
+            session = self.session_id,
+            member = id.0,
+            "member address validated"
+        );
+        self.queue_repairs(now, id, missed);
+    }
+
+    /// A CONNECT (in a datagram of `len` bytes) from a stranger: admits it
+    /// as a member (or refuses it), taking a merger's ROSTER riding with
+    /// it (`docs/wire.md` §4.8). Its address is validated at once only if
+    /// the application invited it ([`SessionSender::offer`]); otherwise it
+    /// must echo its token first ([`crate::address_budget`]).
+    fn admit(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        connect: &ConnectFrame,
+        body: &[u8],
+        len: u64,
+    ) {
         if !self.offers.invited.is_empty() && !self.offers.invited.contains(&from) {
             self.stats.drops.count(DropReason::UnknownPeer);
             self.refuse(from, "not invited to this transfer");
+            return;
+        }
+        let named = self
+            .offers
+            .pending
+            .iter()
+            .any(|o| o.peer == from && o.repeat);
+        if !named && self.members.len() - self.members.validated_len() >= MAX_UNVALIDATED_MEMBERS {
+            // A join flood: dropped unanswered (the honest retry later).
+            self.stats.drops.count(DropReason::LimitExceeded);
             return;
         }
         if self.members.len() >= self.config.max_members {
@@ -274,9 +320,15 @@ impl SessionSender {
         let t = &self.config.transport;
         let recovery = Recovery::new(start, RttEstimator::new(t.rto), t.cc.build(self.mss));
         let token = self.config.token_key.token(self.session_id, id, from);
-        let member = Member::new(id, from, token, start, connect.window, recovery, now);
+        let mut member = Member::new(id, from, token, start, connect.window, recovery, now);
+        if !named {
+            member = member.unvalidated(len);
+            if start < self.snd_nxt {
+                member.defer_missed(self.snd_nxt);
+            }
+        }
         self.members.insert(member, self.snd_nxt);
-        if start < self.snd_nxt {
+        if named && start < self.snd_nxt {
             // Joined a bulk session whose start is still buffered, after
             // data went out: what it missed is repaired like any loss.
             let (snd_nxt, log) = (self.snd_nxt, &self.log);

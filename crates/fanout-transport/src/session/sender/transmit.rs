@@ -54,8 +54,44 @@ impl SessionSender {
         }
     }
 
-    /// [`fanout_core::Engine::poll_transmit`].
+    /// [`fanout_core::Engine::poll_transmit`]: the next datagram, except
+    /// that a member whose address is not validated gets at most three
+    /// times what it sent ([`crate::address_budget`]); a datagram beyond
+    /// that is dropped here and counted (to the protocol it is lost).
     pub(super) fn next_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // `buf` may already hold datagrams of a batch: this one starts here.
+        let start = buf.len();
+        loop {
+            let t = self.next_datagram(now, buf)?;
+            if self.may_send(t.destination, (buf.len() - start) as u64) {
+                return Some(t);
+            }
+            self.stats.amplification_limited += 1;
+            self.stats.datagrams_sent -= 1; // built, but never handed out
+            buf.truncate(start);
+        }
+    }
+
+    /// Whether a datagram of `len` bytes may go to `to` now (charged to an
+    /// unvalidated member's budget if so). Strangers get only refusals,
+    /// one per request and no longer than it (see the amplification test).
+    fn may_send(&mut self, to: SocketAddr, len: u64) -> bool {
+        if to.ip().is_multicast() {
+            return true;
+        }
+        let Some(m) = self.members.at_addr(&to) else {
+            return true;
+        };
+        if m.is_validated() {
+            return true;
+        }
+        let id = m.id();
+        self.members
+            .update(id, self.snd_nxt, |m| m.try_send(len))
+            .unwrap_or(true)
+    }
+
+    fn next_datagram(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let Some((to, c)) = self.controls.pop_front() {
             let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, false);
             match c {
@@ -187,8 +223,10 @@ impl SessionSender {
     /// limit allows it (logging it and arming idle members' timers).
     fn take_new(&mut self, now: Instant) -> Option<Range<u64>> {
         if !self.data_open {
-            let enough = self.members.len() >= self.config.wait_for_members.max(1);
-            let waited = now >= self.created + self.config.wait_at_most && !self.members.is_empty();
+            // Members count once their address is validated.
+            let validated = self.members.validated_len();
+            let enough = validated >= self.config.wait_for_members.max(1);
+            let waited = now >= self.created + self.config.wait_at_most && validated > 0;
             if !(enough || waited) {
                 return None;
             }
