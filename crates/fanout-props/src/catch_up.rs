@@ -263,11 +263,11 @@ impl Network for Sim {
             // Joined past the start: fetch the prefix, as `fanout recv`
             // does.
             if l.client.is_none() && start > 0 {
-                if let Some(session_id) = l.member.session_id() {
+                if let Some(credential) = l.member.catch_up_credential() {
                     l.client = Some(CatchUpClient::new(
                         honest_config(),
                         sender_addr(),
-                        session_id,
+                        credential,
                         l.member.member_id(),
                         start,
                         now,

@@ -60,8 +60,8 @@ pub fn catch_up_port(group_port: u16) -> u16 {
 pub struct CatchUpPlan {
     /// The session sender (the data source).
     pub sender: SocketAddr,
-    /// The session.
-    pub session_id: u64,
+    /// What proves the member (`Receiver::catch_up_credential`).
+    pub credential: u64,
     /// The member's id in it.
     pub member_id: u64,
     /// End of the missed prefix: the member's start offset.
@@ -107,10 +107,10 @@ impl LateMember {
         if self.plan.get().is_some() || r.start_offset() == 0 {
             return;
         }
-        if let (Some(sender), Some(session_id)) = (r.data_source(), r.session_id()) {
+        if let (Some(sender), Some(credential)) = (r.data_source(), r.catch_up_credential()) {
             self.plan.set(Some(CatchUpPlan {
                 sender,
-                session_id,
+                credential,
                 member_id: r.member_id(),
                 end: r.start_offset(),
             }));
@@ -219,7 +219,7 @@ impl LateCatchUp {
                 self.client = Some(CatchUpClient::new(
                     self.config.clone(),
                     p.sender,
-                    p.session_id,
+                    p.credential,
                     p.member_id,
                     p.end,
                     now,

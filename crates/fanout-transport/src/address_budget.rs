@@ -10,6 +10,12 @@
 /// it (RFC 9000 §8.1).
 pub const AMPLIFICATION_LIMIT: u64 = 3;
 
+/// How long a peer has, from its ACCEPT, to validate its address before
+/// it is dropped, by default. An honest peer answers the ACCEPT at once
+/// (one PADDING under its token), so this covers round trips and a few
+/// losses.
+pub const DEFAULT_VALIDATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What one peer address was sent and sent back, until it is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddressBudget {

@@ -13,12 +13,13 @@ mod merge;
 use fanout_core::time::Instant;
 use fanout_core::Engine;
 use fanout_transport::address_budget::AMPLIFICATION_LIMIT;
+use fanout_transport::merge::{JoinMerge, Merger, MergerConfig};
 use fanout_transport::session::{JoinPolicy, MemberId, SessionConfig, SessionSender};
 use fanout_transport::wire::{
     AckFrame, CloseFrame, ConnectFrame, Frame, OfferFrame, UpstreamFrame, WireTimestamp,
 };
 use fanout_transport::Receiver;
-use merge::{connect, datagram};
+use merge::{accept, ack, child_datagram, connect, datagram, receiver_addr, sender_addr};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -423,4 +424,102 @@ fn a_listener_answers_each_offer_with_at_most_one_connect() {
     eprintln!("listener: received {from_victim} B of OFFERs, sent back {to_victim} B");
     assert!(to_victim > 0, "it answered");
     assert!(to_victim <= AMPLIFICATION_LIMIT * from_victim);
+}
+
+/// A merger as `fanout merge` runs it (keep-alives every 250 ms, silent
+/// children evicted after 2 s) with two honest children acknowledging
+/// every 5 ms, then `forged` from the victim's address, then 10 s more.
+/// Returns (bytes from the victim, bytes to it).
+fn merger_answer(forged: &[Vec<u8>]) -> (u64, u64) {
+    let parent = sender_addr();
+    let mut m = Merger::new(
+        MergerConfig {
+            join: JoinMerge::Count(2),
+            keepalive: Some(Duration::from_millis(250)),
+            child_silence: Some(Duration::from_secs(2)),
+            ..MergerConfig::new(parent)
+        },
+        Instant::ZERO,
+    );
+    let mut now = Instant::ZERO;
+    let (mut from_victim, mut to_victim) = (0u64, 0u64);
+    let mut buf = Vec::new();
+    let mut pump = |m: &mut Merger, now: Instant, to_victim: &mut u64| {
+        for _ in 0..10_000 {
+            buf.clear();
+            let Some(t) = m.poll_transmit(now, &mut buf) else {
+                return;
+            };
+            if t.destination == victim() {
+                *to_victim += buf.len() as u64;
+            }
+        }
+        panic!("the merger never stopped sending");
+    };
+    for c in 0..2 {
+        m.handle_datagram(now, receiver_addr(c), &datagram(0, 0, &[connect()]));
+    }
+    m.handle_datagram(now, parent, &datagram(SESSION, 0, &[accept(3)]));
+    pump(&mut m, now, &mut to_victim);
+    let mut pn = 1;
+    let step = |m: &mut Merger, now: Instant, pn: &mut u32| {
+        *pn += 1;
+        let cum = u64::from(*pn) * 1000;
+        for c in 0..2 {
+            let d = child_datagram(m, c, *pn, &[ack(cum, vec![])]);
+            m.handle_datagram(now, receiver_addr(c), &d);
+        }
+        // The parent is heard too (it sends data to the group).
+        m.handle_datagram(now, parent, &datagram(SESSION, *pn, &[Frame::Ping]));
+        m.handle_timeout(now);
+    };
+    for d in forged {
+        from_victim += d.len() as u64;
+        m.handle_datagram(now, victim(), d);
+        pump(&mut m, now, &mut to_victim);
+        now += STEP;
+        step(&mut m, now, &mut pn);
+        pump(&mut m, now, &mut to_victim);
+    }
+    let end = now + HORIZON;
+    while now < end {
+        now += STEP;
+        step(&mut m, now, &mut pn);
+        pump(&mut m, now, &mut to_victim);
+    }
+    assert_eq!(
+        m.children(),
+        2,
+        "the honest children stay, the forged one is gone"
+    );
+    (from_victim, to_victim)
+}
+
+#[test]
+fn a_merger_sends_an_unvalidated_child_address_at_most_three_times_what_it_sent() {
+    let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        ("CONNECT", vec![datagram(0, 0, &[connect()])]),
+        (
+            "CONNECT repeated",
+            (0..10).map(|i| datagram(0, i, &[connect()])).collect(),
+        ),
+        (
+            "resume CONNECT",
+            vec![datagram(SESSION, 0, &[connect_at(1000, 1 << 20)])],
+        ),
+        (
+            "ACK under the session id",
+            vec![datagram(SESSION, 0, &[ack(1 << 30, vec![])])],
+        ),
+        ("PING", vec![datagram(SESSION, 0, &[Frame::Ping])]),
+        ("garbage", vec![vec![0xff; 64]]),
+    ];
+    for (name, forged) in cases {
+        let (from, to) = merger_answer(&forged);
+        eprintln!("merger, {name}: received {from} B, sent back {to} B");
+        assert!(
+            to <= AMPLIFICATION_LIMIT * from,
+            "{name}: {to} B for {from} B"
+        );
+    }
 }

@@ -13,9 +13,7 @@ use fanout_core::time::Instant;
 use fanout_core::Engine;
 use fanout_transport::merge::Merger;
 use fanout_transport::wire::{AckFrame, Frame};
-use merge::{ack, acks_to, datagram, established, outputs, receiver_addr, sender_addr};
-
-const SESSION: u64 = merge::ESTABLISHED_SESSION;
+use merge::{ack, acks_to, child_datagram, established, outputs, receiver_addr, sender_addr};
 
 /// Merged ACKs the merger sends its parent now.
 fn acks_up(m: &mut Merger, now: Instant) -> Vec<AckFrame> {
@@ -29,7 +27,8 @@ fn a_hole_all_children_share_goes_up_once_per_round() {
     let t = Instant::ZERO;
     let mut pn = 1u32;
     let mut send = |m: &mut Merger, c: usize, f: Frame<'static>| {
-        m.handle_datagram(t, receiver_addr(c), &datagram(SESSION, pn, &[f]));
+        let d = child_datagram(m, c, pn, &[f]);
+        m.handle_datagram(t, receiver_addr(c), &d);
         pn += 1;
     };
     for c in 0..N {

@@ -16,8 +16,8 @@ use fanout_transport::wire::{
 };
 use fanout_transport::{CloseReason, Receiver};
 use merge::{
-    accept, ack, acked_set, acks_to, connect, datagram, established, merger_addr, outputs,
-    random_data, receiver_addr, sender_addr,
+    accept, ack, acked_set, acks_to, child_datagram, connect, datagram, established, merger_addr,
+    outputs, random_data, receiver_addr, sender_addr,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -676,9 +676,11 @@ fn a_late_child_starts_at_the_subtree_position_and_nothing_is_reneged() {
 #[test]
 fn a_bogus_child_is_evicted_before_it_stalls_the_subtree() {
     // A CONNECT from an address where nobody listens (spoofed): admitted,
-    // it never acknowledges. Without the merger's stall eviction it would
+    // it never echoes its token nor acknowledges. Without eviction it would
     // hold the merged point until the 30 s soft-state expiry, and the
-    // sender would evict the whole merger after its 10 s stall timeout.
+    // sender would evict the whole merger after its 10 s stall timeout;
+    // its address never validated, it is dropped 3 s after its ACCEPT
+    // (before the 5 s stall eviction), without a RESET.
     let data = random_data(1 << 20, 6);
     let mut net = Net::new(SessionConfig::default(), data, Box::new(|_, _, _| false));
     net.merger(merger_addr(0), merger_config(sender_addr(), 5));
@@ -695,7 +697,8 @@ fn a_bogus_child_is_evicted_before_it_stalls_the_subtree() {
     net.check_delivery();
     let m0 = net.merger_stats(merger_addr(0));
     assert_eq!(m0.children_joined, 5);
-    assert_eq!(m0.children_evicted, 1, "{m0:?}");
+    assert_eq!(m0.unvalidated_evicted, 1, "{m0:?}");
+    assert!(m0.amplification_limited > 0, "{m0:?}");
     let st = net.sender_stats();
     assert_eq!(st.members_left, 0, "{st:?}");
     eprintln!(
@@ -787,8 +790,10 @@ fn joins_merge_by_timer_and_late_children_are_admitted_locally() {
     m.handle_datagram(t2, parent, &datagram(9, 1, &[sent]));
     // Children acknowledge; then a third joins and is answered at once,
     // starting where its siblings are, without a CONNECT upstream.
-    m.handle_datagram(t2, receiver_addr(0), &datagram(9, 1, &[ack(5000, vec![])]));
-    m.handle_datagram(t2, receiver_addr(1), &datagram(9, 1, &[ack(7000, vec![])]));
+    let d = child_datagram(&m, 0, 1, &[ack(5000, vec![])]);
+    m.handle_datagram(t2, receiver_addr(0), &d);
+    let d = child_datagram(&m, 1, 1, &[ack(7000, vec![])]);
+    m.handle_datagram(t2, receiver_addr(1), &d);
     outputs(&mut m, t2);
     m.handle_datagram(t2, receiver_addr(2), &datagram(0, 0, &[connect()]));
     let out = outputs(&mut m, t2);
@@ -810,13 +815,12 @@ fn forged_and_stranger_acks_cannot_advance_the_merged_ack() {
     let mut m = established(2);
     let (honest, forger, stranger) = (receiver_addr(0), receiver_addr(1), receiver_addr(9));
     let t = Instant::ZERO;
-    m.handle_datagram(t, honest, &datagram(7, 1, &[ack(1000, vec![2000..3000])]));
-    // The forger claims the whole stream, and then some SACK.
-    m.handle_datagram(
-        t,
-        forger,
-        &datagram(7, 1, &[ack(1 << 40, vec![(1 << 41)..(1 << 42)])]),
-    );
+    let d = child_datagram(&m, 0, 1, &[ack(1000, vec![2000..3000])]);
+    m.handle_datagram(t, honest, &d);
+    // The forger (a child, under its own token) claims the whole stream,
+    // and then some SACK.
+    let d = child_datagram(&m, 1, 1, &[ack(1 << 40, vec![(1 << 41)..(1 << 42)])]);
+    m.handle_datagram(t, forger, &d);
     // A stranger (never joined) acknowledges on the session's id.
     m.handle_datagram(t, stranger, &datagram(7, 1, &[ack(1 << 40, vec![])]));
     let out = outputs(&mut m, t);
@@ -830,8 +834,8 @@ fn forged_and_stranger_acks_cannot_advance_the_merged_ack() {
         );
     }
     assert_eq!(m.stats().unknown_children, 1);
-    // Wrong session id from a real child: dropped.
-    m.handle_datagram(t, honest, &datagram(8, 2, &[ack(5000, vec![])]));
+    // The session id, not its token, from a real child: dropped.
+    m.handle_datagram(t, honest, &datagram(7, 2, &[ack(5000, vec![])]));
     assert!(acks_to(&outputs(&mut m, t), sender_addr()).is_empty());
 }
 
@@ -843,13 +847,11 @@ fn the_last_child_leaving_resets_the_membership_upstream() {
         code: 1,
         reason: "receiver aborted",
     });
-    m.handle_datagram(
-        t,
-        receiver_addr(0),
-        &datagram(7, 1, std::slice::from_ref(&bye)),
-    );
+    let d = child_datagram(&m, 0, 1, std::slice::from_ref(&bye));
+    m.handle_datagram(t, receiver_addr(0), &d);
     assert_eq!(m.children(), 1);
-    m.handle_datagram(t, receiver_addr(1), &datagram(7, 1, &[bye]));
+    let d = child_datagram(&m, 1, 1, &[bye]);
+    m.handle_datagram(t, receiver_addr(1), &d);
     assert_eq!(m.children(), 0);
     let out = outputs(&mut m, t);
     let resets: Vec<_> = out

@@ -183,6 +183,7 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
             .collect::<Result<Vec<_>>>()?,
         child_silence: (args.child_silence_ms > 0)
             .then(|| Duration::from_millis(args.child_silence_ms)),
+        token_key: fanout_io::random_token_key(),
         ..MergerConfig::new(parent)
     };
     let start = clock.now();

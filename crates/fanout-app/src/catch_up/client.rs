@@ -30,18 +30,19 @@ pub struct CatchUpClient {
 }
 
 impl CatchUpClient {
-    /// Asks `sender` (session `session_id`, where this host is member
-    /// `member_id`) for the prefix `[0, end)`.
+    /// Asks `sender` (where this host is member `member_id`, proving it
+    /// with `credential`: `Receiver::catch_up_credential`) for the prefix
+    /// `[0, end)`.
     pub fn new(
         config: TransportConfig,
         sender: SocketAddr,
-        session_id: u64,
+        credential: u64,
         member_id: u64,
         end: u64,
         now: Instant,
     ) -> Self {
         let request = Request {
-            session_id,
+            credential,
             member_id,
             end,
         };

@@ -2,8 +2,10 @@
 //! prefix `[0, start)` it missed.
 //!
 //! It is an ordinary wire datagram (`docs/wire.md`) sent from the joiner's
-//! catch-up socket to the session sender's address: the header names the
-//! session (`session_id` from the ACCEPT) and the one frame is a CATCH_UP
+//! catch-up socket to the session sender's address: the header carries the
+//! requester's credential (its member token, or the session id when it
+//! reports through a merger: `Receiver::catch_up_credential`) and the one
+//! frame is a CATCH_UP
 //! naming the member id the ACCEPT gave the joiner and the end of the
 //! prefix wanted (its start offset). The sender then OFFERs a transfer of
 //! the prefix to the requesting address, where a listening
@@ -16,8 +18,8 @@ use fanout_transport::{PacketBuilder, PacketNumbers};
 /// What a request says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
-    /// The session it is about.
-    pub session_id: u64,
+    /// The requester's member token, or the session id behind a merger.
+    pub credential: u64,
     /// The requester's member id in that session (never 0).
     pub member_id: u64,
     /// End of the prefix wanted: the member's start offset.
@@ -26,7 +28,7 @@ pub struct Request {
 
 /// Appends the request datagram (numbered from `numbers`) to `out`.
 pub fn encode_request(r: &Request, numbers: &mut PacketNumbers, out: &mut Vec<u8>) {
-    let mut p = PacketBuilder::new(out, numbers, r.session_id, false);
+    let mut p = PacketBuilder::new(out, numbers, r.credential, false);
     p.frame(&Frame::CatchUp(CatchUpFrame {
         member_id: r.member_id,
         end: r.end,
@@ -34,15 +36,12 @@ pub fn encode_request(r: &Request, numbers: &mut PacketNumbers, out: &mut Vec<u8
     p.finish();
 }
 
-/// `(member_id, end)` if `datagram` is a catch-up request for session
-/// `session_id`; `None` for anything else (including malformed input).
-pub fn parse_request(datagram: &[u8], session_id: u64) -> Option<(u64, u64)> {
+/// `(credential, member_id, end)` if `datagram` is a catch-up request;
+/// `None` for anything else (including malformed input).
+pub fn parse_request(datagram: &[u8]) -> Option<(u64, u64, u64)> {
     let (header, body) = accept_header(datagram).ok()?;
-    if header.session_id != session_id {
-        return None;
-    }
     match decode_frames(body).next()? {
-        Ok(Frame::CatchUp(c)) => Some((c.member_id, c.end)),
+        Ok(Frame::CatchUp(c)) => Some((header.session_id, c.member_id, c.end)),
         _ => None,
     }
 }
@@ -55,14 +54,13 @@ mod tests {
     #[test]
     fn requests_roundtrip_and_joins_are_not_requests() {
         let r = Request {
-            session_id: 9,
+            credential: 9,
             member_id: 4,
             end: 123_456,
         };
         let mut d = Vec::new();
         encode_request(&r, &mut PacketNumbers::default(), &mut d);
-        assert_eq!(parse_request(&d, 9), Some((4, 123_456)));
-        assert_eq!(parse_request(&d, 8), None, "another session");
+        assert_eq!(parse_request(&d), Some((9, 4, 123_456)));
         let mut j = Vec::new();
         Header {
             flags: HeaderFlags::default(),
@@ -77,9 +75,9 @@ mod tests {
             resume_from: 0,
         })
         .encode(&mut j);
-        assert_eq!(parse_request(&j, 9), None, "a join is not a request");
+        assert_eq!(parse_request(&j), None, "a join is not a request");
         for cut in 0..d.len() {
-            assert_eq!(parse_request(&d[..cut], 9), None, "cut {cut}");
+            assert_eq!(parse_request(&d[..cut]), None, "cut {cut}");
         }
     }
 }

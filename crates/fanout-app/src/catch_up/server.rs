@@ -147,18 +147,32 @@ impl CatchUpServer {
         &self.stats
     }
 
-    fn on_request(&mut self, now: Instant, from: SocketAddr, member_id: u64, end: u64) {
-        // The credential is the session id (random, 64 bits) and a live
-        // member id, asked from that member's host — or from any host when
-        // the member is an ACK merger: a receiver behind it carries the
-        // merger's member id and asks from its own host (`docs/mctcp.md`,
-        // "Late joins through mergers"). Reflection is not possible: the
-        // catch-up transfer OFFERs itself to the requesting address and
-        // sends data only once that address joined, and at most
+    fn on_request(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        credential: u64,
+        member_id: u64,
+        end: u64,
+    ) {
+        // The credential is a live member's id and its token (which only
+        // a host receiving at its address learned), asked from that
+        // member's host — or, for an ACK merger's id, the session id from
+        // any host: a receiver behind the merger carries the merger's
+        // member id, asks from its own host and holds no token of this
+        // sender's (`docs/mctcp.md`, "Late joins through mergers").
+        // Reflection is not possible: the catch-up transfer OFFERs itself
+        // to the requesting address once per request and sends data only
+        // once that address joined and echoed its token, and at most
         // MAX_CATCH_UPS run.
         let session = &self.session;
         let member = session.members().find(|(id, addr, ..)| {
-            id.0 == member_id && (addr.ip() == from.ip() || session.is_merger(*id))
+            id.0 == member_id
+                && if session.is_merger(*id) {
+                    credential == self.session_id
+                } else {
+                    addr.ip() == from.ip() && session.member_token(*id) == Some(credential)
+                }
         });
         // One transfer at a time per member (from any of its ports), so a
         // member cannot take every slot; receivers behind an ACK merger
@@ -299,8 +313,7 @@ impl Engine for CatchUpServer {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         if let Some(job) = self.jobs.get_mut(&from) {
             // A repeated request (its OFFER was lost): one more OFFER.
-            if job.sender.member_count() == 0 && parse_request(datagram, self.session_id).is_some()
-            {
+            if job.sender.member_count() == 0 && parse_request(datagram).is_some() {
                 job.sender.answer_with_offer(now, from);
                 return;
             }
@@ -308,8 +321,8 @@ impl Engine for CatchUpServer {
             self.service();
             return;
         }
-        if let Some((member_id, end)) = parse_request(datagram, self.session_id) {
-            self.on_request(now, from, member_id, end);
+        if let Some((credential, member_id, end)) = parse_request(datagram) {
+            self.on_request(now, from, credential, member_id, end);
             return;
         }
         self.session.handle_datagram(now, from, datagram);
@@ -378,10 +391,10 @@ mod tests {
     const SENDER: &str = "10.0.0.1:6000";
     const MEMBER: &str = "10.0.0.2:7000";
 
-    fn request(session_id: u64, member_id: u64, end: u64) -> Vec<u8> {
+    fn request(credential: u64, member_id: u64, end: u64) -> Vec<u8> {
         let mut d = Vec::new();
         let r = Request {
-            session_id,
+            credential,
             member_id,
             end,
         };
@@ -453,22 +466,24 @@ mod tests {
         let snd_nxt = s.snd_nxt();
         assert!(snd_nxt > 0, "data went out");
         let at = |port: u16| SocketAddr::new(member.ip(), port);
+        // Its credential: the token its ACCEPT gave it.
+        let token = r.catch_up_credential().expect("connected");
+        assert_ne!(token, sid);
         // Refused: a stranger's IP (the member is a receiver, not an ACK
         // merger), another member id, a range beyond what was sent, an
-        // empty range, another session.
+        // empty range, the public session id instead of its token.
         let stranger: SocketAddr = "10.0.0.66:9000".parse().unwrap();
-        s.handle_datagram(now, stranger, &request(sid, id, snd_nxt));
-        s.handle_datagram(now, at(9001), &request(sid, id + 1, snd_nxt));
-        s.handle_datagram(now, at(9002), &request(sid, id, snd_nxt + 1));
-        s.handle_datagram(now, at(9003), &request(sid, id, 0));
-        s.handle_datagram(now, at(9004), &request(sid + 1, id, snd_nxt));
+        s.handle_datagram(now, stranger, &request(token, id, snd_nxt));
+        s.handle_datagram(now, at(9001), &request(token, id + 1, snd_nxt));
+        s.handle_datagram(now, at(9002), &request(token, id, snd_nxt + 1));
+        s.handle_datagram(now, at(9003), &request(token, id, 0));
+        s.handle_datagram(now, at(9004), &request(sid, id, snd_nxt));
         assert_eq!(s.active(), 0);
-        // (the other-session request reached the session, which drops it)
-        assert_eq!(s.catch_up_stats().refused, 4);
+        assert_eq!(s.catch_up_stats().refused, 5);
         // Accepted: the member, from its catch-up port; a repeat is absorbed
         // by the running catch-up.
-        s.handle_datagram(now, at(9100), &request(sid, id, snd_nxt));
-        s.handle_datagram(now, at(9100), &request(sid, id, snd_nxt));
+        s.handle_datagram(now, at(9100), &request(token, id, snd_nxt));
+        s.handle_datagram(now, at(9100), &request(token, id, snd_nxt));
         assert_eq!((s.active(), s.catch_up_stats().started), (1, 1));
         let to_catch_up = sent(&mut s, now)
             .into_iter()
@@ -477,9 +492,9 @@ mod tests {
         assert!(to_catch_up >= 1, "the catch-up sender connects back");
         // A flood of requests from its other ports: one transfer per member.
         for port in 10_000..10_100 {
-            s.handle_datagram(now, at(port), &request(sid, id, snd_nxt));
+            s.handle_datagram(now, at(port), &request(token, id, snd_nxt));
         }
         assert_eq!(s.active(), 1);
-        assert_eq!(s.catch_up_stats().refused, 4 + 100);
+        assert_eq!(s.catch_up_stats().refused, 5 + 100);
     }
 }

@@ -11,6 +11,7 @@
 use super::ack_meet::AckSummary;
 use super::join::ConnectSummary;
 use super::sent::SentLog;
+use crate::address_budget::{AddressBudget, DEFAULT_VALIDATION_TIMEOUT};
 use crate::wire::WireTimestamp;
 use fanout_core::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,15 @@ pub struct Child {
     /// When its acknowledgement state (and so its timestamp echo) last
     /// arrived.
     pub acked_at: Instant,
+    /// The header id it speaks under once its ACCEPT went out (member
+    /// tokens, `docs/wire.md` §4.10); 0 before.
+    pub token: u64,
+    /// What its address was sent while unvalidated
+    /// ([`crate::address_budget`]): validated by a datagram under its token.
+    pub address: AddressBudget,
+    /// Dropped at this time unless validated by then (set when its token
+    /// is first given).
+    pub validate_by: Option<Instant>,
 }
 
 /// The children, by address.
@@ -51,6 +61,8 @@ pub struct Child {
 pub struct ChildTable {
     children: BTreeMap<SocketAddr, Child>,
     expiry: BTreeSet<(Instant, SocketAddr)>,
+    /// (deadline, address) of children given a token but not validated.
+    validation: BTreeSet<(Instant, SocketAddr)>,
     /// (cumulative, address) of admitted children.
     cums: BTreeSet<(u64, SocketAddr)>,
     /// (window right edge, address) of admitted children.
@@ -69,6 +81,7 @@ impl ChildTable {
         ChildTable {
             children: BTreeMap::new(),
             expiry: BTreeSet::new(),
+            validation: BTreeSet::new(),
             cums: BTreeSet::new(),
             wends: BTreeSet::new(),
             sacked: 0,
@@ -129,10 +142,56 @@ impl ChildTable {
                 advanced: now,
                 window_moved: now,
                 acked_at: now,
+                token: 0,
+                address: AddressBudget::unvalidated(0),
+                validate_by: None,
             },
         );
         self.expiry.insert((now + self.timeout, addr));
         self.children.get(&addr)
+    }
+
+    /// A datagram of `bytes` came from child `addr`, under its token if
+    /// `echoed`. True if that validated its address just now.
+    pub fn on_datagram(&mut self, addr: &SocketAddr, bytes: u64, echoed: bool) -> bool {
+        let Some(c) = self.children.get_mut(addr) else {
+            return false;
+        };
+        c.address.on_received(bytes);
+        let newly = echoed && c.address.validate();
+        if newly {
+            if let Some(by) = c.validate_by.take() {
+                self.validation.remove(&(by, *addr));
+            }
+        }
+        newly
+    }
+
+    /// The token child `addr` speaks under, derived by `make` from its id
+    /// the first time (when its ACCEPT first goes out, at `now`: from then
+    /// it has [`DEFAULT_VALIDATION_TIMEOUT`] to come back).
+    pub fn token(
+        &mut self,
+        addr: &SocketAddr,
+        now: Instant,
+        make: impl FnOnce(u64) -> u64,
+    ) -> Option<u64> {
+        let c = self.children.get_mut(addr)?;
+        if c.token == 0 {
+            c.token = make(c.id);
+            if !c.address.is_validated() {
+                let by = now + DEFAULT_VALIDATION_TIMEOUT;
+                c.validate_by = Some(by);
+                self.validation.insert((by, *addr));
+            }
+        }
+        Some(c.token)
+    }
+
+    /// Whether a datagram of `bytes` may go to child `addr` now (charged to
+    /// its budget while unvalidated); `None` if it is not a child.
+    pub fn try_send(&mut self, addr: &SocketAddr, bytes: u64) -> Option<bool> {
+        Some(self.children.get_mut(addr)?.address.try_send(bytes))
     }
 
     /// Refreshes the soft state of `addr` (it was heard at `now`).
@@ -305,6 +364,9 @@ impl ChildTable {
     pub fn remove(&mut self, addr: &SocketAddr) -> Option<Child> {
         let c = self.children.remove(addr)?;
         self.expiry.remove(&(c.last_heard + self.timeout, *addr));
+        if let Some(by) = c.validate_by {
+            self.validation.remove(&(by, *addr));
+        }
         if let Some(a) = &c.ack {
             self.cums.remove(&(a.cumulative, *addr));
             self.wends.remove(&(a.window_end, *addr));
@@ -313,9 +375,13 @@ impl ChildTable {
         Some(c)
     }
 
-    /// When the next child expires.
+    /// When the next child expires (silent, or not validated in time).
     pub fn next_expiry(&self) -> Option<Instant> {
-        self.expiry.first().map(|(t, _)| *t)
+        [self.expiry.first(), self.validation.first()]
+            .into_iter()
+            .flatten()
+            .map(|(t, _)| *t)
+            .min()
     }
 
     /// Admitted children silent for at least `silence` at `now`, longest
@@ -334,13 +400,22 @@ impl ChildTable {
             .map(|(_, a)| *a)
     }
 
-    /// Removes and returns the children silent since `now - timeout`.
+    /// Removes and returns the children silent since `now - timeout`, and
+    /// those whose address was not validated in time.
     pub fn expire(&mut self, now: Instant) -> Vec<(SocketAddr, Child)> {
         let mut out = Vec::new();
-        while let Some(&(t, addr)) = self.expiry.first() {
-            if t > now {
+        while self.validation.first().is_some_and(|&(t, _)| t <= now) {
+            let Some((_, addr)) = self.validation.pop_first() else {
                 break;
+            };
+            if let Some(c) = self.remove(&addr) {
+                out.push((addr, c));
             }
+        }
+        while self.expiry.first().is_some_and(|&(t, _)| t <= now) {
+            let Some((_, addr)) = self.expiry.pop_first() else {
+                break;
+            };
             if let Some(c) = self.remove(&addr) {
                 out.push((addr, c));
             }

@@ -51,6 +51,11 @@ pub struct MergerConfig {
     /// children re-attach here, would otherwise hold the merged ACK for
     /// `child_stall`. `None`: only `child_stall` applies.
     pub child_silence: Option<Duration>,
+    /// The secret children's tokens derive from (`docs/wire.md` §4.10).
+    /// The default is fixed and public, for tests and the simulator only:
+    /// a runtime on a real network injects a random one
+    /// (`fanout_io::random_token_key`, as `fanout merge` does).
+    pub token_key: crate::session::TokenKey,
 }
 
 impl MergerConfig {
@@ -71,6 +76,7 @@ impl MergerConfig {
             fallback: Vec::new(),
             parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
             child_silence: None,
+            token_key: crate::session::TokenKey::from_seed(0),
         }
     }
 }
@@ -88,6 +94,13 @@ pub struct MergerStats {
     pub children_evicted: u64,
     /// PINGs to children silent for a third of `child_timeout`.
     pub probes: u64,
+    /// Datagrams to children whose address is not validated, not sent:
+    /// they would have exceeded three times what the address sent
+    /// ([`crate::address_budget`]).
+    pub amplification_limited: u64,
+    /// Children dropped because their address was not validated within
+    /// the validation timeout of their ACCEPT.
+    pub unvalidated_evicted: u64,
     /// CONNECTs refused (merger full or closed).
     pub children_refused: u64,
     /// Datagrams from addresses that are neither the parent nor a child

@@ -15,7 +15,7 @@ use crate::event::CloseReason;
 use crate::packet::{PacketBuilder, PacketNumbers};
 use crate::wire::{
     accept_header, decode_frames, AcceptFrame, AckFrame, CloseFrame, ConnectFrame, Frame, Header,
-    SentFrame, WireTimestamp,
+    SentFrame, WireTimestamp, HEADER_LEN,
 };
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -180,6 +180,12 @@ impl Merger {
         }
     }
 
+    /// The token child `addr` speaks under (its ACCEPT gave it), if any.
+    pub fn child_token(&self, addr: &SocketAddr) -> Option<u64> {
+        let c = self.table.spec.children.get(addr)?;
+        (c.token != 0).then_some(c.token)
+    }
+
     fn queue(&mut self, to: SocketAddr, session_id: u64, body: Arc<[u8]>) {
         if self.down.len() >= MAX_QUEUED {
             self.stats.relay_overflow += 1;
@@ -187,6 +193,26 @@ impl Merger {
             return;
         }
         self.down.push_back((to, session_id, body));
+    }
+
+    /// Removes child `addr`, telling it with `reset` (RESET) only if its
+    /// address was validated: a forged child's address may be a victim's.
+    fn evict(&mut self, addr: SocketAddr, reset: &Arc<[u8]>) {
+        let Some(child) = self.table.spec.children.remove(&addr) else {
+            return;
+        };
+        self.stats.children_evicted += 1;
+        if child.address.is_validated() {
+            self.queue(addr, self.session_id, reset.clone());
+        } else {
+            self.forget_queued(addr);
+        }
+    }
+
+    /// Drops what is queued for `addr`, a child gone unvalidated: nothing
+    /// more goes to an address that never proved itself.
+    fn forget_queued(&mut self, addr: SocketAddr) {
+        self.down.retain(|(to, _, _)| *to != addr);
     }
 
     fn reset_body(reason: &str) -> Arc<[u8]> {
@@ -201,17 +227,23 @@ impl Merger {
         self.accept.map_or(self.session_id, |a| a.token)
     }
 
-    fn queue_accept(&mut self, to: SocketAddr) {
+    fn queue_accept(&mut self, to: SocketAddr, now: Instant) {
         let (Some(a), Some(c)) = (self.accept, self.table.spec.children.get(&to)) else {
             return;
         };
-        let Some(start) = c.start else {
+        let (Some(start), timestamp) = (c.start, c.connect_timestamp) else {
+            return;
+        };
+        let (key, session) = (&self.config.token_key, self.session_id);
+        let Some(token) = self.table.spec.children.token(&to, now, |id| {
+            key.token(session, crate::session::MemberId(id), to)
+        }) else {
             return;
         };
         let mut b = Vec::new();
         Frame::Accept(AcceptFrame {
             max_payload: a.max_payload,
-            timestamp_echo: c.connect_timestamp,
+            timestamp_echo: timestamp,
             // The subtree is one member of the parent's session: every child
             // gets the merger's own member id, which phases a member's ACK
             // schedule (ACK_FREQUENCY, `ack_policy::slot_phase`), so the
@@ -222,10 +254,9 @@ impl Merger {
             // (`docs/experiments/mctcp.md`).
             member_id: a.member_id,
             start_offset: start,
-            // Children speak under the session id, which is what this
-            // merger checks (it does not validate its children's
-            // addresses with tokens of its own yet).
-            token: self.session_id,
+            // Each child speaks under a token of its own, which proves its
+            // address (`crate::address_budget`).
+            token,
         })
         .encode(&mut b);
         self.queue(to, self.session_id, b.into());
@@ -304,7 +335,7 @@ impl Merger {
         if self.up == Up::Established {
             let start = self.late_start();
             self.table.spec.children.admit(&from, start, now);
-            self.queue_accept(from);
+            self.queue_accept(from, now);
         } else {
             self.process(ChildMsg::Join(summary), now);
         }
@@ -344,7 +375,8 @@ impl Merger {
         self.pending_ack = None;
     }
 
-    fn on_child(&mut self, now: Instant, from: SocketAddr, header: Header, body: &[u8]) {
+    /// A datagram of `len` bytes from `from`, not the parent.
+    fn on_child(&mut self, now: Instant, from: SocketAddr, header: Header, body: &[u8], len: u64) {
         let first = decode_frames(body).next();
         let is_connect = matches!(first, Some(Ok(Frame::Connect(_))));
         let Some(child) = self.table.spec.children.get(&from) else {
@@ -357,6 +389,7 @@ impl Merger {
                     // A lower merger's CONNECT carries its subtree's count
                     // (a ROSTER summary, `docs/wire.md` §4.8).
                     if self.table.spec.children.get(&from).is_some() {
+                        self.table.spec.children.on_datagram(&from, len, false);
                         for f in decode_frames(body).skip(1) {
                             if let Ok(Frame::Roster(r)) = f {
                                 self.roster.on_page(from, &r, now);
@@ -374,10 +407,14 @@ impl Merger {
         let admitted = child.ack.is_some();
         let child_start = child.start;
         let retried_connect = header.session_id == 0 && is_connect;
-        if !retried_connect && (self.session_id == 0 || header.session_id != self.session_id) {
+        // A child speaks under its token (its ACCEPT gave it), which also
+        // proves its address; a CONNECT retried for a lost ACCEPT under 0.
+        let echoed = child.token != 0 && header.session_id == child.token;
+        if !(echoed || retried_connect) {
             self.stats.drops.count(DropReason::UnknownSession);
             return;
         }
+        self.table.spec.children.on_datagram(&from, len, echoed);
         self.table.spec.children.touch(&from, now);
         for frame in decode_frames(body) {
             let Ok(frame) = frame else {
@@ -392,7 +429,7 @@ impl Merger {
                         .children
                         .set_connect_timestamp(&from, c.timestamp);
                     if admitted {
-                        self.queue_accept(from);
+                        self.queue_accept(from, now);
                     }
                 }
                 Frame::Ack(ack) if !admitted && child_start.is_some() => {
@@ -443,7 +480,7 @@ impl Merger {
             .collect();
         for a in waiting {
             self.table.spec.children.admit(&a, accept.start_offset, now);
-            self.queue_accept(a);
+            self.queue_accept(a, now);
         }
         if self.table.spec.children.is_empty() {
             self.after_leave(now);
@@ -533,9 +570,7 @@ impl Merger {
             }
             for addr in stalled {
                 tracing::debug!(child = %addr, "merger: evicting a stalled child");
-                self.table.spec.children.remove(&addr);
-                self.stats.children_evicted += 1;
-                self.queue(addr, self.session_id, body.clone());
+                self.evict(addr, &body);
             }
             let stall = self.config.child_stall;
             self.table
@@ -585,7 +620,7 @@ impl Engine for Merger {
         if from == self.config.parent {
             self.on_parent(now, header, body);
         } else {
-            self.on_child(now, from, header, body);
+            self.on_child(now, from, header, body, datagram.len() as u64);
         }
     }
 
@@ -652,10 +687,19 @@ impl Engine for Merger {
                 }));
             }
         }
-        let (to, session_id, body) = self.down.pop_front()?;
-        Some(self.send(buf, session_id, to, |p| {
-            p.frames_with(|out| out.extend_from_slice(&body));
-        }))
+        loop {
+            let (to, session_id, body) = self.down.pop_front()?;
+            // A child whose address is not validated gets at most 3x what
+            // it sent (`crate::address_budget`).
+            let len = (HEADER_LEN + body.len()) as u64;
+            if self.table.spec.children.try_send(&to, len) == Some(false) {
+                self.stats.amplification_limited += 1;
+                continue;
+            }
+            return Some(self.send(buf, session_id, to, |p| {
+                p.frames_with(|out| out.extend_from_slice(&body));
+            }));
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -714,9 +758,15 @@ impl Engine for Merger {
         let expired = self.table.spec.children.expire(now);
         if !expired.is_empty() {
             let body = Self::reset_body("expired");
-            for (addr, _) in &expired {
-                self.stats.children_expired += 1;
-                self.queue(*addr, self.session_id, body.clone());
+            for (addr, child) in &expired {
+                if child.address.is_validated() {
+                    self.stats.children_expired += 1;
+                    self.queue(*addr, self.session_id, body.clone());
+                } else {
+                    // Its address may be a victim's: nothing more goes there.
+                    self.stats.unvalidated_evicted += 1;
+                    self.forget_queued(*addr);
+                }
             }
             self.after_leave(now);
         }

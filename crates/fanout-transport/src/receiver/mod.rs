@@ -327,6 +327,19 @@ impl Receiver {
         self.peer.map(|(a, _)| a)
     }
 
+    /// The header id of a catch-up request (`fanout_app::catch_up`) once
+    /// connected: its token when it reports to the session sender itself
+    /// (which can check it), else — behind a merger, whose tokens the
+    /// sender cannot check — the session id.
+    pub fn catch_up_credential(&self) -> Option<u64> {
+        let (peer, session) = self.peer?;
+        Some(if Some(peer) == self.data_source() {
+            self.token
+        } else {
+            session
+        })
+    }
+
     /// The session sender, the data source: the peer, or for a member
     /// reporting through a merger ([`TransportConfig::feedback_via`]) the
     /// sender it joined — where a late joiner asks for the missed prefix.

@@ -97,9 +97,6 @@ pub struct SessionConfig {
     pub token_key: TokenKey,
 }
 
-/// [`SessionConfig::validation_timeout`] by default.
-pub const DEFAULT_VALIDATION_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// Members admitted but not validated yet, at most; joins beyond are
 /// dropped unanswered (counted as `limit_exceeded`), so a flood of forged
 /// joins cannot fill the member table.
@@ -140,7 +137,7 @@ impl Default for SessionConfig {
             max_members: DEFAULT_MAX_MEMBERS,
             stall_timeout: Duration::from_secs(10),
             max_rto_backoffs: 6,
-            validation_timeout: DEFAULT_VALIDATION_TIMEOUT,
+            validation_timeout: crate::address_budget::DEFAULT_VALIDATION_TIMEOUT,
             steady_ack_every: Some(8),
             feedback_budget_pps: super::feedback::DEFAULT_FEEDBACK_BUDGET_PPS,
             outlier_eviction: Some(OutlierEviction::default()),

@@ -65,6 +65,12 @@ pub fn datagram(session_id: u64, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
     out
 }
 
+/// Child `c`'s datagram to merger `m`, under the token its ACCEPT gave it.
+pub fn child_datagram(m: &Merger, c: usize, pn: u32, frames: &[Frame<'_>]) -> Vec<u8> {
+    let token = m.child_token(&receiver_addr(c)).expect("an accepted child");
+    datagram(token, pn, frames)
+}
+
 /// The sender's (or a merger's) ACCEPT giving member id `member_id`, with
 /// token [`TOKEN`].
 pub fn accept(member_id: u64) -> Frame<'static> {

@@ -32,7 +32,7 @@ struct Fetched {
 /// Where a session member's catch-up transfer comes from and goes to.
 struct Plan {
     sender: SocketAddr,
-    session_id: u64,
+    credential: u64,
     member_id: u64,
     end: u64,
 }
@@ -51,7 +51,7 @@ pub fn receive_rest(
     let plan = Plan {
         // The session sender, also behind a merger (the feedback parent).
         sender: receiver.data_source().context("not connected")?,
-        session_id: receiver.session_id().context("not connected")?,
+        credential: receiver.catch_up_credential().context("not connected")?,
         member_id: receiver.member_id(),
         end: receiver.start_offset(),
     };
@@ -220,7 +220,7 @@ fn fetch_prefix(
     let mut client = CatchUpClient::new(
         transport,
         plan.sender,
-        plan.session_id,
+        plan.credential,
         plan.member_id,
         plan.end,
         clock.now(),

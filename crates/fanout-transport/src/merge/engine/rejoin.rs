@@ -71,7 +71,7 @@ impl Merger {
         let ts = c.timestamp;
         self.table.spec.children.insert(from, summary, ts, now);
         self.table.spec.children.set_start(&from, c.resume_from);
-        self.queue_accept(from);
+        self.queue_accept(from, now);
         true
     }
 
@@ -153,9 +153,7 @@ impl Merger {
         let body = Self::reset_body("silent");
         for addr in silent {
             tracing::debug!(child = %addr, "merger: evicting a silent child");
-            self.table.spec.children.remove(&addr);
-            self.stats.children_evicted += 1;
-            self.queue(addr, self.session_id, body.clone());
+            self.evict(addr, &body);
         }
         self.after_leave(now);
     }
