@@ -127,6 +127,8 @@ fn counters(st: &MergerStats) -> BTreeMap<&'static str, u64> {
         ("children_left", st.children_left),
         ("children_expired", st.children_expired),
         ("children_evicted", st.children_evicted),
+        ("unvalidated_evicted", st.unvalidated_evicted),
+        ("amplification_limited", st.amplification_limited),
         ("children_refused", st.children_refused),
         ("unknown_children", st.unknown_children),
         ("acks_in", st.acks_in),

@@ -55,6 +55,8 @@ pub fn file_session_counters(
         ("acks_received", st.acks_received),
         ("members_joined", st.members_joined),
         ("members_left", st.members_left),
+        ("unvalidated_evicted", st.unvalidated_evicted),
+        ("amplification_limited", st.amplification_limited),
         ("catch_ups_completed", cu.completed),
         ("catch_ups_failed", cu.failed),
         ("catch_up_bytes", cu.bytes),

@@ -75,8 +75,9 @@ pub struct SessionConfig {
     /// A member whose address is not validated this long after it joined
     /// is evicted ([`crate::address_budget`]). It is PINGed every eighth
     /// of this meanwhile; an honest member validates within a round trip
-    /// (it PINGs back on ACCEPT). Until validated, a member's window does
-    /// not limit the session, but its start holds the release point.
+    /// (it PINGs back on ACCEPT). Until validated, a member does not limit
+    /// the session window nor hold its end; its start holds the release
+    /// point.
     pub validation_timeout: Duration,
     /// Adaptive ACK frequency (TCP-SMO §II.D): members acknowledge every 2
     /// segments in slow start and after loss, every `steady_ack_every`

@@ -14,6 +14,7 @@ use super::ordered::{Extreme, OrderedIndex};
 use super::slots::SlotTable;
 use super::MemberId;
 use fanout_core::time::Instant;
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 /// A member figure a session controller can keep an ordered index of.
@@ -84,11 +85,16 @@ pub struct MemberSet {
     cumulative: OrderedIndex,
     srtt: OrderedIndex,
     /// The controller's indexes (and always [`MemberKey::WindowEnd`]: the
-    /// zero-window probe looks up who blocks). These and `srtt` hold only
-    /// validated members ([`crate::address_budget`]): a forged join must
-    /// not set the session's window or RTT. `cumulative` holds every
-    /// member, so data an unvalidated one may still need is kept.
+    /// zero-window probe looks up who blocks). These, `srtt` and
+    /// `cumulative` hold only validated members ([`crate::address_budget`]):
+    /// a forged join must not set the session's window or RTT, nor hold
+    /// the end of the session.
     keyed: Vec<(MemberKey, OrderedIndex)>,
+    /// (start, id) of members not validated yet: their start holds the
+    /// release point (an honest joiner whose ACCEPT was lost still needs
+    /// its data) until they are validated or evicted. They send nothing
+    /// before they are validated, so their start is their cumulative ACK.
+    unvalidated: BTreeSet<(u64, MemberId)>,
     /// Members in `keyed` and `srtt`.
     validated: usize,
     /// [`MemberKey::SmoothedCwnd`] is indexed: smooth on every update.
@@ -134,6 +140,7 @@ impl MemberSet {
             smooth: keyed.iter().any(|(k, _)| *k == MemberKey::SmoothedCwnd),
             keyed,
             validated: 0,
+            unvalidated: BTreeSet::new(),
             timers: MemberTimers::default(),
             idle: Vec::new(),
             clock,
@@ -178,6 +185,11 @@ impl MemberSet {
         );
         self.by_addr.insert(addr, s);
         self.reindex_slot(s, snd_nxt, false);
+        if let Some(m) = self.slots.at(s).map(|slot| &slot.member) {
+            if !m.is_validated() {
+                self.unvalidated.insert((m.cumulative(), id));
+            }
+        }
         id
     }
 
@@ -185,6 +197,9 @@ impl MemberSet {
     pub fn remove(&mut self, id: MemberId) -> Option<Member> {
         let (s, slot) = self.slots.remove(&id)?;
         self.validated -= usize::from(slot.indexed);
+        if !slot.indexed {
+            self.unvalidated.remove(&(slot.member.cumulative(), id));
+        }
         self.cumulative.remove(s);
         self.srtt.remove(s);
         for (_, i) in &mut self.keyed {
@@ -234,10 +249,13 @@ impl MemberSet {
         }
         let m = &slot.member;
         let id = m.id();
-        self.cumulative.update(s, id, m.cumulative());
         if m.is_validated() {
-            self.validated += usize::from(!slot.indexed);
+            if !slot.indexed {
+                self.validated += 1;
+                self.unvalidated.remove(&(m.cumulative(), id));
+            }
             slot.indexed = true;
+            self.cumulative.update(s, id, m.cumulative());
             self.srtt
                 .update(s, id, m.recovery().srtt().as_nanos() as u64);
             for (key, index) in &mut self.keyed {
@@ -296,9 +314,26 @@ impl MemberSet {
         self.timers.pop_expired(now)
     }
 
-    /// The smallest cumulative ACK.
+    /// The smallest cumulative ACK of a validated member.
     pub fn min_cumulative(&self) -> Option<u64> {
         self.cumulative.min_key()
+    }
+
+    /// The earliest admitted member whose address is not validated (O(n)
+    /// for the n ≤ 1 024 unvalidated: only
+    /// once the stream is acknowledged by every validated member).
+    pub fn oldest_unvalidated(&self) -> Option<MemberId> {
+        self.unvalidated.iter().map(|&(_, id)| id).min()
+    }
+
+    /// The lowest offset a member may still need: the smallest cumulative
+    /// ACK, or an unvalidated member's start if lower (the release point).
+    pub fn min_needed(&self) -> Option<u64> {
+        let unvalidated = self.unvalidated.first().map(|&(start, _)| start);
+        [self.min_cumulative(), unvalidated]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The cumulative ACK of rank `k` from the smallest.

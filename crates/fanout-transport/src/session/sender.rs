@@ -49,7 +49,8 @@ pub use transmit::MAX_PENDING_CONTROL;
 /// What the session tells its application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionEvent {
-    /// A member was admitted.
+    /// A member was admitted, and its address validated
+    /// ([`crate::address_budget`]; at once if the application invited it).
     MemberJoined {
         /// Its id.
         id: MemberId,
@@ -58,7 +59,8 @@ pub enum SessionEvent {
         /// Offset at which its delivery starts.
         start: u64,
     },
-    /// A member left or was evicted.
+    /// A member (one [`SessionEvent::MemberJoined`] announced) left or was
+    /// evicted.
     MemberLeft {
         /// Its id.
         id: MemberId,
@@ -170,6 +172,11 @@ pub struct SessionSender {
     created: Instant,
     data_open: bool,
     finished: bool,
+    /// The next member id when every validated member had acknowledged
+    /// the whole stream: unvalidated members admitted before then are
+    /// waited for (an honest one whose ACCEPT was lost), later ones not
+    /// (a flood of forged joins cannot hold the end).
+    validated_done: Option<MemberId>,
     closed: Option<CloseReason>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
@@ -238,6 +245,7 @@ impl SessionSender {
             created: now,
             data_open: false,
             finished: false,
+            validated_done: None,
             closed: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),
@@ -545,10 +553,14 @@ impl SessionSender {
         self.config.group
     }
 
-    /// Every member's figures now (O(N): for displays and reports, not
-    /// per packet).
+    /// Every validated member's figures now (O(N): for displays and
+    /// reports, not per packet). Members whose address is not validated
+    /// yet, maybe forged joins, are left out.
     pub fn member_snapshots(&self) -> impl Iterator<Item = super::MemberSnapshot> + '_ {
-        self.members.iter().map(|m| m.snapshot())
+        self.members
+            .iter()
+            .filter(|m| m.is_validated())
+            .map(|m| m.snapshot())
     }
 
     /// Session congestion window (bytes), from the session controller.
@@ -616,11 +628,13 @@ impl SessionSender {
                 },
             );
         }
-        self.events.push_back(SessionEvent::MemberLeft {
-            id,
-            addr: member.addr(),
-            reason: reason.into(),
-        });
+        if member.is_validated() {
+            self.events.push_back(SessionEvent::MemberLeft {
+                id,
+                addr: member.addr(),
+                reason: reason.into(),
+            });
+        }
     }
 
     /// Releases what every (counted) member acknowledged; finishes the
@@ -628,10 +642,10 @@ impl SessionSender {
     fn after_progress(&mut self) {
         let release = match self.config.release {
             ReleasePolicy::SlowestReceiver | ReleasePolicy::BufferLimited => {
-                self.members.min_cumulative()
+                self.members.min_needed()
             }
             ReleasePolicy::Quorum(f) => {
-                let n = self.members.len();
+                let n = self.members.validated_len();
                 let need = ((f.clamp(0.0, 1.0) * n as f64).ceil() as usize).clamp(1, n.max(1));
                 // The need-th highest cumulative ACK.
                 n.checked_sub(need)
@@ -651,7 +665,14 @@ impl SessionSender {
         }
         if !self.finished && !self.members.is_empty() {
             if let (Some(end), Some(min_cum)) = (self.stream_end(), self.members.min_cumulative()) {
-                if min_cum >= end {
+                let next_id = self.members.next_id();
+                let waited_for = min_cum >= end && {
+                    let done = *self.validated_done.get_or_insert(next_id);
+                    self.members
+                        .oldest_unvalidated()
+                        .is_some_and(|id| id < done)
+                };
+                if min_cum >= end && !waited_for {
                     self.finished = true;
                     self.events.push_back(SessionEvent::Finished);
                     let addrs: Vec<SocketAddr> = self

@@ -242,6 +242,11 @@ impl SessionSender {
             "member address validated"
         );
         self.queue_repairs(now, id, missed);
+        if let Some(m) = self.members.get(id) {
+            let (addr, start) = (m.addr(), m.start());
+            self.events
+                .push_back(SessionEvent::MemberJoined { id, addr, start });
+        }
     }
 
     /// A CONNECT (in a datagram of `len` bytes) from a stranger: admits it
@@ -340,11 +345,13 @@ impl SessionSender {
         }
         self.stats.members_joined += 1;
         tracing::debug!(session = self.session_id, member = id.0, %from, start, "member joined");
-        self.events.push_back(SessionEvent::MemberJoined {
-            id,
-            addr: from,
-            start,
-        });
+        if named {
+            self.events.push_back(SessionEvent::MemberJoined {
+                id,
+                addr: from,
+                start,
+            });
+        }
         self.control(
             from,
             Control::Accept {

@@ -76,7 +76,9 @@ impl SessionSender {
     /// unvalidated member's budget if so). Strangers get only refusals,
     /// one per request and no longer than it (see the amplification test).
     fn may_send(&mut self, to: SocketAddr, len: u64) -> bool {
-        if to.ip().is_multicast() {
+        // Multicast, or every member validated (the common case): no
+        // lookup on the per-datagram path.
+        if to.ip().is_multicast() || self.members.validated_len() == self.members.len() {
             return true;
         }
         let Some(m) = self.members.at_addr(&to) else {
