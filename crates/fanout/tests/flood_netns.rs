@@ -25,7 +25,7 @@
 )]
 
 mod common;
-use common::{finish, spawn, Scratch};
+use common::{finish, spawn, spawn_group_sender, Scratch};
 use fanout_netns::{require_netns, LanTopology};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::Write;
@@ -265,22 +265,7 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
         .expect("bridge");
     assert!(joined.len() >= 2, "{joined:?}");
     let t0 = Instant::now();
-    let mut send = spawn(
-        &lan,
-        0,
-        &[
-            "send",
-            src.to_str().unwrap(),
-            "--group",
-            GROUP,
-            "--bind",
-            &sender.to_string(),
-            "--wait-for",
-            "2",
-            "--json",
-            "--quiet",
-        ],
-    );
+    let mut send = spawn_group_sender(&lan, 0, &src, GROUP, &sender.to_string(), 2);
     let sent = finish(&mut send, "sender", limit());
     let seconds = t0.elapsed().as_secs_f64();
     let reports: Vec<_> = receivers

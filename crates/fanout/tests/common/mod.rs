@@ -27,6 +27,36 @@ pub fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
     h.netns().spawn(cmd).expect("spawn")
 }
 
+/// Starts `fanout send SRC --group GROUP --bind BIND --wait-for N --json
+/// --quiet` on host `host`.
+pub fn spawn_group_sender(
+    lan: &LanTopology,
+    host: usize,
+    src: &Path,
+    group: &str,
+    bind: &str,
+    wait_for: usize,
+) -> NsChild {
+    let wait_for = wait_for.to_string();
+    let src = src.to_str().expect("UTF-8 path");
+    spawn(
+        lan,
+        host,
+        &[
+            "send",
+            src,
+            "--group",
+            group,
+            "--bind",
+            bind,
+            "--wait-for",
+            &wait_for,
+            "--json",
+            "--quiet",
+        ],
+    )
+}
+
 /// Waits for `child` (at most `limit`; killed after) and returns its JSON
 /// report, or panics with its stderr.
 pub fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::Value {
