@@ -172,11 +172,13 @@ pub struct SessionSender {
     created: Instant,
     data_open: bool,
     finished: bool,
-    /// The next member id when every validated member had acknowledged
-    /// the whole stream: unvalidated members admitted before then are
-    /// waited for (an honest one whose ACCEPT was lost), later ones not
-    /// (a flood of forged joins cannot hold the end).
-    validated_done: Option<MemberId>,
+    /// When every validated member had acknowledged the whole stream, and
+    /// the next member id one validation timeout later. Unvalidated
+    /// members admitted before that id are waited for (an honest one whose
+    /// ACCEPT was lost, or that joined at the very end), later ones not: a
+    /// flood of forged joins holds the end for at most two validation
+    /// timeouts.
+    validated_done: Option<(Instant, Option<MemberId>)>,
     closed: Option<CloseReason>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
@@ -639,7 +641,7 @@ impl SessionSender {
 
     /// Releases what every (counted) member acknowledged; finishes the
     /// session once the whole stream is acknowledged.
-    fn after_progress(&mut self) {
+    fn after_progress(&mut self, now: Instant) {
         let release = match self.config.release {
             ReleasePolicy::SlowestReceiver | ReleasePolicy::BufferLimited => {
                 self.members.min_needed()
@@ -666,11 +668,16 @@ impl SessionSender {
         if !self.finished && !self.members.is_empty() {
             if let (Some(end), Some(min_cum)) = (self.stream_end(), self.members.min_cumulative()) {
                 let next_id = self.members.next_id();
+                let grace = self.config.validation_timeout;
                 let waited_for = min_cum >= end && {
-                    let done = *self.validated_done.get_or_insert(next_id);
+                    let (at, cutoff) = self.validated_done.get_or_insert((now, None));
+                    if cutoff.is_none() && now >= *at + grace {
+                        *cutoff = Some(next_id);
+                    }
+                    let cutoff = *cutoff;
                     self.members
                         .oldest_unvalidated()
-                        .is_some_and(|id| id < done)
+                        .is_some_and(|id| cutoff.is_none_or(|c| id < c))
                 };
                 if min_cum >= end && !waited_for {
                     self.finished = true;
@@ -717,7 +724,7 @@ impl SessionSender {
                 "address not validated: its token never came back",
                 false,
             );
-            self.after_progress();
+            self.after_progress(now);
             return;
         }
         let addr = member.addr();
@@ -765,7 +772,7 @@ impl SessionSender {
         };
         if let Some(reason) = reason {
             self.remove(id, reason, true);
-            self.after_progress();
+            self.after_progress(now);
         } else if let Some(m) = self.members.get(id) {
             self.controller.on_feedback(now, m);
         }

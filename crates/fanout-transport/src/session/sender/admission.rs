@@ -328,29 +328,18 @@ impl SessionSender {
         let mut member = Member::new(id, from, token, start, connect.window, recovery, now);
         if !named {
             member = member.unvalidated(len);
-            if start < self.snd_nxt {
-                member.defer_missed(self.snd_nxt);
-            }
+        }
+        if start < self.snd_nxt {
+            // Joined a bulk session whose start is still buffered, after
+            // data went out: what it missed is repaired like any loss,
+            // once its address is validated.
+            member.defer_missed(self.snd_nxt);
         }
         self.members.insert(member, self.snd_nxt);
-        if named && start < self.snd_nxt {
-            // Joined a bulk session whose start is still buffered, after
-            // data went out: what it missed is repaired like any loss.
-            let (snd_nxt, log) = (self.snd_nxt, &self.log);
-            let missed = self
-                .members
-                .update(id, snd_nxt, |m| m.mark_missed(now, snd_nxt, log))
-                .unwrap_or_default();
-            self.queue_repairs(now, id, missed);
-        }
         self.stats.members_joined += 1;
         tracing::debug!(session = self.session_id, member = id.0, %from, start, "member joined");
         if named {
-            self.events.push_back(SessionEvent::MemberJoined {
-                id,
-                addr: from,
-                start,
-            });
+            self.on_validated(now, id);
         }
         self.control(
             from,

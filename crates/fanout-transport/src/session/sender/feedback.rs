@@ -52,7 +52,7 @@ impl SessionSender {
                 Frame::Reset(CloseFrame { reason, .. }) => {
                     let why = format!("member reset: {reason}");
                     self.remove(id, &why, false);
-                    self.after_progress();
+                    self.after_progress(now);
                     return;
                 }
                 Frame::Close(_) | Frame::Ping | Frame::Padding => {}
@@ -124,7 +124,7 @@ impl SessionSender {
         }
         self.queue_repairs(now, id, out.newly_lost);
         if out.progressed {
-            self.after_progress();
+            self.after_progress(now);
         }
         self.evict_outliers(now);
     }
@@ -174,7 +174,7 @@ impl SessionSender {
             self.remove(*id, reason, true);
         }
         if !evict.is_empty() {
-            self.after_progress();
+            self.after_progress(now);
         }
     }
 }

@@ -90,7 +90,7 @@ impl SessionSender {
                     for id in behind {
                         self.remove(id, why, true);
                     }
-                    self.after_progress();
+                    self.after_progress(now);
                     // Look at this segment again, for the others.
                     cursor = start;
                     continue;
