@@ -95,8 +95,6 @@ pub struct MemberSet {
     /// its data) until they are validated or evicted. They send nothing
     /// before they are validated, so their start is their cumulative ACK.
     unvalidated: BTreeSet<(u64, MemberId)>,
-    /// Members in `keyed` and `srtt`.
-    validated: usize,
     /// [`MemberKey::SmoothedCwnd`] is indexed: smooth on every update.
     smooth: bool,
     timers: MemberTimers,
@@ -139,7 +137,6 @@ impl MemberSet {
             srtt: index(own.srtt_ranked, Extreme::Max),
             smooth: keyed.iter().any(|(k, _)| *k == MemberKey::SmoothedCwnd),
             keyed,
-            validated: 0,
             unvalidated: BTreeSet::new(),
             timers: MemberTimers::default(),
             idle: Vec::new(),
@@ -157,9 +154,10 @@ impl MemberSet {
         self.slots.is_empty()
     }
 
-    /// Members whose address is validated.
+    /// Members whose address is validated (those in `keyed`, `srtt` and
+    /// `cumulative`).
     pub fn validated_len(&self) -> usize {
-        self.validated
+        self.slots.len() - self.unvalidated.len()
     }
 
     /// The id the next admitted member gets.
@@ -196,7 +194,6 @@ impl MemberSet {
     /// Removes member `id`.
     pub fn remove(&mut self, id: MemberId) -> Option<Member> {
         let (s, slot) = self.slots.remove(&id)?;
-        self.validated -= usize::from(slot.indexed);
         if !slot.indexed {
             self.unvalidated.remove(&(slot.member.cumulative(), id));
         }
@@ -251,7 +248,6 @@ impl MemberSet {
         let id = m.id();
         if m.is_validated() {
             if !slot.indexed {
-                self.validated += 1;
                 self.unvalidated.remove(&(m.cumulative(), id));
             }
             slot.indexed = true;
