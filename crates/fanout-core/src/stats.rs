@@ -33,8 +33,13 @@ drop_reasons! {
     UnknownSession => "unknown_session",
     /// From an address that is not the session's peer.
     UnknownPeer => "unknown_peer",
-    /// Failed authentication.
+    /// Failed authentication: does not open under the keys it should, or
+    /// travels in the clear where it must be sealed.
     Unauthenticated => "unauthenticated",
+    /// A packet number already accepted, or older than the replay window.
+    Replayed => "replayed",
+    /// A handshake proving a key that is not on the allow-list.
+    NotAllowed => "not_allowed",
     /// A frame not allowed in the current state.
     UnexpectedFrame => "unexpected_frame",
     /// Acknowledges data never sent.

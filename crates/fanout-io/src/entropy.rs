@@ -8,6 +8,12 @@ use fanout_transport::session::TokenKey;
 /// clock, the process id and the address-space layout: weaker, but the
 /// session still starts.
 pub fn random_token_key() -> TokenKey {
+    TokenKey::from_bytes(random_seed())
+}
+
+/// 32 bytes from the OS random source (with the same fallback as
+/// [`random_token_key`]): the seed of an engine's keys and handshakes.
+pub fn random_seed() -> [u8; 32] {
     let mut k = [0u8; 32];
     if getrandom::fill(&mut k).is_err() {
         let local = 0u8;
@@ -19,7 +25,7 @@ pub fn random_token_key() -> TokenKey {
         let seed = format!("{now:?} {} {:p}", std::process::id(), &local);
         k = *blake3::hash(seed.as_bytes()).as_bytes();
     }
-    TokenKey::from_bytes(k)
+    k
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ mod stats;
 
 pub use clock::Clock;
 pub use driver::{run, Driver, DriverConfig, DEFAULT_TIMER_SLACK};
-pub use entropy::random_token_key;
+pub use entropy::{random_seed, random_token_key};
 pub use error::IoError;
 pub use impair::{ImpairConfig, ImpairStats, Impairment};
 pub use output_file::{target_paths, Existing, OutputFile};

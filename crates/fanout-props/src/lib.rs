@@ -4,6 +4,8 @@
 //!
 //! * [`unicast`] — the header and frame decoders, and the two ends of a
 //!   session of one, fed arbitrary datagrams.
+//! * [`protected`] — a protected session's sender and joiner fed arbitrary
+//!   bytes as handshakes and sealed datagrams.
 //! * [`drive_session`] — a multicast [`SessionSender`] with two or three
 //!   honest members (real [`Receiver::join`] engines over an in-memory
 //!   network), attacked by strangers.
@@ -42,6 +44,7 @@ pub mod catch_up;
 pub mod merger;
 pub mod model;
 pub mod net;
+pub mod protected;
 pub mod script;
 pub mod session;
 pub mod unicast;

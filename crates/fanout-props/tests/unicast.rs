@@ -202,3 +202,14 @@ fn mid_segment_cumulative_ack() {
     assert_eq!(s.stats().drops.get(DropReason::InvalidAck), 1);
     model.pump(&mut s, now);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Fuzz target `protected_input`: arbitrary bytes as handshakes and
+    /// sealed datagrams of a protected session are refused and counted.
+    #[test]
+    fn protected_sessions_refuse_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
+        fanout_props::protected::check_protected_input(&bytes);
+    }
+}

@@ -60,6 +60,10 @@ pub struct TransportConfig {
     /// sends nothing (mergers send keep-alives) for this long is taken for
     /// dead.
     pub parent_silence: Duration,
+    /// Keys that protect every datagram (`crate::protection`); `None`: an
+    /// unprotected session (`docs/security.md`). Session senders and their
+    /// direct members only so far: mergers refuse it.
+    pub protection: Option<crate::protection::Protection>,
 }
 
 impl Default for TransportConfig {
@@ -79,16 +83,24 @@ impl Default for TransportConfig {
             feedback_via: None,
             feedback_fallback: Vec::new(),
             parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
+            protection: None,
         }
     }
 }
 
 impl TransportConfig {
-    /// Largest DATA payload (the MSS), in bytes.
+    /// Largest DATA payload (the MSS), in bytes: what is left of
+    /// `max_datagram` after the header, the DATA frame's fields and, in a
+    /// protected session, the AEAD tag.
     pub fn max_payload(&self) -> u64 {
+        let tag = if self.protection.is_some() {
+            crate::protection::TAG_LEN
+        } else {
+            0
+        };
         let room = self
             .max_datagram
-            .saturating_sub(HEADER_LEN + DATA_FRAME_FIXED_OVERHEAD);
+            .saturating_sub(HEADER_LEN + DATA_FRAME_FIXED_OVERHEAD + tag);
         // The length varint takes 2 bytes below 16 KiB, 4 up to 1 GiB.
         let len_field = fanout_core::codec::varint_size(room as u64);
         room.saturating_sub(len_field).max(64) as u64

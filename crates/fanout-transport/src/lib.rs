@@ -18,6 +18,7 @@ pub mod fec;
 pub mod handshake;
 pub mod merge;
 mod packet;
+pub mod protection;
 mod reattach;
 mod receiver;
 mod recovery;

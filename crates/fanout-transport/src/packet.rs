@@ -1,10 +1,11 @@
 //! The one place where datagrams are assembled, for every engine (session
 //! sender, receiver, merger, catch-up request): the header with the
 //! engine's next packet number, the frames, optional padding, and
-//! [`PacketBuilder::finish`] — where a later version seals the frames with
-//! an AEAD (the header's `SEALED` flag, `docs/wire.md` §7) and records the
-//! packet as sent.
+//! [`PacketBuilder::finish`]; then, in a protected session, [`seal`] — the
+//! AEAD over the frames with the header authenticated (the header's
+//! `SEALED` flag, `docs/wire.md` §4.12).
 
+use crate::protection::PacketKey;
 use crate::wire::{encode_data_header, Frame, Header, HeaderFlags, WireTimestamp};
 use fanout_core::codec::truncate_pn;
 
@@ -20,6 +21,28 @@ impl PacketNumbers {
     pub fn next(&self) -> u64 {
         self.next
     }
+
+    /// The number of the datagram assembled last (0 before any).
+    pub fn last(&self) -> u64 {
+        self.next.saturating_sub(1)
+    }
+}
+
+/// Seals the datagram just assembled at `out[start..]` (the last one
+/// `numbers` numbered) with `key` (`docs/wire.md` §4.12): every engine seals
+/// here, after its packet builder and its address-budget check.
+pub fn seal(out: &mut Vec<u8>, start: usize, numbers: &PacketNumbers, key: &PacketKey) {
+    key.seal(out, start, numbers.last());
+}
+
+/// Whether the datagram whose frames are `frames` travels unsealed in a
+/// protected session: a handshake message (it protects itself) or an
+/// OFFER (it asks for a handshake and carries nothing to trust).
+pub fn travels_in_clear(frames: &[u8]) -> bool {
+    matches!(
+        crate::wire::decode_frames(frames).next(),
+        Some(Ok(Frame::Handshake(_) | Frame::Offer(_)))
+    )
 }
 
 /// One datagram being assembled into the caller's buffer.
@@ -96,8 +119,9 @@ impl<'a> PacketBuilder<'a> {
         self
     }
 
-    /// Completes the datagram; returns its length in bytes. Packet
-    /// protection will seal it here.
+    /// Completes the datagram; returns its length in bytes (before any
+    /// seal: `packet::seal` follows once the engine knows the datagram goes
+    /// out).
     pub fn finish(self) -> usize {
         self.out.len() - self.start
     }

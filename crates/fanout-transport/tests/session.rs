@@ -1207,3 +1207,208 @@ fn a_plugged_in_controller_sets_the_rate() {
     assert!((2.0..2.3).contains(&fixed), "fixed rate: {fixed:.3} s");
     assert!(default < 1.0, "default controller: {default:.3} s");
 }
+
+mod protected {
+    //! Protected sessions (`docs/security.md`): every datagram after the
+    //! handshake is sealed; forged, mutated and replayed ones change
+    //! nothing; a joiner without the key is never admitted.
+
+    use super::*;
+    use fanout_core::stats::DropReason;
+    use fanout_transport::protection::{Credentials, Protection};
+    use fanout_transport::wire::{Frame, Header, HeaderFlags};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    const PSK: [u8; 32] = [7; 32];
+
+    fn protected(psk: [u8; 32], seed: u8) -> fanout_transport::TransportConfig {
+        fanout_transport::TransportConfig {
+            protection: Some(Protection::new(Credentials::with_psk(psk), [seed; 32])),
+            ..Default::default()
+        }
+    }
+
+    /// A net whose sender and members hold `keys[i]` (the sender `PSK`),
+    /// each with randomness of its own.
+    fn net(keys: &[[u8; 32]], data: Vec<u8>, loss: Loss) -> Net {
+        let cfg = SessionConfig {
+            wait_for_members: keys.iter().filter(|k| **k == PSK).count(),
+            transport: protected(PSK, 200),
+            ..config()
+        };
+        let mut net = Net::new(cfg, keys.len(), data, loss);
+        for (i, k) in keys.iter().enumerate() {
+            net.members[i] = Receiver::join(
+                protected(*k, i as u8),
+                SENDER.parse().unwrap(),
+                Instant::ZERO,
+            );
+        }
+        net
+    }
+
+    fn frames_in_clear(bytes: &[u8]) -> Option<Frame<'_>> {
+        let (h, body) = Header::decode(bytes).ok()?;
+        if h.flags.contains(HeaderFlags::SEALED) {
+            return None;
+        }
+        fanout_transport::wire::decode_frames(body).next()?.ok()
+    }
+
+    #[test]
+    fn every_datagram_after_the_handshake_is_sealed_and_the_stream_arrives() {
+        let data = random_data(1 << 20, 21);
+        let clear = Rc::new(RefCell::new(Vec::new()));
+        let seen = clear.clone();
+        let mut x = 1u64;
+        let loss: Loss = Box::new(move |_, bytes, _| {
+            if let Some(f) = frames_in_clear(bytes) {
+                seen.borrow_mut().push(format!("{f:?}"));
+            }
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (x >> 33) % 100 < 2 // 2% loss both ways
+        });
+        let mut net = net(&[PSK; 3], data.clone(), loss);
+        net.run(Duration::from_secs(60));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data));
+        // Only handshakes travel in the clear: no byte of the stream.
+        let clear = clear.borrow();
+        assert!(!clear.is_empty());
+        assert!(
+            clear.iter().all(|f| f.starts_with("Handshake")),
+            "{clear:?}"
+        );
+        let drops = &net.sender.stats().drops;
+        assert_eq!(drops.get(DropReason::Unauthenticated), 0);
+        for m in &net.members {
+            assert_eq!(m.stats().drops.get(DropReason::Unauthenticated), 0);
+        }
+    }
+
+    #[test]
+    fn a_joiner_without_the_key_is_never_admitted() {
+        let data = random_data(256 << 10, 22);
+        let mut net = net(
+            &[PSK, [9; 32], PSK],
+            data.clone(),
+            Box::new(|_, _, _| false),
+        );
+        net.run(Duration::from_secs(30));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert_eq!(net.got[0], data);
+        assert_eq!(net.got[2], data);
+        assert!(net.got[1].is_empty());
+        assert_eq!(net.sender.stats().members_joined, 2);
+        assert!(net.sender.stats().drops.get(DropReason::Unauthenticated) > 0);
+    }
+
+    /// An outsider that sees every datagram (on the LAN) forges RESET,
+    /// CLOSE and FIN in the clear under the session id, flips bits of
+    /// sealed datagrams, and replays sealed ones to members and sender:
+    /// everything is dropped and counted, and the stream arrives whole.
+    #[test]
+    fn forged_mutated_and_replayed_datagrams_change_nothing() {
+        let data = random_data(1 << 20, 23);
+        let captured = Rc::new(RefCell::new(Vec::<(Option<usize>, Vec<u8>)>::new()));
+        let tap = captured.clone();
+        let loss: Loss = Box::new(move |to, bytes, _| {
+            let mut t = tap.borrow_mut();
+            if t.len() < 4000 {
+                t.push((to, bytes.to_vec()));
+            }
+            false
+        });
+        let mut net = net(&[PSK; 2], data.clone(), loss);
+        net.hold_fin = true; // the session stays open during the attack
+        net.run(Duration::from_millis(200));
+        let sender: SocketAddr = SENDER.parse().unwrap();
+        let forge = |frame: Frame<'_>, session_id: u64| {
+            let mut out = Vec::new();
+            Header {
+                flags: HeaderFlags::default(),
+                session_id,
+                packet_number: 1 << 20,
+            }
+            .encode(&mut out);
+            frame.encode(&mut out);
+            out
+        };
+        let reset = fanout_transport::wire::CloseFrame {
+            code: 1,
+            reason: "forged",
+        };
+        let fin = Frame::Data(fanout_transport::wire::DataFrame {
+            offset: 1000,
+            timestamp: WireTimestamp(0),
+            fin: true,
+            message_end: false,
+            payload: b"x",
+        });
+        let mut forged = 0;
+        for session_id in [0, 42] {
+            for f in [
+                Frame::Reset(reset.clone()),
+                Frame::Close(reset.clone()),
+                fin.clone(),
+            ] {
+                for i in 0..2 {
+                    net.members[i].handle_datagram(net.now, sender, &forge(f.clone(), session_id));
+                    net.sender.handle_datagram(
+                        net.now,
+                        member_addr(i),
+                        &forge(f.clone(), session_id),
+                    );
+                    forged += 1;
+                }
+            }
+        }
+        let mut mutated = 0;
+        let mut replayed = 0;
+        for (to, bytes) in captured.borrow().iter() {
+            let sealed =
+                Header::decode(bytes).is_ok_and(|(h, _)| h.flags.contains(HeaderFlags::SEALED));
+            if !sealed {
+                continue;
+            }
+            let (i, from) = match to {
+                Some(i) => (*i, sender),
+                None => continue, // the tap does not tell which member sent it
+            };
+            // Mutated, under a packet number not seen yet: the seal fails.
+            let mut bad = bytes.clone();
+            let pn = u32::from_be_bytes(bad[12..16].try_into().unwrap());
+            bad[12..16].copy_from_slice(&pn.wrapping_add(100_000).to_be_bytes());
+            let at = bytes.len() / 2;
+            bad[at] ^= 0x40;
+            net.members[i].handle_datagram(net.now, from, &bad);
+            mutated += 1;
+            // Mutated under its own number, or replayed as is: refused
+            // before it is opened.
+            bad.copy_from_slice(bytes);
+            bad[at] ^= 0x40;
+            net.members[i].handle_datagram(net.now, from, &bad);
+            net.members[i].handle_datagram(net.now, from, bytes);
+            replayed += 2;
+        }
+        assert!(mutated > 100, "{mutated} sealed datagrams captured");
+        net.hold_fin = false;
+        net.run(Duration::from_secs(60));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data));
+        let unauthenticated: u64 = net
+            .members
+            .iter()
+            .map(|m| m.stats().drops.get(DropReason::Unauthenticated))
+            .sum::<u64>()
+            + net.sender.stats().drops.get(DropReason::Unauthenticated);
+        let replays: u64 = net
+            .members
+            .iter()
+            .map(|m| m.stats().drops.get(DropReason::Replayed))
+            .sum();
+        assert_eq!(unauthenticated, 2 * forged + mutated);
+        assert_eq!(replays, replayed);
+    }
+}

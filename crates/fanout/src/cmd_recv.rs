@@ -6,6 +6,7 @@ use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, version_hint, OutputOpts, TransferReport,
 };
+use crate::security_opts::Side;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
@@ -238,16 +239,21 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     if !args.out.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
+    args.net.security.warn_if_unprotected(args.out.quiet);
     if let Some(tx) = bound {
         let _ = tx.send(endpoint.local_addr());
     }
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut transport = args.net.transport();
+    let mut transport = args.net.transport(Side::Receiver)?;
     transport.feedback_via = match &args.merger {
         Some(m) => Some(crate::cmd_send::resolve(m)?),
         None => None,
     };
+    ensure!(
+        transport.feedback_via.is_none() || transport.protection.is_none(),
+        "a protected session cannot report through an ACK merger yet: drop --merger or the keys"
+    );
     if let (Some(_), Some(sender)) = (transport.feedback_via, join) {
         let mut chain = args
             .merger_fallback
@@ -261,7 +267,11 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     }
     let mut receiver = match join {
         Some(sender) => Receiver::join(transport, sender, clock.now()),
-        None => Receiver::listen_from(args.net.transport(), args.allowed_senders(), clock.now()),
+        None => Receiver::listen_from(
+            args.net.transport(Side::Receiver)?,
+            args.allowed_senders(),
+            clock.now(),
+        ),
     };
     let mut inc = Incoming::new(args.output.clone(), args.existing());
     let mut buf = vec![0u8; 1 << 20];

@@ -28,6 +28,7 @@ use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts,
 };
+use crate::security_opts::Side;
 use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, DeliveryReport, JoinSpec, SessionSpec,
@@ -205,7 +206,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut down = Driver::new(down_ep, clock, args.net.driver())?;
     let up = Driver::new(up_ep, clock, args.net.driver())?;
     let (wake_down, wake_up) = (down.waker(), up.waker());
-    let receiver = Receiver::join(args.net.transport(), from, clock.now());
+    let receiver = Receiver::join(args.net.transport(Side::Receiver)?, from, clock.now());
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
     let upstream = std::thread::Builder::new()
         .name("relay-upstream".into())
@@ -218,7 +219,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     };
     let config = args
         .session
-        .config(args.net.transport(), delivery.group(), join);
+        .config(args.net.transport(Side::Sender)?, delivery.group(), join);
     let session_id = random_session_id();
     let session = SessionSender::new(config, session_id, clock.now());
     let source: Box<dyn PrefixSource> = match &args.spool {
@@ -229,10 +230,11 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut session = CatchUpServer::new(
         session,
         source,
-        args.net.transport(),
+        args.net.transport(Side::Sender)?,
         args.catch_up.config(),
         random_rng(),
     );
+    args.net.security.warn_if_unprotected(args.out.quiet);
     let quiet = args.out.quiet || args.out.json;
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
     let mut forward = Forward {

@@ -9,6 +9,7 @@ use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts, TransferReport,
 };
+use crate::security_opts::Side;
 use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
 use crate::session_view::SessionView;
@@ -78,6 +79,7 @@ fn any_addr(like: SocketAddr) -> SocketAddr {
 /// Sends `args.file`; returns the report.
 pub fn send(args: &SendArgs) -> Result<TransferReport> {
     let feed = open_file_feed(&args.file)?;
+    args.net.security.warn_if_unprotected(args.out.quiet);
     if args.group.is_some() || args.unicast {
         send_session(args, feed)
     } else {
@@ -93,7 +95,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let config = SessionConfig {
         token_key: fanout_io::random_token_key(),
-        ..SessionConfig::unicast(args.net.transport())
+        ..SessionConfig::unicast(args.net.transport(Side::Sender)?)
     };
     let mut sender = SessionSender::new(config, random_session_id(), clock.now());
     sender.offer(clock.now(), peer);
@@ -164,9 +166,11 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     // Late joiners get the live stream from the current position and
     // the missed prefix by unicast catch-up (`catch_up`).
-    let config = args
-        .session
-        .config(args.net.transport(), delivery.group(), JoinPolicy::CatchUp);
+    let config = args.session.config(
+        args.net.transport(Side::Sender)?,
+        delivery.group(),
+        JoinPolicy::CatchUp,
+    );
     let source = FilePrefix {
         path: args.file.clone(),
         manifest: feed.manifest().clone(),
@@ -174,7 +178,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let mut session = CatchUpServer::new(
         SessionSender::new(config, random_session_id(), clock.now()),
         Box::new(source),
-        args.net.transport(),
+        args.net.transport(Side::Sender)?,
         args.catch_up.config(),
         random_rng(),
     );

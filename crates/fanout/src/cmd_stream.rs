@@ -22,6 +22,7 @@ use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, require_completed, OutputOpts, TransferReport,
 };
+use crate::security_opts::Side;
 use crate::session_args::SessionSendArgs;
 use crate::session_net::{
     open_member_endpoint, open_sender_endpoint, run_session, JoinSpec, SessionSpec,
@@ -155,11 +156,14 @@ pub fn stream_send(
     let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let config = args
-        .session
-        .config(args.net.transport(), delivery.group(), JoinPolicy::Live);
+    let config = args.session.config(
+        args.net.transport(Side::Sender)?,
+        delivery.group(),
+        JoinPolicy::Live,
+    );
     let mut session = SessionSender::new(config, random_session_id(), clock.now());
     let mut feed = InputFeed::spawn(input, driver.waker());
+    args.net.security.warn_if_unprotected(args.out.quiet);
     let quiet = args.out.quiet || args.out.json;
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
     let mut relay_out = match &args.upstream_out {
@@ -306,9 +310,10 @@ pub fn stream_recv(
     if !args.out.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
+    args.net.security.warn_if_unprotected(args.out.quiet);
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut transport = args.net.transport();
+    let mut transport = args.net.transport(Side::Receiver)?;
     if args.wait > 0 {
         transport.handshake_timeout = Duration::from_secs(args.wait);
     }

@@ -15,6 +15,7 @@ mod pipe;
 mod progress;
 mod recv_counters;
 mod report;
+mod security_opts;
 mod session_args;
 mod session_net;
 mod session_view;
@@ -60,6 +61,8 @@ enum Command {
     /// Emulated networks of real processes: network namespaces joined by
     /// user-space links that reuse the simulator's models (needs root).
     Lab(cmd_lab::LabArgs),
+    /// Write a key pair (or a pre-shared key) for protected sessions.
+    Keygen(security_opts::KeygenArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Command::Stream(a) => cmd_stream::run(a),
         Command::Demo(a) => cmd_demo::run(a),
         Command::Lab(a) => cmd_lab::run_lab(a),
+        Command::Keygen(a) => security_opts::keygen(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! Transport and impairment flags shared by `send` and `recv`.
 
+use crate::security_opts::{SecurityOpts, Side};
 use clap::Args;
 use fanout_core::cc::CcAlgorithm;
 use fanout_io::{DriverConfig, ImpairConfig};
@@ -71,6 +72,9 @@ pub struct TransportOpts {
     /// Seed of the injected loss.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub loss_seed: u64,
+    /// Keys that protect the session.
+    #[command(flatten)]
+    pub security: SecurityOpts,
 }
 
 fn parse_probability(s: &str) -> Result<f64, String> {
@@ -83,8 +87,17 @@ fn parse_probability(s: &str) -> Result<f64, String> {
 }
 
 impl TransportOpts {
-    /// The transport configuration these flags describe.
-    pub fn transport(&self) -> TransportConfig {
+    /// The transport configuration these flags describe, for an engine
+    /// of `side` (its keys checked and given fresh randomness).
+    pub fn transport(&self, side: Side) -> anyhow::Result<TransportConfig> {
+        Ok(TransportConfig {
+            protection: self.security.protection(side)?,
+            ..self.unprotected()
+        })
+    }
+
+    /// The transport configuration without keys.
+    fn unprotected(&self) -> TransportConfig {
         let window = (self.window_mib as usize) << 20;
         TransportConfig {
             max_datagram: self.max_datagram as usize,
@@ -160,7 +173,7 @@ mod tests {
         ] {
             let net = parse(args);
             let slack = net.driver().timer_slack;
-            assert_eq!(net.transport().pacing_burst, slack + PACING_BURST_MARGIN);
+            assert_eq!(net.unprotected().pacing_burst, slack + PACING_BURST_MARGIN);
         }
         let defaults = parse(&[]);
         assert_eq!(defaults.driver().timer_slack, Duration::from_micros(1500));

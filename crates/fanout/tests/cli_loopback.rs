@@ -232,11 +232,22 @@ fn killed_sender_leaves_no_complete_looking_file() {
 /// Sends `src` to a `fanout recv -o out` started with `extra`; returns
 /// both outputs and the receiver's stderr.
 fn send_to_recv(src: &Path, out: &Path, extra: &[&str]) -> (Output, Output, String) {
-    let (recv, addr, log) = start_recv(out, extra);
+    send_to_recv_with(src, out, extra, &[])
+}
+
+/// [`send_to_recv`] with flags for each side.
+fn send_to_recv_with(
+    src: &Path,
+    out: &Path,
+    recv_extra: &[&str],
+    send_extra: &[&str],
+) -> (Output, Output, String) {
+    let (recv, addr, log) = start_recv(out, recv_extra);
     let send = Command::new(BIN)
         .args(["send", "--json", "--quiet", "--to"])
         .arg(addr.to_string())
         .arg(src)
+        .args(send_extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -245,6 +256,66 @@ fn send_to_recv(src: &Path, out: &Path, extra: &[&str]) -> (Output, Output, Stri
     let recv = finish(recv, Duration::from_secs(30));
     let stderr: Vec<String> = log.try_iter().collect();
     (send, recv, stderr.join("\n"))
+}
+
+/// Keys from `fanout keygen`: a transfer protected by a pre-shared key or
+/// by key pairs arrives whole; a sender without the receiver's key, or
+/// not the one it pins, is never answered; an unprotected one says so.
+#[test]
+fn protected_transfers_need_the_right_keys() {
+    let scratch = temp_dir("keys");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, 300_000, 11);
+    let keygen = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("keygen")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    keygen(&["--psk", "a.psk"]);
+    keygen(&["--psk", "b.psk"]);
+    keygen(&["sender.key"]);
+    keygen(&["recv.key"]);
+    keygen(&["other.key"]);
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    std::fs::copy(p("recv.key.pub"), p("allowed")).unwrap();
+    let run = |case: &str, recv: &[&str], send: &[&str]| {
+        let out = dir.join(case);
+        std::fs::create_dir_all(&out).unwrap();
+        let (s, r, err) = send_to_recv_with(&src, &out, recv, send);
+        let got = std::fs::read(out.join("payload.bin")).ok();
+        (s.status.success() && r.status.success(), got, err)
+    };
+    let psk = ["--psk-file", &p("a.psk")];
+    let (ok, got, err) = run("psk", &psk, &psk);
+    assert!(ok && got.as_ref() == Some(&data), "{err}");
+    assert!(!err.contains("unprotected"), "{err}");
+    let recv_keys = [
+        "--key",
+        &p("recv.key"),
+        "--sender-key",
+        &p("sender.key.pub"),
+    ];
+    let send_keys = ["--key", &p("sender.key"), "--allow-keys", &p("allowed")];
+    let (ok, got, err) = run("pairs", &recv_keys, &send_keys);
+    assert!(ok && got.as_ref() == Some(&data), "{err}");
+    // Another pre-shared key, or a sender the receiver does not pin: no
+    // handshake completes and nothing is written.
+    let wait = ["--wait", "2"];
+    let other_psk = ["--psk-file", &p("b.psk")];
+    let (ok, got, _) = run("wrong-psk", &[&psk[..], &wait].concat(), &other_psk);
+    assert!(!ok && got.is_none());
+    let impostor = ["--key", &p("other.key"), "--allow-keys", &p("allowed")];
+    let (ok, got, _) = run("impostor", &[&recv_keys[..], &wait].concat(), &impostor);
+    assert!(!ok && got.is_none());
+    // No keys: it works, and says it is unprotected.
+    let (ok, got, err) = run("clear", &[], &[]);
+    assert!(ok && got.as_ref() == Some(&data), "{err}");
+    assert!(err.contains("warning: unprotected session"), "{err}");
 }
 
 #[test]

@@ -65,9 +65,11 @@ fn varint(out: &mut Vec<u8>, v: u64) {
     }
 }
 
-/// A wire header (`docs/wire.md` §2): "FO", version 3, no flags.
+/// A wire header (`docs/wire.md` §2): "FO", this build's version, no
+/// flags.
 fn header(session_id: u64, pn: u32) -> Vec<u8> {
-    let mut d = b"FO\x03\x00".to_vec();
+    let mut d = b"FO".to_vec();
+    d.extend_from_slice(&[fanout_transport::wire::VERSION, 0]);
     d.extend_from_slice(&session_id.to_be_bytes());
     d.extend_from_slice(&pn.to_be_bytes());
     d

@@ -45,6 +45,7 @@ const EARLY_MIN_CHARGE: usize = 128;
 
 mod allowed;
 pub(crate) mod coded;
+mod protect;
 mod rejoin;
 
 pub use allowed::AllowedSenders;
@@ -149,6 +150,10 @@ pub struct Receiver {
     /// Newest DATA timestamp received and its arrival: what a hole filled
     /// by decoding (REPAIR carries no timestamp) echoes.
     ts_latest: Option<(WireTimestamp, Instant)>,
+    /// The handshake and keys of a protected session ([`protect`]).
+    keys: Option<Box<protect::ReceiverKeys>>,
+    /// Where a sealed datagram is opened.
+    scratch: Vec<u8>,
 }
 
 impl Receiver {
@@ -197,6 +202,11 @@ impl Receiver {
             upstream: None,
             coded: None,
             ts_latest: None,
+            keys: config
+                .protection
+                .clone()
+                .map(|p| Box::new(protect::ReceiverKeys::new(p))),
+            scratch: Vec::new(),
             config,
         }
     }
@@ -598,6 +608,8 @@ impl Receiver {
                 | Frame::Ack(_)
                 | Frame::Skip(_)
                 | Frame::Upstream(_)
+                | Frame::Handshake(_)
+                | Frame::GroupKey(_)
                 | Frame::Roster(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
                 }
@@ -795,16 +807,16 @@ impl Receiver {
     }
 }
 
-impl Engine for Receiver {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        self.stats.datagrams_received += 1;
-        let (header, body) = match crate::wire::accept_header(datagram) {
-            Ok(ok) => ok,
-            Err(reason) => {
-                self.stats.drops.count(reason);
-                return;
-            }
-        };
+impl Receiver {
+    /// One datagram's frames (opened, in a protected session).
+    fn on_frames(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        header: crate::wire::Header,
+        datagram: &[u8],
+        body: &[u8],
+    ) {
         if self.is_closed() {
             // A closed receiver never revives, whoever asks.
             self.stats.drops.count(DropReason::SessionClosed);
@@ -856,7 +868,68 @@ impl Engine for Receiver {
         self.handle_frames(now, body);
     }
 
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+    /// A datagram of a protected session: sealed from the sender, or in
+    /// the clear — an OFFER to a listener, the answer to our handshake.
+    fn on_protected(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        let header = match crate::wire::Header::decode(datagram) {
+            Ok((h, _)) => h,
+            Err(_) => {
+                self.stats
+                    .drops
+                    .count(if crate::wire::is_other_version(datagram) {
+                        DropReason::UnsupportedVersion
+                    } else {
+                        DropReason::Malformed
+                    });
+                return;
+            }
+        };
+        if self.is_closed() {
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let target = self.join_target();
+        let keys = self.keys.as_mut().expect("protected");
+        let clear = &datagram[crate::wire::HEADER_LEN..];
+        if header.flags.contains(crate::wire::HeaderFlags::SEALED) {
+            match keys.open(&header, datagram, &mut scratch) {
+                Ok(body) => self.on_frames(now, from, header, datagram, body),
+                Err(reason) => self.stats.drops.count(reason),
+            }
+        } else {
+            match decode_frames(clear).next() {
+                Some(Ok(Frame::Offer(_))) if self.state == State::Listening => {
+                    self.on_listening(now, from, clear);
+                }
+                // The offering sender offers again: the CONNECT goes again.
+                Some(Ok(Frame::Offer(_))) if target == Some(from) => {
+                    self.on_joining(now, from, header.session_id, datagram, clear);
+                }
+                Some(Ok(Frame::Handshake(answer))) if keys.is_joining() && Some(from) == target => {
+                    match keys.on_answer(answer) {
+                        Ok(frames) => {
+                            self.on_joining(now, from, header.session_id, datagram, &frames);
+                        }
+                        Err(reason) => self.stats.drops.count(reason),
+                    }
+                }
+                _ => self.stats.drops.count(DropReason::Unauthenticated),
+            }
+        }
+        self.scratch = scratch;
+    }
+
+    /// Where the join under way goes, if one is.
+    fn join_target(&self) -> Option<SocketAddr> {
+        match self.state {
+            State::Joining { target, .. } => Some(target),
+            _ => None,
+        }
+    }
+
+    /// The next datagram to send, before any seal.
+    fn next_datagram(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let (Some((code, reason)), Some((addr, _))) = (self.pending_reset.take(), self.peer) {
             let reset = Frame::Reset(CloseFrame {
                 code,
@@ -901,6 +974,13 @@ impl Engine for Receiver {
                 timestamp: WireTimestamp::at(now),
                 resume_from: 0,
             });
+            if let Some(keys) = self.keys.as_mut() {
+                // Protected: the CONNECT rides inside the handshake.
+                let mut inner = Vec::new();
+                connect.encode(&mut inner);
+                let first = keys.first_message(&inner)?.to_vec();
+                return Some(self.send_frame(buf, 0, target, &Frame::Handshake(&first)));
+            }
             // Session id 0: the sender names the session in its ACCEPT.
             return Some(self.send_frame(buf, 0, target, &connect));
         }
@@ -933,6 +1013,41 @@ impl Engine for Receiver {
         self.acks.on_ack_sent(now);
         self.stats.acks_sent += 1;
         Some(t)
+    }
+}
+
+impl Engine for Receiver {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams_received += 1;
+        if self.keys.is_some() {
+            self.on_protected(now, from, datagram);
+            return;
+        }
+        let (header, body) = match crate::wire::accept_header(datagram) {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.stats.drops.count(reason);
+                return;
+            }
+        };
+        self.on_frames(now, from, header, datagram, body);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let start = buf.len();
+        loop {
+            let t = self.next_datagram(now, buf)?;
+            match &self.keys {
+                None => return Some(t),
+                Some(k) if k.seal(buf, start, &self.numbers) => return Some(t),
+                Some(_) => {
+                    // Nothing but the handshake goes before the keys.
+                    self.stats.drops.count(DropReason::Unauthenticated);
+                    self.stats.datagrams_sent -= 1;
+                    buf.truncate(start);
+                }
+            }
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -38,6 +38,7 @@ use std::net::SocketAddr;
 mod admission;
 mod coded;
 mod feedback;
+mod protect;
 mod repair;
 mod transmit;
 
@@ -196,6 +197,11 @@ pub struct SessionSender {
     /// Mergers' rosters: receivers behind each merger member and their
     /// progress ([`super::roster`]).
     roster: SessionRoster,
+    /// Handshakes, members' keys and the group key of a protected session
+    /// ([`protect`]); `None` when unprotected.
+    keys: Option<Box<protect::SenderKeys>>,
+    /// Where a sealed datagram is opened.
+    scratch: Vec<u8>,
 }
 
 impl SessionSender {
@@ -256,6 +262,12 @@ impl SessionSender {
             upstream: None,
             coded: None,
             roster: SessionRoster::default(),
+            keys: config
+                .transport
+                .protection
+                .clone()
+                .map(|p| Box::new(protect::SenderKeys::new(p))),
+            scratch: Vec::new(),
             config,
         }
     }
@@ -606,6 +618,9 @@ impl SessionSender {
         let Some(member) = self.members.remove(id) else {
             return;
         };
+        if let Some(k) = self.keys.as_mut() {
+            k.forget(member.addr());
+        }
         if let Some(u) = self.upstream.as_mut() {
             u.remove(id);
         }

@@ -27,6 +27,8 @@ const T_REPAIR: u8 = 0x0a;
 const T_OFFER: u8 = 0x0b;
 const T_CATCH_UP: u8 = 0x0c;
 const T_SENT: u8 = 0x0d;
+const T_HANDSHAKE: u8 = 0x0e;
+const T_GROUP_KEY: u8 = 0x0f;
 const T_DATA: u8 = 0x10;
 const DATA_FIN: u8 = 0x01;
 const DATA_MSG_END: u8 = 0x02;
@@ -199,6 +201,9 @@ pub struct CloseFrame<'a> {
     pub reason: &'a str,
 }
 
+/// Longest HANDSHAKE message, in bytes.
+pub const MAX_HANDSHAKE_BYTES: usize = crate::protection::noise::MAX_HANDSHAKE_MESSAGE;
+
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -226,6 +231,12 @@ pub enum Frame<'a> {
     Close(CloseFrame<'a>),
     /// Abortive reset.
     Reset(CloseFrame<'a>),
+    /// A Noise handshake message (`docs/wire.md` §4.12): the joiner's
+    /// first carries its CONNECT inside, the sender's answer the ACCEPT
+    /// (or the refusal) and the group key.
+    Handshake(&'a [u8]),
+    /// The session's group key (only inside a handshake answer).
+    GroupKey([u8; 32]),
     /// Sender steers a receiver's ACK schedule (TCP-SMO adaptive ACKs, feedback
     /// pacing).
     AckFrequency(AckFrequencyFrame),
@@ -347,6 +358,15 @@ impl<'a> Frame<'a> {
             }),
             T_CATCH_UP => Frame::CatchUp(decode_catch_up(r)?),
             T_SENT => Frame::Sent(SentFrame { end: r.varint()? }),
+            T_HANDSHAKE => {
+                let n = r.varint_len("handshake.len", MAX_HANDSHAKE_BYTES)?;
+                Frame::Handshake(r.bytes(n)?)
+            }
+            T_GROUP_KEY => Frame::GroupKey(
+                r.bytes(32)?
+                    .try_into()
+                    .map_err(|_| DecodeError::Invalid("group_key"))?,
+            ),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -444,6 +464,15 @@ impl<'a> Frame<'a> {
             Frame::Sent(f) => {
                 out.put_u8(T_SENT);
                 out.put_varint(f.end);
+            }
+            Frame::Handshake(m) => {
+                out.put_u8(T_HANDSHAKE);
+                out.put_varint(m.len() as u64);
+                out.put_bytes(m);
+            }
+            Frame::GroupKey(k) => {
+                out.put_u8(T_GROUP_KEY);
+                out.put_bytes(k);
             }
             Frame::Ack(a) => {
                 out.put_u8(T_ACK);
@@ -652,6 +681,8 @@ mod tests {
             roundtrip(&Frame::Offer(OfferFrame { max_payload, timestamp }));
             roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
             roundtrip(&Frame::Sent(SentFrame { end: off }));
+            roundtrip(&Frame::GroupKey([off as u8; 32]));
+            roundtrip(&Frame::Handshake(&[off as u8; 48]));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));

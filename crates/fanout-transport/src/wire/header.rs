@@ -6,7 +6,7 @@ use fanout_core::stats::DropReason;
 /// First two bytes of every fanout datagram ("FO").
 pub const MAGIC: [u8; 2] = *b"FO";
 /// The wire version this build speaks.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// Encoded header size in bytes.
 pub const HEADER_LEN: usize = 16;
 
@@ -16,9 +16,9 @@ pub const HEADER_LEN: usize = 16;
 pub struct HeaderFlags(u8);
 
 impl HeaderFlags {
-    /// The payload after the header is sealed with an AEAD and ends in a
-    /// 16-byte tag (reserved in v1: a v1 endpoint without keys drops such
-    /// datagrams as unauthenticated).
+    /// The frames after the header are sealed with an AEAD and end in a
+    /// 16-byte tag (`docs/wire.md` §4.12; an unprotected endpoint drops
+    /// such datagrams as unauthenticated).
     pub const SEALED: u8 = 0x01;
     /// The datagram was sent to a multicast group rather than to one peer.
     pub const MULTICAST: u8 = 0x02;
@@ -111,9 +111,9 @@ impl Header {
     }
 }
 
-/// Decodes the header of an incoming datagram, classifying a refusal by
-/// [`DropReason`]: garbage, another version, or a sealed payload this build
-/// cannot open.
+/// Decodes the header of an incoming datagram of an unprotected session,
+/// classifying a refusal by [`DropReason`]: garbage, another version, or a
+/// sealed payload it has no keys for.
 pub fn accept_header(datagram: &[u8]) -> Result<(Header, &[u8]), DropReason> {
     match Header::decode(datagram) {
         Ok((h, _)) if h.flags.contains(HeaderFlags::SEALED) => Err(DropReason::Unauthenticated),

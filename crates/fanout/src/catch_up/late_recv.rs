@@ -8,6 +8,7 @@ use crate::cmd_recv::RecvArgs;
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{drops_map, goodput_bps, peak_rss_bytes, TransferReport};
+use crate::security_opts::Side;
 use anyhow::{bail, Context, Result};
 use fanout_app::catch_up::CatchUpClient;
 use fanout_core::time::Instant;
@@ -69,7 +70,7 @@ pub fn receive_rest(
         "joined late: fetching the missed prefix by catch-up"
     );
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
-    let (transport, dcfg) = (args.net.transport(), args.net.driver());
+    let (transport, dcfg) = (args.net.transport(Side::Receiver)?, args.net.driver());
     let fetch = std::thread::Builder::new()
         .name("catch-up".into())
         .spawn(move || fetch_prefix(endpoint, clock, dcfg, transport, plan, tx))

@@ -4,6 +4,7 @@
 //! itself to a listener, which answers with an ordinary CONNECT (a unicast
 //! transfer is a session of one).
 
+use super::protect::Clear;
 use super::transmit::Control;
 use super::{SessionEvent, SessionSender};
 use crate::event::CloseReason;
@@ -12,7 +13,10 @@ use crate::recovery::Recovery;
 use crate::session::config::{JoinPolicy, MAX_UNVALIDATED_MEMBERS};
 use crate::session::member::Member;
 use crate::session::timers::Timer;
-use crate::wire::{accept_header, decode_frames, ConnectFrame, Frame, RosterFrame};
+use crate::wire::{
+    accept_header, decode_frames, is_other_version, ConnectFrame, Frame, Header, HeaderFlags,
+    RosterFrame, HEADER_LEN,
+};
 use fanout_core::rtt::RttEstimator;
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -157,13 +161,88 @@ impl SessionSender {
     /// One datagram: a member's, or a stranger's (a join, a refused OFFER).
     pub(super) fn on_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.stats.datagrams_received += 1;
-        let (header, body) = match accept_header(datagram) {
-            Ok(ok) => ok,
-            Err(reason) => {
-                self.stats.drops.count(reason);
+        if self.keys.is_none() {
+            match accept_header(datagram) {
+                Ok((header, body)) => self.on_frames(now, from, header, body, datagram.len()),
+                Err(reason) => self.stats.drops.count(reason),
+            }
+            return;
+        }
+        // A protected session: sealed datagrams from members, handshakes
+        // in the clear from joiners, nothing else.
+        let header = match Header::decode(datagram) {
+            Ok((h, _)) => h,
+            Err(_) => {
+                self.stats.drops.count(if is_other_version(datagram) {
+                    DropReason::UnsupportedVersion
+                } else {
+                    DropReason::Malformed
+                });
                 return;
             }
         };
+        if self.closed.is_some() {
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let keys = self.keys.as_mut().expect("protected");
+        if header.flags.contains(HeaderFlags::SEALED) {
+            match keys.open(from, &header, datagram, &mut scratch) {
+                Ok(body) => self.on_frames(now, from, header, body, datagram.len()),
+                Err(reason) => self.stats.drops.count(reason),
+            }
+        } else {
+            match keys.on_clear(from, &datagram[HEADER_LEN..]) {
+                Ok(Clear::Join(payload)) => {
+                    match decode_frames(&payload).next() {
+                        Some(Ok(Frame::Connect(c))) => {
+                            self.admit(now, from, &c, &payload, datagram.len() as u64)
+                        }
+                        _ => self.stats.drops.count(DropReason::UnexpectedFrame),
+                    }
+                    if let Some(k) = self.keys.as_mut() {
+                        k.end_join();
+                    }
+                }
+                Ok(Clear::Repeat) => self.on_repeated_join(from, datagram.len() as u64),
+                Err(reason) => self.stats.drops.count(reason),
+            }
+        }
+        self.scratch = scratch;
+    }
+
+    /// A protected joiner's retransmitted first handshake message: its
+    /// answer goes again (charged to its address's budget).
+    fn on_repeated_join(&mut self, from: SocketAddr, len: u64) {
+        let Some(m) = self.members.at_addr(&from) else {
+            return;
+        };
+        let (id, start, token) = (m.id(), m.start(), m.token());
+        if !m.is_validated() {
+            self.members
+                .update(id, self.snd_nxt, |m| m.on_datagram_from(len, false));
+        }
+        self.control(
+            from,
+            Control::Accept {
+                member_id: id,
+                timestamp: crate::wire::WireTimestamp(0),
+                start,
+                token,
+            },
+        );
+    }
+
+    /// The frames of one datagram (opened, if the session is protected).
+    fn on_frames(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        header: Header,
+        body: &[u8],
+        datagram_len: usize,
+    ) {
         if self.closed.is_some() {
             self.stats.drops.count(DropReason::SessionClosed);
             return;
@@ -183,7 +262,7 @@ impl SessionSender {
             let (id, pn) = (m.id(), m.expand_pn(header.packet_number));
             if !m.is_validated() {
                 // Its token came back: the address is its own.
-                let len = datagram.len() as u64;
+                let len = datagram_len as u64;
                 let newly = self
                     .members
                     .update(id, self.snd_nxt, |m| m.on_datagram_from(len, echoed));
@@ -197,7 +276,7 @@ impl SessionSender {
         let ours = header.session_id == self.session_id;
         match decode_frames(body).next() {
             Some(Ok(Frame::Connect(c))) if ours || header.session_id == 0 => {
-                self.admit(now, from, &c, body, datagram.len() as u64);
+                self.admit(now, from, &c, body, datagram_len as u64);
             }
             // An invited listener refused (busy with another sender).
             Some(Ok(Frame::Reset(r))) if ours && self.offers.is_pending(from) => {
@@ -220,6 +299,13 @@ impl SessionSender {
 
     /// Refuses a join from `to` with `reason`.
     fn refuse(&mut self, to: SocketAddr, reason: &str) {
+        if let Some(k) = self.keys.as_mut() {
+            // Protected: inside the handshake's answer (authenticated).
+            if let Some(answer) = k.refusal(reason) {
+                self.control(to, Control::Handshake(answer));
+            }
+            return;
+        }
         self.control(
             to,
             Control::Reset {
@@ -336,6 +422,9 @@ impl SessionSender {
             member.defer_missed(self.snd_nxt);
         }
         self.members.insert(member, self.snd_nxt);
+        if let Some(k) = self.keys.as_mut() {
+            k.admitted(from);
+        }
         self.stats.members_joined += 1;
         tracing::debug!(session = self.session_id, member = id.0, %from, start, "member joined");
         if named {

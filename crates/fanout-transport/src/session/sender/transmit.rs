@@ -5,6 +5,7 @@
 
 use super::SessionSender;
 use crate::packet::PacketBuilder;
+use crate::protection::TAG_LEN;
 use crate::session::fanout_run::FANOUT_RUN_SEGMENTS;
 use crate::session::timers::Timer;
 use crate::session::MemberId;
@@ -41,6 +42,8 @@ pub(super) enum Control {
     Offer,
     /// How far the stream was sent (to a merger member).
     Sent,
+    /// A handshake answer (a protected session's refusal).
+    Handshake(Vec<u8>),
 }
 
 impl SessionSender {
@@ -63,10 +66,19 @@ impl SessionSender {
         let start = buf.len();
         loop {
             let t = self.next_datagram(now, buf)?;
-            if self.may_send(t.destination, (buf.len() - start) as u64) {
-                return Some(t);
+            let len = (buf.len() - start) as u64;
+            let len = len + self.keys.as_ref().map_or(0, |_| TAG_LEN as u64);
+            if self.may_send(t.destination, len) {
+                match &self.keys {
+                    None => return Some(t),
+                    Some(k) if k.seal(t.destination, buf, start, &self.numbers) => return Some(t),
+                    // Nothing goes to an address without keys but its
+                    // handshake.
+                    Some(_) => self.stats.drops.count(DropReason::Unauthenticated),
+                }
+            } else {
+                self.stats.amplification_limited += 1;
             }
-            self.stats.amplification_limited += 1;
             self.stats.datagrams_sent -= 1; // built, but never handed out
             buf.truncate(start);
         }
@@ -102,13 +114,29 @@ impl SessionSender {
                     timestamp,
                     start,
                     token,
-                } => p.frame(&Frame::Accept(AcceptFrame {
-                    max_payload: self.mss,
-                    timestamp_echo: timestamp,
-                    member_id: member_id.0,
-                    start_offset: start,
-                    token,
-                })),
+                } => {
+                    let accept = Frame::Accept(AcceptFrame {
+                        max_payload: self.mss,
+                        timestamp_echo: timestamp,
+                        member_id: member_id.0,
+                        start_offset: start,
+                        token,
+                    });
+                    match self.keys.as_mut() {
+                        None => p.frame(&accept),
+                        Some(k) => {
+                            // Protected: inside the handshake's answer,
+                            // with the group key.
+                            let mut inner = Vec::new();
+                            accept.encode(&mut inner);
+                            match k.answer(to, &inner) {
+                                Some(answer) => p.frame(&Frame::Handshake(answer)),
+                                None => p.frame(&Frame::Padding),
+                            }
+                        }
+                    }
+                }
+                Control::Handshake(answer) => p.frame(&Frame::Handshake(&answer)),
                 Control::Reset { reason } => p.frame(&Frame::Reset(CloseFrame {
                     code: 1,
                     reason: &reason,

@@ -1,0 +1,148 @@
+//! Packet protection at a receiver (`crate::protection`, `docs/wire.md`
+//! §4.12): the handshake its CONNECT rides in, its pair of keys and the
+//! session's group key from the answer, sealing what it sends and opening
+//! what comes.
+
+use crate::protection::noise::Initiator;
+use crate::protection::{PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
+use crate::wire::{decode_frames, Frame, Header, HeaderFlags};
+use fanout_core::stats::DropReason;
+
+/// A join's handshake, kept as what rebuilds it: a forged answer that
+/// fails to open must not spend the real one's handshake state (a Noise
+/// handshake that failed to read a message is not usable again).
+struct Joining {
+    seed: [u8; 32],
+    connect: Vec<u8>,
+    first: Vec<u8>,
+}
+
+/// A receiver's protection state.
+pub(super) struct ReceiverKeys {
+    protection: Protection,
+    seeds: SeedStream,
+    /// The join under way: the seed and CONNECT its handshake started
+    /// from, and its first message, which every retry repeats byte for
+    /// byte (so a late answer to any attempt opens, and both ends agree on
+    /// one pair of keys).
+    joining: Option<Joining>,
+    pair: Option<PairKeys>,
+    group: Option<PacketKey>,
+    /// The sender's packet numbers accepted (one space, multicast and
+    /// unicast).
+    replay: ReplayWindow,
+}
+
+impl std::fmt::Debug for ReceiverKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceiverKeys")
+            .field("established", &self.pair.is_some())
+            .finish()
+    }
+}
+
+impl ReceiverKeys {
+    pub(super) fn new(protection: Protection) -> Self {
+        ReceiverKeys {
+            seeds: SeedStream::new(protection.seed),
+            protection,
+            joining: None,
+            pair: None,
+            group: None,
+            replay: ReplayWindow::default(),
+        }
+    }
+
+    /// The first handshake message carrying `connect` (encoded frames):
+    /// made on the first attempt, repeated as is after. `None` if the
+    /// credentials cannot start a handshake.
+    pub(super) fn first_message(&mut self, connect: &[u8]) -> Option<&[u8]> {
+        if self.joining.is_none() {
+            let seed = self.seeds.next_seed();
+            let mut first = Vec::new();
+            Initiator::start(&self.protection.credentials, seed, connect, &mut first).ok()?;
+            self.joining = Some(Joining {
+                seed,
+                connect: connect.to_vec(),
+                first,
+            });
+        }
+        self.joining.as_ref().map(|j| &j.first[..])
+    }
+
+    /// The sender's answer to our handshake: installs the keys; returns
+    /// the frames it carried (an ACCEPT, or the refusal), the group key
+    /// taken out. An answer that does not open changes nothing.
+    pub(super) fn on_answer(&mut self, answer: &[u8]) -> Result<Vec<u8>, DropReason> {
+        let j = self.joining.as_ref().ok_or(DropReason::UnexpectedFrame)?;
+        let mut first = Vec::new();
+        let i = Initiator::start(&self.protection.credentials, j.seed, &j.connect, &mut first)
+            .map_err(|_| DropReason::Unauthenticated)?;
+        debug_assert_eq!(first, j.first, "a seeded handshake rebuilds the same");
+        let (payload, pair) = i.finish(answer).map_err(|_| DropReason::Unauthenticated)?;
+        let mut frames = Vec::new();
+        let mut group = None;
+        for f in decode_frames(&payload) {
+            match f {
+                Ok(Frame::GroupKey(k)) => group = Some(PacketKey::new(&k)),
+                Ok(f) => f.encode(&mut frames),
+                Err(_) => return Err(DropReason::MalformedFrame),
+            }
+        }
+        self.joining = None;
+        self.group = group;
+        self.pair = Some(pair);
+        Ok(frames)
+    }
+
+    /// Whether an answer to a handshake is awaited.
+    pub(super) fn is_joining(&self) -> bool {
+        self.joining.is_some()
+    }
+
+    /// The frames of a sealed datagram from the sender, opened into
+    /// `scratch`: under the group key if it was multicast, else under the
+    /// pair's.
+    pub(super) fn open<'a>(
+        &mut self,
+        header: &Header,
+        datagram: &[u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8], DropReason> {
+        let key = if header.flags.contains(HeaderFlags::MULTICAST) {
+            self.group.as_ref()
+        } else {
+            self.pair.as_ref().map(|p| &p.sender_to_joiner)
+        }
+        .ok_or(DropReason::Unauthenticated)?;
+        let pn = self.replay.expand(header.packet_number);
+        self.replay.check(pn).map_err(|_| DropReason::Replayed)?;
+        scratch.clear();
+        scratch.extend_from_slice(datagram);
+        let frames = key
+            .open(scratch, pn)
+            .map_err(|_| DropReason::Unauthenticated)?;
+        self.replay.commit(pn);
+        Ok(frames)
+    }
+
+    /// Seals the datagram just built at `out[start..]`; false if it may not
+    /// go (no keys yet). The handshake goes in the clear.
+    pub(super) fn seal(
+        &self,
+        out: &mut Vec<u8>,
+        start: usize,
+        numbers: &crate::PacketNumbers,
+    ) -> bool {
+        if crate::packet::travels_in_clear(&out[start + crate::wire::HEADER_LEN..]) {
+            return true;
+        }
+        match &self.pair {
+            Some(p) => {
+                crate::packet::seal(out, start, numbers, &p.joiner_to_sender);
+                true
+            }
+            None => false,
+        }
+    }
+}
