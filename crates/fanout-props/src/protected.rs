@@ -4,6 +4,7 @@
 //! nobody without the key is admitted, nothing opens, and every refusal is
 //! counted.
 
+use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine};
 use fanout_transport::protection::noise::MAX_HANDSHAKE_MESSAGE;
@@ -20,24 +21,28 @@ fn protected(seed: u8) -> TransportConfig {
     }
 }
 
+/// A header with `flags` and `session_id` whose packet number comes from
+/// the first two bytes of `data`.
+fn header_for(data: &[u8], flags: HeaderFlags, session_id: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    Header {
+        flags,
+        session_id,
+        packet_number: u32::from_le_bytes([
+            data.first().copied().unwrap_or(0),
+            data.get(1).copied().unwrap_or(0),
+            0,
+            0,
+        ]),
+    }
+    .encode(&mut out);
+    out
+}
+
 /// `data` three ways: as it is, as the only frame (HANDSHAKE) of a clear
 /// datagram, and behind a header with `SEALED` set.
 fn variants(data: &[u8], session_id: u64) -> [Vec<u8>; 3] {
-    let header = |flags: HeaderFlags| {
-        let mut out = Vec::new();
-        Header {
-            flags,
-            session_id,
-            packet_number: u32::from_le_bytes([
-                data.first().copied().unwrap_or(0),
-                data.get(1).copied().unwrap_or(0),
-                0,
-                0,
-            ]),
-        }
-        .encode(&mut out);
-        out
-    };
+    let header = |flags| header_for(data, flags, session_id);
     let mut handshake = header(HeaderFlags::default());
     Frame::Handshake(&data[..data.len().min(MAX_HANDSHAKE_MESSAGE)]).encode(&mut handshake);
     let mut sealed = header(HeaderFlags::default().with(HeaderFlags::SEALED));
@@ -45,54 +50,139 @@ fn variants(data: &[u8], session_id: u64) -> [Vec<u8>; 3] {
     [data.to_vec(), handshake, sealed]
 }
 
-/// Fuzz target `protected_input`.
-pub fn check_protected_input(data: &[u8]) {
+/// A protected sender and a receiver that joined it (the handshake done
+/// over a lossless wire), and the addresses they use.
+struct Pair {
+    sender: SessionSender,
+    receiver: Receiver,
+    sender_addr: SocketAddr,
+    member: SocketAddr,
+    buf: Vec<u8>,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let now = Instant::ZERO;
+        let sender_addr: SocketAddr = "10.0.0.1:5000".parse().expect("literal");
+        let sender = SessionSender::new(
+            SessionConfig {
+                transport: protected(1),
+                ..SessionConfig::default()
+            },
+            42,
+            now,
+        );
+        let receiver = Receiver::join(protected(2), sender_addr, now);
+        Pair {
+            sender,
+            receiver,
+            sender_addr,
+            member: "10.0.1.1:7000".parse().expect("literal"),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Datagrams the receiver has to send now.
+    fn receiver_output(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        drain(
+            &mut self.receiver,
+            Instant::ZERO,
+            &mut self.buf,
+            16,
+            |_, d| out.push(d.to_vec()),
+        );
+        out
+    }
+
+    /// Carries what each side has to send to the other, `rounds` times.
+    fn exchange(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            for d in self.receiver_output() {
+                self.sender.handle_datagram(Instant::ZERO, self.member, &d);
+            }
+            let mut out = Vec::new();
+            drain(
+                &mut self.sender,
+                Instant::ZERO,
+                &mut self.buf,
+                16,
+                |_, d| out.push(d.to_vec()),
+            );
+            for d in out {
+                self.receiver
+                    .handle_datagram(Instant::ZERO, self.sender_addr, &d);
+            }
+        }
+    }
+}
+
+/// Fuzz target `protected_handshake`: arbitrary bytes as a joiner's first
+/// handshake message at a protected sender, and as the answer to a
+/// receiver's handshake (each raw, as a HANDSHAKE frame, behind a sealed
+/// header). Nothing is admitted or accepted, every input is counted, and
+/// the honest handshake that follows still completes (the junk spent none
+/// of its state).
+pub fn check_handshake_input(data: &[u8]) {
     let now = Instant::ZERO;
-    let sender_addr: SocketAddr = "10.0.0.1:5000".parse().expect("literal");
     let stranger: SocketAddr = "10.0.9.9:7000".parse().expect("literal");
-    let mut sender = SessionSender::new(
-        SessionConfig {
-            transport: protected(1),
-            ..SessionConfig::default()
-        },
-        42,
-        now,
-    );
-    let member: SocketAddr = "10.0.1.1:7000".parse().expect("literal");
-    let mut receiver = Receiver::join(protected(2), sender_addr, now);
-    let mut buf = Vec::new();
-    // The receiver's first handshake message, held back until the junk
-    // has been refused.
-    let mut first = Vec::new();
-    drain(&mut receiver, now, &mut buf, 4, |_, d| {
-        first.push(d.to_vec())
-    });
-    let inputs = variants(data, 42);
-    for d in &inputs {
-        sender.handle_datagram(now, stranger, d);
-        receiver.handle_datagram(now, sender_addr, d);
+    let mut p = Pair::new();
+    // The receiver's first message, held back until the junk is refused.
+    let first = p.receiver_output();
+    for d in &variants(data, 42) {
+        p.sender.handle_datagram(now, stranger, d);
+        p.receiver.handle_datagram(now, p.sender_addr, d);
     }
-    drain(&mut sender, now, &mut buf, 16, |_, _| {});
-    drain(&mut receiver, now, &mut buf, 16, |_, _| {});
+    p.exchange(1);
     // Random bytes never hold a handshake that authenticates under the
-    // key (a forgery of ChaCha20-Poly1305 or AES-GCM).
-    assert_eq!(sender.stats().members_joined, 0);
-    assert_eq!(receiver.member_id(), 0, "never accepted");
-    let st = sender.stats();
-    assert_eq!(st.datagrams_received, 3);
-    assert_eq!(st.drops.total(), 3, "every input refused and counted");
-    assert_eq!(receiver.stats().drops.total(), 3);
-    // The honest handshake still completes: the junk spent nothing of it.
+    // key (a forgery of ChaCha20-Poly1305).
+    assert_eq!(p.sender.stats().members_joined, 0);
+    assert_eq!(p.receiver.member_id(), 0, "never accepted");
+    assert_eq!(p.sender.stats().drops.total(), 3, "every input counted");
+    assert_eq!(p.receiver.stats().drops.total(), 3);
     for d in &first {
-        sender.handle_datagram(now, member, d);
+        p.sender.handle_datagram(now, p.member, d);
     }
-    let mut answers = Vec::new();
-    drain(&mut sender, now, &mut buf, 16, |_, d| {
-        answers.push(d.to_vec())
-    });
-    for d in &answers {
-        receiver.handle_datagram(now, sender_addr, d);
+    p.exchange(1);
+    assert_eq!(p.sender.stats().members_joined, 1);
+    assert_ne!(p.receiver.member_id(), 0, "the honest answer opened");
+}
+
+/// Fuzz target `sealed_input`: once a receiver has joined, arbitrary bytes
+/// behind a sealed header (unicast and multicast, under the member's token
+/// and the session id) go to both ends from each other's address: each is
+/// opened and refused — `unauthenticated`, or `replayed` when its packet
+/// number was accepted already — and the membership stands.
+pub fn check_sealed_input(data: &[u8]) {
+    let now = Instant::ZERO;
+    let mut p = Pair::new();
+    p.exchange(3);
+    assert_eq!(p.sender.stats().members_joined, 1);
+    assert_ne!(p.receiver.token(), 0, "the receiver holds its keys");
+    let before = (
+        p.sender.stats().drops.total(),
+        p.receiver.stats().drops.total(),
+    );
+    let multicast = HeaderFlags::default()
+        .with(HeaderFlags::SEALED)
+        .with(HeaderFlags::MULTICAST);
+    let mut n = 0;
+    for flags in [HeaderFlags::default().with(HeaderFlags::SEALED), multicast] {
+        for session_id in [42, p.receiver.token()] {
+            let mut d = header_for(data, flags, session_id);
+            d.extend_from_slice(data);
+            p.sender.handle_datagram(now, p.member, &d);
+            p.receiver.handle_datagram(now, p.sender_addr, &d);
+            n += 1;
+        }
     }
-    assert_eq!(sender.stats().members_joined, 1);
-    assert_ne!(receiver.member_id(), 0, "the honest answer opened");
+    let refused = |drops: &fanout_core::stats::DropCounters| {
+        drops.get(DropReason::Unauthenticated) + drops.get(DropReason::Replayed)
+    };
+    assert_eq!(p.sender.stats().drops.total() - before.0, n);
+    assert_eq!(p.receiver.stats().drops.total() - before.1, n);
+    assert!(refused(&p.sender.stats().drops) >= n);
+    assert!(refused(&p.receiver.stats().drops) >= n);
+    assert_eq!(p.sender.stats().members_left, 0);
+    assert!(!p.receiver.is_closed());
 }

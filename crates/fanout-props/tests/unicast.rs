@@ -206,10 +206,15 @@ fn mid_segment_cumulative_ack() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Fuzz target `protected_input`: arbitrary bytes as handshakes and
-    /// sealed datagrams of a protected session are refused and counted.
+    /// Fuzz target `protected_handshake`.
     #[test]
-    fn protected_sessions_refuse_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
-        fanout_props::protected::check_protected_input(&bytes);
+    fn arbitrary_handshakes_are_refused_and_spend_nothing(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
+        fanout_props::protected::check_handshake_input(&bytes);
+    }
+
+    /// Fuzz target `sealed_input`.
+    #[test]
+    fn arbitrary_sealed_datagrams_do_not_open(bytes in proptest::collection::vec(any::<u8>(), 0..1500)) {
+        fanout_props::protected::check_sealed_input(&bytes);
     }
 }

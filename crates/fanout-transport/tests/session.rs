@@ -53,6 +53,8 @@ struct Net {
     /// Hold the end of the session's stream back (it is written, not
     /// finished) while this is set.
     hold_fin: bool,
+    /// What the sender sent to addresses that are not members'.
+    elsewhere: Vec<(SocketAddr, Vec<u8>)>,
 }
 
 impl Net {
@@ -77,6 +79,7 @@ impl Net {
             up_in: BTreeMap::new(),
             reads_upstream: true,
             hold_fin: false,
+            elsewhere: Vec::new(),
         }
     }
 
@@ -115,6 +118,8 @@ impl Net {
                 }
             } else if let Some(i) = (0..self.members.len()).find(|&i| member_addr(i) == dest) {
                 self.send(Some(i), SENDER.parse().unwrap(), bytes, false);
+            } else {
+                self.elsewhere.push((dest, bytes));
             }
         }
         for i in 0..self.members.len() {
@@ -1248,6 +1253,19 @@ mod protected {
         net
     }
 
+    /// A datagram of one frame (unsealed).
+    fn datagram(flags: HeaderFlags, session_id: u64, packet_number: u32, frame: &Frame) -> Vec<u8> {
+        let mut out = Vec::new();
+        Header {
+            flags,
+            session_id,
+            packet_number,
+        }
+        .encode(&mut out);
+        frame.encode(&mut out);
+        out
+    }
+
     fn frames_in_clear(bytes: &[u8]) -> Option<Frame<'_>> {
         let (h, body) = Header::decode(bytes).ok()?;
         if h.flags.contains(HeaderFlags::SEALED) {
@@ -1325,15 +1343,7 @@ mod protected {
         net.run(Duration::from_millis(200));
         let sender: SocketAddr = SENDER.parse().unwrap();
         let forge = |frame: Frame<'_>, session_id: u64| {
-            let mut out = Vec::new();
-            Header {
-                flags: HeaderFlags::default(),
-                session_id,
-                packet_number: 1 << 20,
-            }
-            .encode(&mut out);
-            frame.encode(&mut out);
-            out
+            datagram(HeaderFlags::default(), session_id, 1 << 20, &frame)
         };
         let reset = fanout_transport::wire::CloseFrame {
             code: 1,
@@ -1410,5 +1420,115 @@ mod protected {
             .sum();
         assert_eq!(unauthenticated, 2 * forged + mutated);
         assert_eq!(replays, replayed);
+    }
+
+    /// A rogue member: it joins with the key (so it holds the group key),
+    /// then, from the sender's address, multicasts sealed datagrams of its
+    /// own to the other members under packet numbers the sender is about
+    /// to use — DATA over the whole stream, an early FIN, CLOSE, RESET —
+    /// and a list with a forged signature. None is ever processed (no
+    /// list of the sender names it), the real datagrams under the same
+    /// numbers are, and every member ends with the sender's bytes.
+    #[test]
+    fn a_member_holding_the_group_key_cannot_forge_the_senders_data() {
+        use fanout_transport::protection::noise::Initiator;
+        use fanout_transport::protection::source::SignedList;
+        use fanout_transport::protection::PacketKey;
+        use fanout_transport::wire::{decode_frames, CloseFrame, ConnectFrame, DataFrame};
+        let data = random_data(2 << 20, 24);
+        let multicast = Rc::new(RefCell::new(Vec::<u32>::new()));
+        let tap = multicast.clone();
+        let loss: Loss = Box::new(move |_, bytes, is_multicast| {
+            if is_multicast {
+                tap.borrow_mut()
+                    .push(Header::decode(bytes).unwrap().0.packet_number);
+            }
+            false
+        });
+        let mut net = net(&[PSK; 2], data.clone(), loss);
+        net.hold_fin = true;
+        net.run(Duration::from_millis(30));
+        // The rogue joins with the key.
+        let rogue: SocketAddr = "10.0.9.9:7000".parse().unwrap();
+        let mut connect = Vec::new();
+        Frame::Connect(ConnectFrame {
+            max_payload: 1400,
+            window: 8 << 20,
+            timestamp: WireTimestamp(0),
+            resume_from: 0,
+        })
+        .encode(&mut connect);
+        let mut first = Vec::new();
+        let creds = Credentials::with_psk(PSK);
+        let i = Initiator::start(&creds, [99; 32], &connect, &mut first).unwrap();
+        let d = datagram(HeaderFlags::default(), 0, 0, &Frame::Handshake(&first));
+        net.sender.handle_datagram(net.now, rogue, &d);
+        net.run(Duration::from_millis(40));
+        let answer = net
+            .elsewhere
+            .iter()
+            .find_map(|(to, d)| {
+                let (_, body) = Header::decode(d).ok()?;
+                match decode_frames(body).next()? {
+                    Ok(Frame::Handshake(a)) if *to == rogue => Some(a.to_vec()),
+                    _ => None,
+                }
+            })
+            .expect("the sender answered the rogue's handshake");
+        let (payload, _) = i.finish(&answer).unwrap();
+        let group = decode_frames(&payload)
+            .find_map(|f| match f {
+                Ok(Frame::GroupKey(k)) => Some(PacketKey::new(&k)),
+                _ => None,
+            })
+            .expect("the answer hands out the group key");
+        // Forgeries under the next 300 packet numbers of the sender.
+        let next = u64::from(*multicast.borrow().iter().max().unwrap()) + 1;
+        let garbage = vec![0xEE; 1000];
+        let reset = CloseFrame {
+            code: 1,
+            reason: "forged",
+        };
+        let mut forged = 0;
+        for pn in next..next + 300 {
+            let frame = match pn % 4 {
+                0 => Frame::Reset(reset.clone()),
+                1 => Frame::Close(reset.clone()),
+                _ => Frame::Data(DataFrame {
+                    offset: (pn - next) * 1000 % (2 << 20),
+                    timestamp: WireTimestamp(0),
+                    fin: pn % 4 == 2,
+                    message_end: false,
+                    payload: &garbage,
+                }),
+            };
+            let multicast = HeaderFlags::default().with(HeaderFlags::MULTICAST);
+            let mut d = datagram(multicast, 42, pn as u32, &frame);
+            group.seal(&mut d, 0, pn);
+            for m in 0..2 {
+                net.members[m].handle_datagram(net.now, SENDER.parse().unwrap(), &d);
+            }
+            forged += 1;
+        }
+        // A list that names the forgeries, under a signature of its own.
+        let pn = next + 1000;
+        let list = Frame::Signature(SignedList {
+            entries: (next..next + 40).map(|p| (p, [0; 16])).collect(),
+            signature: [7; 64],
+        });
+        let multicast = HeaderFlags::default().with(HeaderFlags::MULTICAST);
+        let mut d = datagram(multicast, 42, pn as u32, &list);
+        group.seal(&mut d, 0, pn);
+        for m in 0..2 {
+            net.members[m].handle_datagram(net.now, SENDER.parse().unwrap(), &d);
+        }
+        net.hold_fin = false;
+        net.run(Duration::from_secs(60));
+        assert!(forged > 0);
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data), "no forged byte arrived");
+        for m in &net.members {
+            assert!(m.stats().drops.get(DropReason::Unauthenticated) >= 1);
+        }
     }
 }

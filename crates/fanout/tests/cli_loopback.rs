@@ -254,7 +254,7 @@ fn send_to_recv_with(
         .unwrap();
     let send = finish(Proc(send), Duration::from_secs(60));
     let recv = finish(recv, Duration::from_secs(30));
-    let stderr: Vec<String> = log.try_iter().collect();
+    let stderr: Vec<String> = log.iter().collect(); // to its end: the process exited
     (send, recv, stderr.join("\n"))
 }
 
@@ -371,7 +371,7 @@ fn allow_from_admits_only_the_senders_it_names() {
             .unwrap(),
     );
     let recv = finish(recv, Duration::from_secs(20));
-    let err: Vec<String> = log.try_iter().collect();
+    let err: Vec<String> = log.iter().collect(); // to its end: the process exited
     assert!(!recv.status.success());
     assert!(err.join("\n").contains("no sender connected"), "{err:?}");
     assert!(!out.join("payload.bin").exists() && !out.join("payload.bin.part").exists());
@@ -447,7 +447,7 @@ fn a_peer_of_another_wire_version_gets_a_clear_error() {
     }
     let out = finish(p, Duration::from_secs(20));
     assert!(!out.status.success());
-    let err: Vec<String> = log.try_iter().collect();
+    let err: Vec<String> = log.iter().collect(); // to its end: the process exited
     assert!(
         err.iter()
             .any(|l| l.contains("3 datagrams of another fanout wire version")),

@@ -250,6 +250,16 @@ fn failed(error: String) -> RunResult {
     }
 }
 
+/// A fresh pre-shared key file (`fanout keygen --psk`'s format) at `path`.
+fn write_psk(path: &Path) -> Result<(), LabError> {
+    let key: String = fanout_io::random_seed()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(path, format!("{key}\n"))
+        .map_err(|e| LabError::io(format!("writing {}", path.display()), e))
+}
+
 fn measure(
     scn: &ScenarioSpec,
     tool: &ToolSpec,
@@ -277,6 +287,10 @@ fn measure(
         std::fs::create_dir_all(d)
             .map_err(|e| LabError::io(format!("creating {}", d.display()), e))?;
     }
+    let psk = dir.join("session.psk");
+    if tool.uses_psk() {
+        write_psk(&psk)?;
+    }
     let plan = plan(
         tool,
         &Endpoints {
@@ -284,6 +298,7 @@ fn measure(
             sender_ip,
             receiver_ips: &ips,
             receiver_dirs: &out_dirs,
+            psk: &psk,
         },
     );
     // The competing flow runs alone for its warm-up first.

@@ -92,6 +92,7 @@ mod tests {
                     name: (*t).into(),
                     kind: ToolKind::Fanout,
                     args: Vec::new(),
+                    receiver_args: Vec::new(),
                     rate: "r".into(),
                     scenarios: Vec::new(),
                 })

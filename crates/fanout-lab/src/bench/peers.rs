@@ -106,6 +106,7 @@ mod tests {
             name: format!("{kind:?}"),
             kind,
             args: Vec::new(),
+            receiver_args: Vec::new(),
             rate: "r".into(),
             scenarios: Vec::new(),
         }

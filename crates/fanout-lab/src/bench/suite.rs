@@ -9,6 +9,8 @@
 //! name = "uftp"            # as named on the command line and in the report
 //! kind = "uftp"            # fanout | uftp | udpcast
 //! args = ["-R", "95000"]   # extra sender arguments
+//! receiver_args = []       # extra receiver arguments
+//!                          # ("{psk}" in either: a fresh pre-shared key file per run)
 //! rate = "fixed 95 Mbit/s (-R 95000)"   # how its rate is set, for the report
 //! scenarios = ["d"]        # run only in these scenarios (default: all)
 //!
@@ -67,6 +69,9 @@ pub struct ToolSpec {
     /// Extra sender arguments (rate settings and the like).
     #[serde(default)]
     pub args: Vec<String>,
+    /// Extra receiver arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receiver_args: Vec<String>,
     /// How its sending rate is set, in words, for the report.
     pub rate: String,
     /// Scenarios it runs in (empty: all), e.g. a variant meant for one
@@ -75,7 +80,19 @@ pub struct ToolSpec {
     pub scenarios: Vec<String>,
 }
 
+/// Stands, in a tool's arguments, for a pre-shared key file the lab writes
+/// afresh for each run (`fanout --psk-file {psk}`).
+pub const PSK_PLACEHOLDER: &str = "{psk}";
+
 impl ToolSpec {
+    /// Whether its arguments name a pre-shared key ([`PSK_PLACEHOLDER`]).
+    pub fn uses_psk(&self) -> bool {
+        self.args
+            .iter()
+            .chain(&self.receiver_args)
+            .any(|a| a.contains(PSK_PLACEHOLDER))
+    }
+
     /// Whether this tool runs in scenario `name`.
     pub fn runs_in(&self, name: &str) -> bool {
         self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == name)

@@ -7,7 +7,7 @@
 //! every tool is bound to the hosts' one interface, [`crate::TUN_IF`].
 
 use super::scenario::{FANOUT_GROUP, UDPCAST_DATA, UDPCAST_RDV, UFTP_PRIVATE, UFTP_PUBLIC};
-use super::suite::{ToolKind, ToolSpec};
+use super::suite::{ToolKind, ToolSpec, PSK_PLACEHOLDER};
 use crate::lab::TUN_IF;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -61,6 +61,9 @@ pub struct Endpoints<'a> {
     pub receiver_ips: &'a [Ipv4Addr],
     /// Each receiver's (empty, existing) output directory, in order.
     pub receiver_dirs: &'a [PathBuf],
+    /// The run's pre-shared key file, for arguments naming
+    /// [`PSK_PLACEHOLDER`] (written by the run if any does).
+    pub psk: &'a Path,
 }
 
 /// uftp's client ID of a host: its IPv4 address (uftp's own default).
@@ -198,7 +201,13 @@ pub fn plan(tool: &ToolSpec, at: &Endpoints<'_>) -> Plan {
             (sender, receivers)
         }
     };
-    sender.extend(tool.args.iter().cloned());
+    let psk = at.psk.display().to_string();
+    let with_psk = |a: &String| a.replace(PSK_PLACEHOLDER, &psk);
+    sender.extend(tool.args.iter().map(with_psk));
+    let mut receivers = receivers;
+    for r in &mut receivers {
+        r.argv.extend(tool.receiver_args.iter().map(with_psk));
+    }
     if tool.kind == ToolKind::Uftp {
         // uftp takes the files last.
         sender.push(at.source.display().to_string());
@@ -223,6 +232,7 @@ mod tests {
             name: "t".into(),
             kind,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            receiver_args: args.iter().map(|a| (*a).to_owned()).collect(),
             rate: "r".into(),
             scenarios: Vec::new(),
         }
@@ -237,6 +247,7 @@ mod tests {
             sender_ip: Ipv4Addr::new(10, 78, 0, 1),
             receiver_ips: &ips,
             receiver_dirs: &dirs,
+            psk: Path::new("/w/session.psk"),
         };
         let p = plan(&tool(ToolKind::Uftp, &["-R", "95000"]), &at);
         let h = p.sender.iter().position(|a| a == "-H").unwrap();
@@ -247,6 +258,10 @@ mod tests {
         assert_eq!(p.receivers[1].done_by, DoneBy::FileAppears);
         let f = plan(&tool(ToolKind::Fanout, &[]), &at);
         assert!(f.sender.windows(2).any(|w| w == ["--wait-for", "2"]));
+        let keyed = plan(&tool(ToolKind::Fanout, &["--psk-file", "{psk}"]), &at);
+        for argv in [&keyed.sender, &keyed.receivers[0].argv] {
+            assert!(argv.ends_with(&["--psk-file".into(), "/w/session.psk".into()]));
+        }
         let u = plan(&tool(ToolKind::Udpcast, &[]), &at);
         assert!(u.sender.windows(2).any(|w| w == ["--min-receivers", "2"]));
     }

@@ -5,6 +5,8 @@
 //! * [`PacketKey`] — AES-256-GCM over every later datagram, the header
 //!   authenticated, the nonce from the 64-bit packet number.
 //! * [`ReplayWindow`] — each packet number of a peer is accepted once.
+//! * [`source`] — signed hash lists: multicast datagrams only the sender
+//!   could have sent.
 //!
 //! A session sender hands every member the session's group key inside
 //! its ACCEPT; multicast datagrams are sealed with it, everything else
@@ -13,6 +15,7 @@
 pub mod noise;
 mod packet_key;
 mod replay;
+pub mod source;
 
 pub use noise::{Credentials, HandshakeError, PairKeys, PublicKey, SeedStream};
 pub use packet_key::{PacketKey, Unauthenticated, TAG_LEN};

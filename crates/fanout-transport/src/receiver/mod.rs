@@ -249,6 +249,12 @@ impl Receiver {
         self.member_id
     }
 
+    /// The header id of this member's datagrams to its sender: the token
+    /// of its ACCEPT (0 before it).
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
     /// Stream offset at which this member's delivery starts: 0, or for a
     /// late joiner the sender's position when it was admitted (the prefix
     /// `[0, start)` never arrives on this session).
@@ -610,6 +616,8 @@ impl Receiver {
                 | Frame::Upstream(_)
                 | Frame::Handshake(_)
                 | Frame::GroupKey(_)
+                | Frame::Signature(_)
+                | Frame::SourceKey(_)
                 | Frame::Roster(_) => {
                     self.stats.drops.count(DropReason::UnexpectedFrame);
                 }
@@ -894,7 +902,25 @@ impl Receiver {
         let clear = &datagram[crate::wire::HEADER_LEN..];
         if header.flags.contains(crate::wire::HeaderFlags::SEALED) {
             match keys.open(&header, datagram, &mut scratch) {
-                Ok(body) => self.on_frames(now, from, header, datagram, body),
+                Ok((pn, body)) if header.flags.contains(crate::wire::HeaderFlags::MULTICAST) => {
+                    // Multicast: only what the sender's signed lists name.
+                    let (source, refused) = keys.authenticate(pn, datagram, body);
+                    for _ in 0..refused {
+                        self.stats.drops.count(DropReason::Unauthenticated);
+                    }
+                    match source {
+                        protect::Source::Process => {
+                            self.on_frames(now, from, header, datagram, body)
+                        }
+                        protect::Source::Hold => {}
+                        protect::Source::Release(held) => {
+                            for (_, frames) in held {
+                                self.on_frames(now, from, header, datagram, &frames);
+                            }
+                        }
+                    }
+                }
+                Ok((_, body)) => self.on_frames(now, from, header, datagram, body),
                 Err(reason) => self.stats.drops.count(reason),
             }
         } else {
@@ -907,7 +933,7 @@ impl Receiver {
                     self.on_joining(now, from, header.session_id, datagram, clear);
                 }
                 Some(Ok(Frame::Handshake(answer))) if keys.is_joining() && Some(from) == target => {
-                    match keys.on_answer(answer) {
+                    match keys.on_answer(answer, header.session_id) {
                         Ok(frames) => {
                             self.on_joining(now, from, header.session_id, datagram, &frames);
                         }

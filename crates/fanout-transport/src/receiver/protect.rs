@@ -4,9 +4,20 @@
 //! what comes.
 
 use crate::protection::noise::Initiator;
+use crate::protection::source::{Held, Verifier};
 use crate::protection::{PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
 use crate::wire::{decode_frames, Frame, Header, HeaderFlags};
 use fanout_core::stats::DropReason;
+
+/// What to do with a multicast datagram under source authentication.
+pub(super) enum Source {
+    /// Named by a verified list (or no lists are kept): process it.
+    Process,
+    /// Held until a list names it (or a list that did not verify).
+    Hold,
+    /// A verified list: process these held datagrams' frames, in order.
+    Release(Vec<(u64, Vec<u8>)>),
+}
 
 /// A join's handshake, kept as what rebuilds it: a forged answer that
 /// fails to open must not spend the real one's handshake state (a Noise
@@ -28,6 +39,8 @@ pub(super) struct ReceiverKeys {
     joining: Option<Joining>,
     pair: Option<PairKeys>,
     group: Option<PacketKey>,
+    /// Verifies the sender's signed lists of multicast datagrams.
+    verifier: Option<Verifier>,
     /// The sender's packet numbers accepted (one space, multicast and
     /// unicast).
     replay: ReplayWindow,
@@ -49,6 +62,7 @@ impl ReceiverKeys {
             joining: None,
             pair: None,
             group: None,
+            verifier: None,
             replay: ReplayWindow::default(),
         }
     }
@@ -70,10 +84,15 @@ impl ReceiverKeys {
         self.joining.as_ref().map(|j| &j.first[..])
     }
 
-    /// The sender's answer to our handshake: installs the keys; returns
-    /// the frames it carried (an ACCEPT, or the refusal), the group key
-    /// taken out. An answer that does not open changes nothing.
-    pub(super) fn on_answer(&mut self, answer: &[u8]) -> Result<Vec<u8>, DropReason> {
+    /// The sender's answer to our handshake (session `session_id`):
+    /// installs the keys; returns the frames it carried (an ACCEPT, or the
+    /// refusal), the group and source keys taken out. An answer that does
+    /// not open changes nothing.
+    pub(super) fn on_answer(
+        &mut self,
+        answer: &[u8],
+        session_id: u64,
+    ) -> Result<Vec<u8>, DropReason> {
         let j = self.joining.as_ref().ok_or(DropReason::UnexpectedFrame)?;
         let mut first = Vec::new();
         let i = Initiator::start(&self.protection.credentials, j.seed, &j.connect, &mut first)
@@ -81,16 +100,22 @@ impl ReceiverKeys {
         debug_assert_eq!(first, j.first, "a seeded handshake rebuilds the same");
         let (payload, pair) = i.finish(answer).map_err(|_| DropReason::Unauthenticated)?;
         let mut frames = Vec::new();
-        let mut group = None;
+        let (mut group, mut verifier) = (None, None);
         for f in decode_frames(&payload) {
             match f {
                 Ok(Frame::GroupKey(k)) => group = Some(PacketKey::new(&k)),
+                Ok(Frame::SourceKey(k)) => verifier = Some(Verifier::new(k, session_id)),
                 Ok(f) => f.encode(&mut frames),
                 Err(_) => return Err(DropReason::MalformedFrame),
             }
         }
+        if group.is_some() && verifier.is_none() {
+            // Multicast data nobody could authenticate as the sender's.
+            return Err(DropReason::Unauthenticated);
+        }
         self.joining = None;
         self.group = group;
+        self.verifier = verifier;
         self.pair = Some(pair);
         Ok(frames)
     }
@@ -108,7 +133,7 @@ impl ReceiverKeys {
         header: &Header,
         datagram: &[u8],
         scratch: &'a mut Vec<u8>,
-    ) -> Result<&'a [u8], DropReason> {
+    ) -> Result<(u64, &'a [u8]), DropReason> {
         let key = if header.flags.contains(HeaderFlags::MULTICAST) {
             self.group.as_ref()
         } else {
@@ -122,8 +147,42 @@ impl ReceiverKeys {
         let frames = key
             .open(scratch, pn)
             .map_err(|_| DropReason::Unauthenticated)?;
-        self.replay.commit(pn);
-        Ok(frames)
+        // A multicast datagram's number is settled once a signed list
+        // names it (a rogue member may have used it first).
+        if !(header.flags.contains(HeaderFlags::MULTICAST) && self.verifier.is_some()) {
+            self.replay.commit(pn);
+        }
+        Ok((pn, frames))
+    }
+
+    /// A multicast datagram opened (`pn`, `sealed` as it arrived, its
+    /// `frames`): what to do with it under source authentication, and how
+    /// many datagrams or lists were refused on the way.
+    pub(super) fn authenticate(&mut self, pn: u64, sealed: &[u8], frames: &[u8]) -> (Source, u64) {
+        let Some(v) = self.verifier.as_mut() else {
+            return (Source::Process, 0);
+        };
+        let before = v.dropped + v.bad_signatures;
+        let outcome = match decode_frames(frames).next() {
+            Some(Ok(Frame::Signature(list))) => match v.on_list(&list) {
+                Some(released) => {
+                    self.replay.commit(pn);
+                    for (p, _) in &released {
+                        self.replay.commit(*p);
+                    }
+                    Source::Release(released)
+                }
+                None => Source::Hold,
+            },
+            _ => match v.on_datagram(pn, sealed, frames) {
+                Held::Verified => {
+                    self.replay.commit(pn);
+                    Source::Process
+                }
+                Held::Waiting => Source::Hold,
+            },
+        };
+        (outcome, v.dropped + v.bad_signatures - before)
     }
 
     /// Seals the datagram just built at `out[start..]`; false if it may not

@@ -266,7 +266,7 @@ impl SessionSender {
                 .transport
                 .protection
                 .clone()
-                .map(|p| Box::new(protect::SenderKeys::new(p))),
+                .map(|p| Box::new(protect::SenderKeys::new(p, config.transport.max_datagram))),
             scratch: Vec::new(),
             config,
         }
@@ -826,7 +826,7 @@ impl Engine for SessionSender {
                 match timer {
                     // The next poll_transmit sends what became due (and
                     // computes the next wake-up).
-                    Timer::Pacing | Timer::Repair | Timer::Admission => {}
+                    Timer::Pacing | Timer::Repair | Timer::Admission | Timer::Sign => {}
                     Timer::Offer => self.on_offer_timeout(now),
                 }
             }

@@ -16,11 +16,20 @@ pub enum Timer {
     Repair,
     /// An OFFER is due again, or its handshake time ran out.
     Offer,
+    /// The list of multicast datagrams gathered is due to be signed and
+    /// sent (a protected session's source authentication).
+    Sign,
 }
 
 impl Timer {
     /// Every session timer, in the order expired ones are served.
-    pub const VALUES: [Timer; 4] = [Timer::Pacing, Timer::Admission, Timer::Repair, Timer::Offer];
+    pub const VALUES: [Timer; 5] = [
+        Timer::Pacing,
+        Timer::Admission,
+        Timer::Repair,
+        Timer::Offer,
+        Timer::Sign,
+    ];
 
     fn index(self) -> usize {
         self as usize

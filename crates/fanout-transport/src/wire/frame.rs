@@ -35,6 +35,8 @@ const DATA_MSG_END: u8 = 0x02;
 const T_UPSTREAM: u8 = 0x14;
 const UPSTREAM_FIN: u8 = 0x01;
 const T_UPSTREAM_ACK: u8 = 0x16;
+const T_SIGNATURE: u8 = 0x17;
+const T_SOURCE_KEY: u8 = 0x18;
 
 /// CONNECT (receiver → session sender or ACK merger): asks to join, or —
 /// with `resume_from` — to re-attach after a merger crash.
@@ -201,6 +203,12 @@ pub struct CloseFrame<'a> {
     pub reason: &'a str,
 }
 
+/// Whether `frames` (a datagram's, after the header) start with a
+/// SIGNATURE frame (a signed list is not itself listed).
+pub fn starts_with_signature(frames: &[u8]) -> bool {
+    frames.first() == Some(&T_SIGNATURE)
+}
+
 /// Longest HANDSHAKE message, in bytes.
 pub const MAX_HANDSHAKE_BYTES: usize = crate::protection::noise::MAX_HANDSHAKE_MESSAGE;
 
@@ -237,6 +245,12 @@ pub enum Frame<'a> {
     Handshake(&'a [u8]),
     /// The session's group key (only inside a handshake answer).
     GroupKey([u8; 32]),
+    /// A signed list of the sender's multicast datagrams (source
+    /// authentication, `docs/wire.md` §4.12).
+    Signature(crate::protection::source::SignedList),
+    /// The sender's Ed25519 key its lists verify under (only inside a
+    /// handshake answer).
+    SourceKey([u8; 32]),
     /// Sender steers a receiver's ACK schedule (TCP-SMO adaptive ACKs, feedback
     /// pacing).
     AckFrequency(AckFrequencyFrame),
@@ -362,6 +376,12 @@ impl<'a> Frame<'a> {
                 let n = r.varint_len("handshake.len", MAX_HANDSHAKE_BYTES)?;
                 Frame::Handshake(r.bytes(n)?)
             }
+            T_SIGNATURE => Frame::Signature(crate::protection::source::decode_list(r)?),
+            T_SOURCE_KEY => Frame::SourceKey(
+                r.bytes(32)?
+                    .try_into()
+                    .map_err(|_| DecodeError::Invalid("source_key"))?,
+            ),
             T_GROUP_KEY => Frame::GroupKey(
                 r.bytes(32)?
                     .try_into()
@@ -472,6 +492,14 @@ impl<'a> Frame<'a> {
             }
             Frame::GroupKey(k) => {
                 out.put_u8(T_GROUP_KEY);
+                out.put_bytes(k);
+            }
+            Frame::Signature(list) => {
+                out.put_u8(T_SIGNATURE);
+                crate::protection::source::encode_list(list, out);
+            }
+            Frame::SourceKey(k) => {
+                out.put_u8(T_SOURCE_KEY);
                 out.put_bytes(k);
             }
             Frame::Ack(a) => {
@@ -682,6 +710,11 @@ mod tests {
             roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
             roundtrip(&Frame::Sent(SentFrame { end: off }));
             roundtrip(&Frame::GroupKey([off as u8; 32]));
+            roundtrip(&Frame::SourceKey([off as u8; 32]));
+            roundtrip(&Frame::Signature(crate::protection::source::SignedList {
+                entries: vec![(off, [1; 16]), (off + 3, [2; 16])],
+                signature: [off as u8; 64],
+            }));
             roundtrip(&Frame::Handshake(&[off as u8; 48]));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));

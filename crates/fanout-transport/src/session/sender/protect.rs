@@ -4,11 +4,13 @@
 //! comes in.
 
 use crate::protection::noise::Responder;
+use crate::protection::source::{SignedList, Signer};
 use crate::protection::{
     HandshakeError, PacketKey, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
 };
 use crate::wire::{Frame, Header, HeaderFlags, HEADER_LEN};
 use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
@@ -37,6 +39,8 @@ pub(super) struct SenderKeys {
     seeds: SeedStream,
     group_secret: [u8; 32],
     group: PacketKey,
+    /// Signs the lists of multicast datagrams (source authentication).
+    signer: Signer,
     members: BTreeMap<SocketAddr, MemberKeys>,
     departed: VecDeque<(SocketAddr, MemberKeys)>,
     /// The handshake of the join being admitted, between reading it and
@@ -62,11 +66,12 @@ pub(super) enum Clear {
 }
 
 impl SenderKeys {
-    pub(super) fn new(protection: Protection) -> Self {
+    pub(super) fn new(protection: Protection, max_datagram: usize) -> Self {
         let mut seeds = SeedStream::new(protection.seed);
         let group_secret = seeds.next_seed();
         SenderKeys {
             group: PacketKey::new(&group_secret),
+            signer: Signer::new(seeds.next_seed(), max_datagram),
             group_secret,
             protection,
             seeds,
@@ -162,13 +167,15 @@ impl SenderKeys {
     }
 
     /// The answer to `addr`'s handshake carrying `accept` (the encoded
-    /// ACCEPT frame) and the group key: written once, then repeated.
+    /// ACCEPT frame), the group key and the key lists are signed with:
+    /// written once, then repeated.
     pub(super) fn answer(&mut self, addr: SocketAddr, accept: &[u8]) -> Option<&[u8]> {
-        let group = self.group_secret;
+        let (group, source) = (self.group_secret, self.signer.public_key());
         let m = self.members.get_mut(&addr)?;
         if let Some(r) = m.handshake.take() {
             let mut inner = accept.to_vec();
             Frame::GroupKey(group).encode(&mut inner);
+            Frame::SourceKey(source).encode(&mut inner);
             m.keys = r.answer(&inner, &mut m.answer).ok();
         }
         m.keys.as_ref()?;
@@ -186,11 +193,13 @@ impl SenderKeys {
         }
     }
 
-    /// Seals the datagram just built at `out[start..]` for `to`; false if
-    /// it may not go (no keys for that address yet). Handshake messages
-    /// and OFFERs go in the clear.
+    /// Seals the datagram just built at `out[start..]` for `to` (sent at
+    /// `now`); false if it may not go (no keys for that address yet).
+    /// Handshake messages and OFFERs go in the clear. A multicast datagram
+    /// joins the list being gathered for signing (unless it is a list).
     pub(super) fn seal(
-        &self,
+        &mut self,
+        now: Instant,
         to: SocketAddr,
         out: &mut Vec<u8>,
         start: usize,
@@ -200,21 +209,26 @@ impl SenderKeys {
             return true;
         }
         // Receivers open by the same flag (it is authenticated).
-        let key = if out[start + 3] & HeaderFlags::MULTICAST != 0 {
-            Some(&self.group)
-        } else {
-            self.members
-                .get(&to)
-                .or_else(|| {
-                    self.departed
-                        .iter()
-                        .rev()
-                        .find(|(a, _)| *a == to)
-                        .map(|(_, m)| m)
-                })
-                .and_then(|m| m.keys.as_ref())
-                .map(|k| &k.sender_to_joiner)
-        };
+        if out[start + 3] & HeaderFlags::MULTICAST != 0 {
+            let listed = !crate::wire::starts_with_signature(&out[start + HEADER_LEN..]);
+            crate::packet::seal(out, start, numbers, &self.group);
+            if listed {
+                self.signer.add(now, numbers.last(), &out[start..]);
+            }
+            return true;
+        }
+        let key = self
+            .members
+            .get(&to)
+            .or_else(|| {
+                self.departed
+                    .iter()
+                    .rev()
+                    .find(|(a, _)| *a == to)
+                    .map(|(_, m)| m)
+            })
+            .and_then(|m| m.keys.as_ref())
+            .map(|k| &k.sender_to_joiner);
         match key {
             Some(key) => {
                 crate::packet::seal(out, start, numbers, key);
@@ -222,5 +236,16 @@ impl SenderKeys {
             }
             None => false,
         }
+    }
+
+    /// The signed list of the multicast datagrams gathered, if due at
+    /// `now`.
+    pub(super) fn take_list(&mut self, now: Instant, session_id: u64) -> Option<SignedList> {
+        self.signer.take_due(now, session_id)
+    }
+
+    /// When the list being gathered is due.
+    pub(super) fn list_deadline(&self) -> Option<Instant> {
+        self.signer.deadline()
     }
 }

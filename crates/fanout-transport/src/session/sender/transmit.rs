@@ -69,13 +69,16 @@ impl SessionSender {
             let len = (buf.len() - start) as u64;
             let len = len + self.keys.as_ref().map_or(0, |_| TAG_LEN as u64);
             if self.may_send(t.destination, len) {
-                match &self.keys {
-                    None => return Some(t),
-                    Some(k) if k.seal(t.destination, buf, start, &self.numbers) => return Some(t),
-                    // Nothing goes to an address without keys but its
-                    // handshake.
-                    Some(_) => self.stats.drops.count(DropReason::Unauthenticated),
+                let Some(k) = self.keys.as_mut() else {
+                    return Some(t);
+                };
+                if k.seal(now, t.destination, buf, start, &self.numbers) {
+                    self.timers.set(Timer::Sign, k.list_deadline());
+                    return Some(t);
                 }
+                // Nothing goes to an address without keys but its
+                // handshake.
+                self.stats.drops.count(DropReason::Unauthenticated);
             } else {
                 self.stats.amplification_limited += 1;
             }
@@ -106,6 +109,17 @@ impl SessionSender {
     }
 
     fn next_datagram(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // A due list of signed multicast datagrams goes first: receivers
+        // hold those datagrams until it comes.
+        if let (Some(group), Some(k)) = (self.config.group, self.keys.as_mut()) {
+            if let Some(list) = k.take_list(now, self.session_id) {
+                let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, true);
+                p.frame(&Frame::Signature(list));
+                p.finish();
+                self.stats.datagrams_sent += 1;
+                return Some(Transmit { destination: group });
+            }
+        }
         if let Some((to, c)) = self.controls.pop_front() {
             let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, false);
             match c {

@@ -1,6 +1,0 @@
-#![no_main]
-//! See `fanout_props::protected::check_protected_input`.
-
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| fanout_props::protected::check_protected_input(data));
