@@ -11,7 +11,7 @@ noise falls on both:
 1. lab scenario (b) of benchmarks/suite.toml (200 MiB to 4 receivers, each
    behind its own 100 Mbit/s link, `fanout lab bench`, needs root): tools
    `fanout` and `fanout-psk` (the same with `--psk-file`: the Noise
-   handshake, AES-256-GCM on every datagram, signed lists of the multicast
+   handshake, AES-128-GCM on every datagram, signed lists of the multicast
    datagrams). Targets: protected wall time (median) <= 18.0 s, protected
    sender CPU (median) <= 1.3x the unprotected median.
 2. 1 GiB over loopback (tools/bench/loopback.sh --fanout-only, `send --to`

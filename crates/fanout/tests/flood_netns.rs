@@ -10,11 +10,14 @@
 //!   reaches it), and as unassigned addresses of the LAN (each admitted
 //!   unvalidated, never to answer);
 //! * ACKs with SACK blocks under the session id, as the victim and as
-//!   strangers.
+//!   strangers;
+//! * in a protected session (`--psk-file`), also 1-byte DATA frames to the
+//!   group as the sender, at every offset of the file.
 //!
 //! The honest receivers get the file, the sender's memory stays bounded,
 //! and the victim receives at most three times what was sent in its name
-//! (`docs/wire.md` §4.11). The figures are printed. File size: 32 MiB, or
+//! (`docs/wire.md` §4.11); protected, no forged join is even admitted and
+//! every forged datagram is dropped unopened or unauthenticated. The figures are printed. File size: 32 MiB, or
 //! 256 MiB with FANOUT_BIG_TESTS=1. Every wait is bounded; the LAN guard
 //! kills what runs in it and removes it, panics too. Skipped without
 //! namespaces unless `FANOUT_NETNS_REQUIRED=1`.
@@ -126,9 +129,21 @@ struct Flood {
     as_victim_bytes: u64,
 }
 
+/// A DATA frame of one byte at `offset` (type 0x10, `docs/wire.md` §3).
+fn one_byte_data(session_id: u64, pn: u32, offset: u64) -> Vec<u8> {
+    let mut d = header(session_id, pn);
+    d.push(0x10);
+    varint(&mut d, offset);
+    d.extend_from_slice(&0u32.to_be_bytes());
+    varint(&mut d, 1);
+    d.push(0xEE);
+    d
+}
+
 /// The attacker (in its namespace): learns the session id from the group,
-/// then floods the sender until `stop`.
-fn attack(sender: SocketAddrV4, victim: SocketAddrV4, stop: &AtomicBool) -> Flood {
+/// then floods the sender (and, with `data`, the group as the sender)
+/// until `stop`.
+fn attack(sender: SocketAddrV4, victim: SocketAddrV4, data: bool, stop: &AtomicBool) -> Flood {
     let listen = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, GROUP_PORT)).expect("bind group");
     listen
         .join_multicast_v4(&GROUP_IP, &Ipv4Addr::UNSPECIFIED)
@@ -148,7 +163,7 @@ fn attack(sender: SocketAddrV4, victim: SocketAddrV4, stop: &AtomicBool) -> Floo
         }
     };
     let raw = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255))).expect("raw");
-    let to = SocketAddr::V4(sender).into();
+    let group = SocketAddrV4::new(GROUP_IP, GROUP_PORT);
     let mut f = Flood::default();
     let mut rng = fanout_core::Rng::new(13);
     let mut pn = 0u32;
@@ -158,13 +173,19 @@ fn attack(sender: SocketAddrV4, victim: SocketAddrV4, stop: &AtomicBool) -> Floo
             Ipv4Addr::new(10, 77, 0, 100 + (rng.next_u64() % 150) as u8),
             1024 + (rng.next_u64() % 60_000) as u16,
         );
-        let (from, payload) = match pn % 4 {
-            0 => (victim, connect(pn)),
-            1 => (stranger, connect(pn)),
-            2 => (victim, ack(session_id, pn)),
-            _ => (stranger, ack(session_id, pn)),
+        let (from, to, payload) = match pn % 5 {
+            0 => (victim, sender, connect(pn)),
+            1 => (stranger, sender, connect(pn)),
+            2 => (victim, sender, ack(session_id, pn)),
+            3 => (stranger, sender, ack(session_id, pn)),
+            _ if data => {
+                let offset = u64::from(pn) * 7919 % file_size() as u64;
+                (sender, group, one_byte_data(session_id, pn, offset))
+            }
+            _ => (stranger, sender, ack(session_id, pn)),
         };
-        if raw.send_to(&forged(from, sender, &payload), &to).is_ok() {
+        let dest = SocketAddr::V4(to).into();
+        if raw.send_to(&forged(from, to, &payload), &dest).is_ok() {
             f.datagrams += 1;
             if from == victim {
                 f.as_victim_bytes += payload.len() as u64;
@@ -204,11 +225,26 @@ fn count_arrivals(stop: &AtomicBool) -> u64 {
 
 #[test]
 fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
+    flood(None);
+}
+
+/// Protected by a pre-shared key, with forged 1-byte DATA to the group on
+/// top: nothing forged is admitted or opened.
+#[test]
+fn a_protected_transfer_completes_under_a_flood_of_forged_joins_acks_and_data() {
+    let psk = std::env::temp_dir().join(format!("fanout-flood-key-{}.psk", std::process::id()));
+    std::fs::write(&psk, format!("{}\n", "3c".repeat(32))).unwrap();
+    flood(Some(psk.to_str().unwrap()));
+    let _ = std::fs::remove_file(&psk);
+}
+
+/// One flooded transfer; `psk`: protected by that key file.
+fn flood(psk: Option<&str>) {
     if let Some(reason) = require_netns() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let dir = Scratch::new("flood");
+    let dir = Scratch::new(if psk.is_some() { "flood-psk" } else { "flood" });
     let src = dir.path().join("payload.bin");
     let mut data = vec![0u8; file_size()];
     fanout_core::Rng::new(71).fill(&mut data);
@@ -228,11 +264,13 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
             .spawn_in(move || count_arrivals(&stop))
             .expect("victim")
     };
+    let protected = psk.is_some();
+    let keys: Vec<&str> = psk.map(|p| vec!["--psk-file", p]).unwrap_or_default();
     let flood = {
         let stop = stop.clone();
         lan.host(3)
             .netns()
-            .spawn_in(move || attack(sender, victim, &stop))
+            .spawn_in(move || attack(sender, victim, protected, &stop))
             .expect("attacker")
     };
     let outs: Vec<_> = (1..=2)
@@ -241,25 +279,22 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
     let mut receivers: Vec<_> = (1..=2)
         .map(|i| {
             let ip = lan.host(i).ipv4().to_string();
-            spawn(
-                &lan,
-                i,
-                &[
-                    "recv",
-                    "--group",
-                    GROUP,
-                    "--from",
-                    &sender.to_string(),
-                    "--interface",
-                    &ip,
-                    "--json",
-                    "--quiet",
-                    "--idle-timeout",
-                    "30",
-                    "-o",
-                    outs[i - 1].to_str().unwrap(),
-                ],
-            )
+            let args = [
+                "recv",
+                "--group",
+                GROUP,
+                "--from",
+                &sender.to_string(),
+                "--interface",
+                &ip,
+                "--json",
+                "--quiet",
+                "--idle-timeout",
+                "30",
+                "-o",
+                outs[i - 1].to_str().unwrap(),
+            ];
+            spawn(&lan, i, &[&args[..], &keys].concat())
         })
         .collect();
     let joined = lan
@@ -267,7 +302,7 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
         .expect("bridge");
     assert!(joined.len() >= 2, "{joined:?}");
     let t0 = Instant::now();
-    let mut send = spawn_group_sender(&lan, 0, &src, GROUP, &sender.to_string(), 2);
+    let mut send = spawn_group_sender(&lan, 0, &src, GROUP, &sender.to_string(), 2, &keys);
     let sent = finish(&mut send, "sender", limit());
     let seconds = t0.elapsed().as_secs_f64();
     let reports: Vec<_> = receivers
@@ -312,5 +347,23 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
     // Bounded: the flood's members are evicted unvalidated; the sender's
     // memory is its window and at most 1 024 unvalidated members.
     assert!(rss < 200 << 20, "peak RSS {rss} B");
-    assert!(t["unvalidated_evicted"].as_u64().unwrap() > 0, "{sent}");
+    if protected {
+        // No forged join authenticates: none is admitted, nothing is sent
+        // to the victim, and the receivers open no forged DATA.
+        assert_eq!(t["members_joined"], 2, "{sent}");
+        assert_eq!(to_victim, 0);
+        assert!(
+            sent["drops"]["unauthenticated"].as_u64().unwrap() > 0,
+            "{sent}"
+        );
+        for r in &reports {
+            eprintln!("receiver drops {}", r["drops"]);
+            assert!(
+                r["drops"]["unauthenticated"].as_u64().unwrap_or(0) > 0,
+                "{r}"
+            );
+        }
+    } else {
+        assert!(t["unvalidated_evicted"].as_u64().unwrap() > 0, "{sent}");
+    }
 }

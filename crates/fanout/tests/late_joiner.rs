@@ -30,7 +30,7 @@ const FILE_BYTES: usize = 32 << 20;
 /// start must be beyond.
 const WINDOW_MIB: u64 = 2;
 
-fn start_receiver(lan: &LanTopology, host: usize, out: &Path) -> NsChild {
+fn start_receiver(lan: &LanTopology, host: usize, out: &Path, extra: &[&str]) -> NsChild {
     let h = lan.host(host);
     let ip = h.ipv4().to_string();
     let mut cmd = h.netns().exec(BIN);
@@ -49,6 +49,7 @@ fn start_receiver(lan: &LanTopology, host: usize, out: &Path) -> NsChild {
         "-o",
     ])
     .arg(out)
+    .args(extra)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     h.netns().spawn(cmd).expect("spawn receiver")
@@ -89,10 +90,12 @@ fn early_mean_seconds(reports: &[serde_json::Value], early: usize) -> f64 {
 /// `late`, receiver 8 starts only once the others passed the send buffer.
 /// Checks that all 8 files are identical; returns the sender's and the
 /// receivers' reports and the others' progress when receiver 8 started.
+/// `keys` go to the sender and every receiver.
 fn session(
     tag: &str,
     late: bool,
     sender_args: &[&str],
+    keys: &[&str],
 ) -> Option<(serde_json::Value, Vec<serde_json::Value>, u64)> {
     if let Some(reason) = require_netns() {
         eprintln!("skipped: {reason}");
@@ -117,7 +120,7 @@ fn session(
         .collect();
     let early = if late { RECEIVERS - 1 } else { RECEIVERS };
     let mut rx: Vec<NsChild> = (1..=early)
-        .map(|i| start_receiver(&lan, i, &outs[i - 1]))
+        .map(|i| start_receiver(&lan, i, &outs[i - 1], keys))
         .collect();
     let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 2));
     let members = lan
@@ -140,6 +143,7 @@ fn session(
             "--quiet",
         ])
         .args(sender_args)
+        .args(keys)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
@@ -160,7 +164,7 @@ fn session(
             progress_at_join < FILE_BYTES as u64 * 3 / 4,
             "transfer nearly over before the join: {progress_at_join}"
         );
-        rx.push(start_receiver(&lan, RECEIVERS, &outs[RECEIVERS - 1]));
+        rx.push(start_receiver(&lan, RECEIVERS, &outs[RECEIVERS - 1], keys));
     }
     let (ok, out, err) = finish(&mut tx, Duration::from_secs(120));
     assert!(ok, "sender failed: {out} {err}");
@@ -187,7 +191,23 @@ fn session(
 
 #[test]
 fn a_late_joiner_gets_the_whole_file_by_catch_up() {
-    let Some((sender, reports, progress_at_join)) = session("late", true, &[]) else {
+    late_joiner("late", &[]);
+}
+
+/// The same with every host holding a pre-shared key: the catch-up
+/// transfer runs its own handshake under it.
+#[test]
+fn a_protected_late_joiner_gets_the_whole_file_by_catch_up() {
+    let psk = std::env::temp_dir().join(format!("fanout-late-key-{}.psk", std::process::id()));
+    std::fs::write(&psk, format!("{}\n", "a7".repeat(32))).unwrap();
+    late_joiner("late-psk", &["--psk-file", psk.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&psk);
+}
+
+/// One session with a late joiner, `keys` given to every host: the joiner
+/// starts beyond the send buffer and gets its prefix by catch-up.
+fn late_joiner(tag: &str, keys: &[&str]) {
+    let Some((sender, reports, progress_at_join)) = session(tag, true, &[], keys) else {
         return;
     };
     let late = &reports[RECEIVERS - 1]["transport"];
@@ -218,7 +238,7 @@ fn a_late_joiner_gets_the_whole_file_by_catch_up() {
 /// `--test-threads=1`).
 #[test]
 fn the_same_session_without_a_late_joiner() {
-    let Some((sender, reports, _)) = session("base", false, &[]) else {
+    let Some((sender, reports, _)) = session("base", false, &[], &[]) else {
         return;
     };
     assert_eq!(sender["transport"]["catch_ups_completed"], 0);
@@ -245,7 +265,7 @@ fn share_bound(transport: &serde_json::Value, share: u64) -> u64 {
 /// 32 would ever allow, and still within its own bound.
 #[test]
 fn the_catch_up_share_flag_sets_what_catch_ups_send_during_the_session() {
-    let Some((sender, reports, _)) = session("share", true, &["--catch-up-share", "2"]) else {
+    let Some((sender, reports, _)) = session("share", true, &["--catch-up-share", "2"], &[]) else {
         return;
     };
     let t = &sender["transport"];

@@ -106,7 +106,7 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
         .wait_for_members(g, 4, Duration::from_secs(5))
         .expect("bridge");
     assert_eq!(joined.len(), 4, "{joined:?}");
-    let mut sender = spawn_group_sender(&lan, 0, &src, GROUP, SENDER, 2);
+    let mut sender = spawn_group_sender(&lan, 0, &src, GROUP, SENDER, 2, &[]);
     let sent = finish(&mut sender, "sender", Duration::from_secs(60));
     let mut receiver_acks = 0;
     for (h, c) in receivers.iter_mut() {

@@ -264,7 +264,7 @@ fn a_killed_receiver_is_evicted_and_the_rest_complete() {
 /// verify identical files.
 #[test]
 fn a_protected_session_delivers_to_every_receiver_over_multicast() {
-    let psk = std::env::temp_dir().join(format!("fanout-mc-psk-{}", std::process::id()));
+    let psk = std::env::temp_dir().join(format!("fanout-mc-key-{}.psk", std::process::id()));
     std::fs::write(&psk, format!("{}\n", "5a".repeat(32))).unwrap();
     let psk: &'static str = Box::leak(psk.display().to_string().into_boxed_str());
     let len = file_size();

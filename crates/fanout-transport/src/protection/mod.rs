@@ -2,7 +2,7 @@
 //! `docs/wire.md` §4.12).
 //!
 //! * [`noise`] — the per-member handshake inside CONNECT and ACCEPT.
-//! * [`PacketKey`] — AES-256-GCM over every later datagram, the header
+//! * [`PacketKey`] — AES-128-GCM over every later datagram, the header
 //!   authenticated, the nonce from the 64-bit packet number.
 //! * [`ReplayWindow`] — each packet number of a peer is accepted once.
 //! * [`source`] — signed hash lists: multicast datagrams only the sender

