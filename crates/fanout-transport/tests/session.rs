@@ -1531,4 +1531,49 @@ mod protected {
             assert!(m.stats().drops.get(DropReason::Unauthenticated) >= 1);
         }
     }
+
+    /// Receivers hold multicast data until its signed list arrives (up to
+    /// the signing interval); they report the hold as ACK delay, so the
+    /// sender's RTT estimate stays the path's (20 ms here), not the path's
+    /// plus the hold.
+    #[test]
+    fn the_wait_for_signed_lists_does_not_inflate_the_senders_rtt() {
+        let data = random_data(4 << 20, 25);
+        let mut net = net(&[PSK; 3], data.clone(), Box::new(|_, _, _| false));
+        net.hold_fin = true;
+        net.run(Duration::from_millis(1500));
+        let srtts: Vec<f64> = net
+            .sender
+            .member_snapshots()
+            .map(|m| m.srtt.as_secs_f64() * 1e3)
+            .collect();
+        assert_eq!(srtts.len(), 3);
+        for srtt in &srtts {
+            assert!((19.9..20.5).contains(srtt), "srtt {srtt:.3} ms: {srtts:?}");
+        }
+        net.hold_fin = false;
+        net.run(Duration::from_secs(30));
+        assert!(net.got.iter().all(|g| *g == data));
+    }
+
+    /// A flood of junk first messages is read only within the handshake
+    /// budget (200 per 100 ms; each read may cost X25519 work), the rest
+    /// dropped unread and counted; honest joiners retry and complete.
+    #[test]
+    fn junk_handshakes_are_read_within_a_budget_and_joiners_still_get_in() {
+        let data = random_data(256 << 10, 26);
+        let mut net = net(&[PSK; 2], data.clone(), Box::new(|_, _, _| false));
+        for i in 0..1000u32 {
+            let junk = vec![(i % 251) as u8; 80];
+            let d = datagram(HeaderFlags::default(), 0, i, &Frame::Handshake(&junk));
+            let from = SocketAddr::from(([10, 0, 9, (i % 200) as u8], 7000 + i as u16));
+            net.sender.handle_datagram(net.now, from, &d);
+        }
+        let drops = &net.sender.stats().drops;
+        assert_eq!(drops.get(DropReason::Unauthenticated), 200);
+        assert_eq!(drops.get(DropReason::LimitExceeded), 800);
+        net.run(Duration::from_secs(30));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data));
+    }
 }

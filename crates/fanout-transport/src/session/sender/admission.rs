@@ -193,7 +193,7 @@ impl SessionSender {
                 Err(reason) => self.stats.drops.count(reason),
             }
         } else {
-            match keys.on_clear(from, &datagram[HEADER_LEN..]) {
+            match keys.on_clear(now, from, &datagram[HEADER_LEN..]) {
                 Ok(Clear::Join(payload)) => {
                     match decode_frames(&payload).next() {
                         Some(Ok(Frame::Connect(c))) => {

@@ -17,6 +17,14 @@ use std::net::SocketAddr;
 /// Keys of members that left, kept to seal the RESET or CLOSE still
 /// queued for them; the oldest is forgotten beyond this.
 const DEPARTED_KEPT: usize = 64;
+/// First handshake messages read per [`HANDSHAKE_PERIOD`] at most. Reading
+/// one costs up to two X25519 operations (about 100 µs under `IK`) before
+/// it can fail, so a flood of junk could otherwise take a core; beyond the
+/// budget they are dropped unread (`limit_exceeded`) and honest joiners
+/// retry. 200 per 100 ms admits 2 000 joiners a second.
+const HANDSHAKES_PER_PERIOD: u32 = 200;
+/// The period of [`HANDSHAKES_PER_PERIOD`].
+const HANDSHAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One member's handshake and keys.
 struct MemberKeys {
@@ -46,6 +54,8 @@ pub(super) struct SenderKeys {
     /// The handshake of the join being admitted, between reading it and
     /// admitting (or refusing) it.
     answering: Option<Responder>,
+    /// Start of the current handshake period and first messages read in it.
+    handshake_budget: (Option<Instant>, u32),
 }
 
 impl std::fmt::Debug for SenderKeys {
@@ -78,6 +88,7 @@ impl SenderKeys {
             members: BTreeMap::new(),
             departed: VecDeque::new(),
             answering: None,
+            handshake_budget: (None, 0),
         }
     }
 
@@ -104,10 +115,12 @@ impl SenderKeys {
         Ok(frames)
     }
 
-    /// An unsealed datagram's `frames` from `from`: a first handshake
-    /// message (read here), or nothing to act on.
+    /// An unsealed datagram's `frames` from `from` at `now`: a first
+    /// handshake message (read here, within the budget), or nothing to act
+    /// on.
     pub(super) fn on_clear(
         &mut self,
+        now: Instant,
         from: SocketAddr,
         frames: &[u8],
     ) -> Result<Clear, DropReason> {
@@ -123,6 +136,15 @@ impl SenderKeys {
                 Err(DropReason::UnknownSession)
             };
         }
+        let (start, read) = &mut self.handshake_budget;
+        if start.is_none_or(|s| now >= s + HANDSHAKE_PERIOD) {
+            *start = Some(now);
+            *read = 0;
+        }
+        if *read >= HANDSHAKES_PER_PERIOD {
+            return Err(DropReason::LimitExceeded);
+        }
+        *read += 1;
         let seed = self.seeds.next_seed();
         match Responder::read(&self.protection.credentials, seed, first) {
             Ok((r, payload)) => {
