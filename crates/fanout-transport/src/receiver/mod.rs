@@ -884,16 +884,10 @@ impl Receiver {
     /// A datagram of a protected session: sealed from the sender, or in
     /// the clear — an OFFER to a listener, the answer to our handshake.
     fn on_protected(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        let header = match crate::wire::Header::decode(datagram) {
-            Ok((h, _)) => h,
-            Err(_) => {
-                self.stats
-                    .drops
-                    .count(if crate::wire::is_other_version(datagram) {
-                        DropReason::UnsupportedVersion
-                    } else {
-                        DropReason::Malformed
-                    });
+        let header = match crate::wire::read_header(datagram) {
+            Ok(h) => h,
+            Err(reason) => {
+                self.stats.drops.count(reason);
                 return;
             }
         };

@@ -111,16 +111,25 @@ impl Header {
     }
 }
 
+/// Decodes the header of an incoming datagram, sealed or not, classifying a
+/// refusal by [`DropReason`]: garbage, or another version.
+pub fn read_header(datagram: &[u8]) -> Result<Header, DropReason> {
+    match Header::decode(datagram) {
+        Ok((h, _)) => Ok(h),
+        Err(_) if is_other_version(datagram) => Err(DropReason::UnsupportedVersion),
+        Err(_) => Err(DropReason::Malformed),
+    }
+}
+
 /// Decodes the header of an incoming datagram of an unprotected session,
 /// classifying a refusal by [`DropReason`]: garbage, another version, or a
 /// sealed payload it has no keys for.
 pub fn accept_header(datagram: &[u8]) -> Result<(Header, &[u8]), DropReason> {
-    match Header::decode(datagram) {
-        Ok((h, _)) if h.flags.contains(HeaderFlags::SEALED) => Err(DropReason::Unauthenticated),
-        Ok(ok) => Ok(ok),
-        Err(_) if is_other_version(datagram) => Err(DropReason::UnsupportedVersion),
-        Err(_) => Err(DropReason::Malformed),
+    let h = read_header(datagram)?;
+    if h.flags.contains(HeaderFlags::SEALED) {
+        return Err(DropReason::Unauthenticated);
     }
+    Ok((h, &datagram[HEADER_LEN..]))
 }
 
 /// True if `datagram` carries fanout's magic but another version — lets an

@@ -21,7 +21,7 @@ pub use frame::{
     MAX_REASON_BYTES, MAX_SACK_RANGES,
 };
 pub use header::{
-    accept_header, is_other_version, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,
+    accept_header, is_other_version, read_header, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,
 };
 pub use repair::RepairFrame;
 pub use roster::{RosterEntry, RosterFrame, MAX_ROSTER_PAGE};

@@ -14,7 +14,7 @@ use crate::session::config::{JoinPolicy, MAX_UNVALIDATED_MEMBERS};
 use crate::session::member::Member;
 use crate::session::timers::Timer;
 use crate::wire::{
-    accept_header, decode_frames, is_other_version, ConnectFrame, Frame, Header, HeaderFlags,
+    accept_header, decode_frames, read_header, ConnectFrame, Frame, Header, HeaderFlags,
     RosterFrame, HEADER_LEN,
 };
 use fanout_core::rtt::RttEstimator;
@@ -170,14 +170,10 @@ impl SessionSender {
         }
         // A protected session: sealed datagrams from members, handshakes
         // in the clear from joiners, nothing else.
-        let header = match Header::decode(datagram) {
-            Ok((h, _)) => h,
-            Err(_) => {
-                self.stats.drops.count(if is_other_version(datagram) {
-                    DropReason::UnsupportedVersion
-                } else {
-                    DropReason::Malformed
-                });
+        let header = match read_header(datagram) {
+            Ok(h) => h,
+            Err(reason) => {
+                self.stats.drops.count(reason);
                 return;
             }
         };
@@ -223,6 +219,9 @@ impl SessionSender {
             self.members
                 .update(id, self.snd_nxt, |m| m.on_datagram_from(len, false));
         }
+        // The answer written for its first message goes again as it was
+        // (`protect::SenderKeys::answer`): the ACCEPT inside it is that
+        // first one, so these fields only select the member.
         self.control(
             from,
             Control::Accept {
