@@ -206,7 +206,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut down = Driver::new(down_ep, clock, args.net.driver())?;
     let up = Driver::new(up_ep, clock, args.net.driver())?;
     let (wake_down, wake_up) = (down.waker(), up.waker());
-    let receiver = Receiver::join(args.net.transport(Side::Receiver)?, from, clock.now());
+    let receiver = Receiver::join(args.net.transport(Side::RelayIn)?, from, clock.now());
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
     let upstream = std::thread::Builder::new()
         .name("relay-upstream".into())
@@ -219,7 +219,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     };
     let config = args
         .session
-        .config(args.net.transport(Side::Sender)?, delivery.group(), join);
+        .config(args.net.transport(Side::RelayOut)?, delivery.group(), join);
     let session_id = random_session_id();
     let session = SessionSender::new(config, session_id, clock.now());
     let source: Box<dyn PrefixSource> = match &args.spool {
@@ -230,7 +230,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut session = CatchUpServer::new(
         session,
         source,
-        args.net.transport(Side::Sender)?,
+        args.net.transport(Side::RelayOut)?,
         args.catch_up.config(),
         random_rng(),
     );

@@ -14,10 +14,17 @@ use std::path::Path;
 /// Who uses the flags: the two ends of a handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
-    /// Answers handshakes (`send`, `stream send`, a relay's sending side).
+    /// Answers handshakes (`send`, `stream send`).
     Sender,
-    /// Starts them (`recv`, `stream recv`, a relay's receiving side).
+    /// Starts them (`recv`, `stream recv`).
     Receiver,
+    /// A relay's sending side: answers its downstream receivers'
+    /// handshakes (checked against `--allow-keys`; its `--sender-key` is
+    /// for the upstream side).
+    RelayOut,
+    /// A relay's receiving side: joins its upstream sender (pinned by
+    /// `--sender-key`; its `--allow-keys` is for the downstream side).
+    RelayIn,
 }
 
 /// Flags that protect a session. Without any, the session is unprotected
@@ -149,9 +156,9 @@ impl SecurityOpts {
             c = c.identity(key.0);
         }
         match side {
-            Side::Sender => {
+            Side::Sender | Side::RelayOut => {
                 ensure!(
-                    self.sender_key.is_none(),
+                    side == Side::RelayOut || self.sender_key.is_none(),
                     "--sender-key is for receivers (a sender proves its key with --key)"
                 );
                 for k in self.allow_keys.iter().flat_map(|a| &a.0) {
@@ -161,9 +168,9 @@ impl SecurityOpts {
                     anyhow::anyhow!("{why}: add --allow-keys FILE or --psk-file FILE")
                 })?;
             }
-            Side::Receiver => {
+            Side::Receiver | Side::RelayIn => {
                 ensure!(
-                    self.allow_keys.is_none(),
+                    side == Side::RelayIn || self.allow_keys.is_none(),
                     "--allow-keys is for senders (a receiver pins its sender with --sender-key)"
                 );
                 if let Some(k) = self.sender_key {
@@ -310,5 +317,16 @@ mod tests {
             ..Default::default()
         };
         assert!(pin_only.credentials(Side::Receiver).is_err());
+        // A relay takes both: the pin for upstream, the list for downstream.
+        let relay = SecurityOpts {
+            key: Some(Secret([4; 32])),
+            sender_key: Some([1; 32]),
+            allow_keys: Some(AllowList(vec![[2; 32]])),
+            ..Default::default()
+        };
+        assert!(relay.credentials(Side::Sender).is_err());
+        assert!(relay.credentials(Side::Receiver).is_err());
+        assert!(relay.credentials(Side::RelayOut).unwrap().is_some());
+        assert!(relay.credentials(Side::RelayIn).unwrap().is_some());
     }
 }

@@ -14,7 +14,7 @@
 )]
 
 mod common;
-use common::{finish, spawn};
+use common::{finish, spawn, BIN};
 use fanout_netns::{require_netns, LanConfig, LanTopology, NsChild, RateLimit};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -31,28 +31,94 @@ const FILE_BYTES: usize = 24 << 20;
 const BEHIND: [usize; 3] = [2, 3, 4];
 const DIRECT: [usize; 2] = [5, 6];
 
-fn receiver(lan: &LanTopology, host: usize, group: &str, from: &str, out: &Path) -> NsChild {
+fn receiver(
+    lan: &LanTopology,
+    host: usize,
+    group: &str,
+    from: &str,
+    out: &Path,
+    extra: &[String],
+) -> NsChild {
     let ip = lan.host(host).ipv4().to_string();
     let out = out.to_str().unwrap();
-    spawn(
-        lan,
-        host,
-        &[
-            "recv",
-            "--group",
-            group,
-            "--from",
-            from,
-            "--interface",
-            &ip,
-            "--json",
-            "--quiet",
-            "--idle-timeout",
-            "20",
-            "-o",
-            out,
-        ],
-    )
+    let args = [
+        "recv",
+        "--group",
+        group,
+        "--from",
+        from,
+        "--interface",
+        &ip,
+        "--json",
+        "--quiet",
+        "--idle-timeout",
+        "20",
+        "-o",
+        out,
+    ];
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    spawn(lan, host, &[&args[..], &extra].concat())
+}
+
+/// Starts `fanout relay` on host 1 from G1 (sender on host 0) to G2, with
+/// `--json --quiet` and `extra`.
+fn start_relay(lan: &LanTopology, extra: &[&str]) -> NsChild {
+    let relay_ip = lan.host(1).ipv4().to_string();
+    let args = [
+        "relay",
+        "--from",
+        SENDER,
+        "--group",
+        G1,
+        "--interface",
+        &relay_ip,
+        "--bind",
+        RELAY,
+        "--out-group",
+        G2,
+        "--json",
+        "--quiet",
+    ];
+    spawn(lan, 1, &[&args[..], extra].concat())
+}
+
+/// Key pairs for every host of a protected relay run (`fanout keygen` in
+/// `dir`) and the flags each host gets: the sender admits the relay and
+/// the direct receivers, the relay pins the sender and admits the
+/// receivers behind it, each receiver pins the host it joins.
+fn hop_keys(dir: &Path) -> impl Fn(usize) -> Vec<String> {
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    for h in 0..=6 {
+        let out = std::process::Command::new(BIN)
+            .args(["keygen", &path(&format!("h{h}.key"))])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "keygen: {out:?}");
+    }
+    let public = |h: usize| std::fs::read_to_string(path(&format!("h{h}.key.pub"))).unwrap();
+    let allow = |name: &str, hosts: &[usize]| {
+        let list: String = hosts.iter().map(|&h| public(h)).collect();
+        std::fs::write(path(name), list).unwrap();
+    };
+    allow("up.allow", &[1, DIRECT[0], DIRECT[1]]);
+    allow("down.allow", &BEHIND);
+    let dir = dir.to_owned();
+    move |h: usize| {
+        let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+        let key = vec!["--key".into(), path(&format!("h{h}.key"))];
+        let more = match h {
+            0 => vec!["--allow-keys".into(), path("up.allow")],
+            1 => vec![
+                "--sender-key".into(),
+                path("h0.key.pub"),
+                "--allow-keys".into(),
+                path("down.allow"),
+            ],
+            h if BEHIND.contains(&h) => vec!["--sender-key".into(), path("h1.key.pub")],
+            _ => vec!["--sender-key".into(), path("h0.key.pub")],
+        };
+        [key, more].concat()
+    }
 }
 
 /// A fresh directory (removed on drop) holding a random `payload.bin`;
@@ -71,43 +137,43 @@ fn payload(tag: &str) -> (common::Scratch, std::path::PathBuf, Vec<u8>) {
 
 #[test]
 fn a_relay_forwards_a_file_to_a_second_group() {
+    relay_forwards("plain", false);
+}
+
+/// The same with key pairs on every host: each hop runs its own
+/// handshake (the relay pins the sender and admits the receivers behind
+/// it), BLAKE3 stays end to end.
+#[test]
+fn a_protected_relay_forwards_with_its_own_keys_on_each_hop() {
+    relay_forwards("keys", true);
+}
+
+/// Sender on host 0 to G1, the relay on host 1 from G1 to G2; `keys`: with
+/// key pairs on every host.
+fn relay_forwards(tag: &str, keys: bool) {
     if let Some(reason) = require_netns() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let (dir, src, data) = payload("plain");
+    let (dir, src, data) = payload(tag);
+    let flags: Box<dyn Fn(usize) -> Vec<String>> = if keys {
+        Box::new(hop_keys(dir.path()))
+    } else {
+        Box::new(|_| Vec::new())
+    };
     let lan = LanTopology::new(7).expect("LAN");
     let out = |h: usize| dir.path().join(format!("got{h}.bin"));
     let mut behind: Vec<(usize, NsChild)> = BEHIND
         .iter()
-        .map(|&h| (h, receiver(&lan, h, G2, RELAY, &out(h))))
+        .map(|&h| (h, receiver(&lan, h, G2, RELAY, &out(h), &flags(h))))
         .collect();
     let mut direct: Vec<(usize, NsChild)> = DIRECT
         .iter()
-        .map(|&h| (h, receiver(&lan, h, G1, SENDER, &out(h))))
+        .map(|&h| (h, receiver(&lan, h, G1, SENDER, &out(h), &flags(h))))
         .collect();
-    let relay_ip = lan.host(1).ipv4().to_string();
-    let mut relay = spawn(
-        &lan,
-        1,
-        &[
-            "relay",
-            "--from",
-            SENDER,
-            "--group",
-            G1,
-            "--interface",
-            &relay_ip,
-            "--bind",
-            RELAY,
-            "--out-group",
-            G2,
-            "--wait-for",
-            "3",
-            "--json",
-            "--quiet",
-        ],
-    );
+    let relay_keys = flags(1);
+    let relay_keys: Vec<&str> = relay_keys.iter().map(String::as_str).collect();
+    let mut relay = start_relay(&lan, &[&["--wait-for", "3"][..], &relay_keys].concat());
     let g1 = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 5));
     let g2 = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 6));
     let m1 = lan
@@ -117,23 +183,9 @@ fn a_relay_forwards_a_file_to_a_second_group() {
         .wait_for_members(g2, 3, Duration::from_secs(5))
         .expect("bridge");
     assert_eq!((m1.len(), m2.len()), (3, 3), "G1 {m1:?}, G2 {m2:?}");
-    let src_s = src.to_str().unwrap();
-    let mut sender = spawn(
-        &lan,
-        0,
-        &[
-            "send",
-            src_s,
-            "--group",
-            G1,
-            "--bind",
-            SENDER,
-            "--wait-for",
-            "3",
-            "--json",
-            "--quiet",
-        ],
-    );
+    let sender_keys = flags(0);
+    let sender_keys: Vec<&str> = sender_keys.iter().map(String::as_str).collect();
+    let mut sender = common::spawn_group_sender(&lan, 0, &src, G1, SENDER, 3, &sender_keys);
     let sent = finish(&mut sender, "sender", Duration::from_secs(120));
     let relayed = finish(&mut relay, "relay", Duration::from_secs(60));
     for (h, c) in behind.iter_mut().chain(direct.iter_mut()) {
@@ -164,7 +216,7 @@ fn a_relay_forwards_a_file_to_a_second_group() {
     );
     assert_eq!(sent["transport"]["members_joined"], 3, "{sent}");
     eprintln!(
-        "relay: sender {:.2} s ({:.0} Mbit/s), relay {:.2} s ({:.0} Mbit/s), peak RSS {} MiB",
+        "relay ({tag}): sender {:.2} s ({:.0} Mbit/s), relay {:.2} s ({:.0} Mbit/s), peak RSS {} MiB",
         sent["seconds"].as_f64().unwrap(),
         sent["goodput_bps"].as_f64().unwrap() / 1e6,
         relayed["seconds"].as_f64().unwrap(),
@@ -195,33 +247,19 @@ fn a_relay_with_a_spool_serves_a_late_downstream_joiner() {
     let out = |h: usize| dir.path().join(format!("got{h}.bin"));
     let mut rx: Vec<(usize, NsChild)> = [2, 3]
         .iter()
-        .map(|&h| (h, receiver(&lan, h, G2, RELAY, &out(h))))
+        .map(|&h| (h, receiver(&lan, h, G2, RELAY, &out(h), &[])))
         .collect();
-    let relay_ip = lan.host(1).ipv4().to_string();
     let spool = dir.path().join("relay.spool");
-    let mut relay = spawn(
+    let spool_path = spool.to_str().unwrap();
+    let mut relay = start_relay(
         &lan,
-        1,
         &[
-            "relay",
-            "--from",
-            SENDER,
-            "--group",
-            G1,
-            "--interface",
-            &relay_ip,
-            "--bind",
-            RELAY,
-            "--out-group",
-            G2,
             "--wait-for",
             "2",
             "--window-mib",
             "2",
             "--spool",
-            spool.to_str().unwrap(),
-            "--json",
-            "--quiet",
+            spool_path,
         ],
     );
     let g1 = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 5));
@@ -260,7 +298,7 @@ fn a_relay_with_a_spool_serves_a_late_downstream_joiner() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    rx.push((4, receiver(&lan, 4, G2, RELAY, &out(4))));
+    rx.push((4, receiver(&lan, 4, G2, RELAY, &out(4), &[])));
     let sent = finish(&mut sender, "sender", Duration::from_secs(120));
     let relayed = finish(&mut relay, "relay", Duration::from_secs(60));
     let mut reports = Vec::new();
