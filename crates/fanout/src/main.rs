@@ -26,7 +26,18 @@ use std::process::ExitCode;
 /// Deliver the same bytes — a file or a live stream — to many receivers at
 /// once: fast, reliably, and fair to TCP.
 #[derive(Debug, Parser)]
-#[command(name = "fanout", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "fanout",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Security: with keys (--psk-file, or --key with --sender-key / --allow-keys; \
+`fanout keygen` makes them) only peers that prove them join, and every datagram after the \
+handshake is encrypted and authenticated, multicast data signed by the sender. Without keys a \
+session is unprotected and says so: run it that way only where you trust every host that can \
+reach its addresses (docs/security.md)."
+)]
 struct Cli {
     /// Log verbosity for diagnostics on stderr (error, warn, info, debug, trace).
     #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
