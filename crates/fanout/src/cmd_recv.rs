@@ -363,6 +363,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         peak_rss_bytes: peak_rss_bytes(),
         members: Vec::new(),
         delivery: None,
+        protection: args.net.security.mode(),
     })
 }
 

@@ -148,6 +148,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         &st.drops,
         &stats,
         Vec::new(),
+        args.net.security.mode(),
     ))
 }
 
@@ -233,6 +234,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         &st.drops,
         &stats,
         members,
+        args.net.security.mode(),
     );
     report.delivery = Some(delivery.report());
     Ok(report)
@@ -249,6 +251,7 @@ fn sent_report(
     drops: &fanout_core::stats::DropCounters,
     io: &fanout_io::RunStats,
     members: Vec<MemberReport>,
+    protection: &'static str,
 ) -> TransferReport {
     let bytes = feed.manifest().size;
     TransferReport {
@@ -267,6 +270,7 @@ fn sent_report(
         peak_rss_bytes: peak_rss_bytes(),
         members,
         delivery: None,
+        protection,
     }
 }
 

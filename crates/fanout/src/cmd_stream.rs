@@ -289,6 +289,7 @@ pub fn stream_send(
         peak_rss_bytes: peak_rss_bytes(),
         members: view.member_reports(&session),
         delivery: Some(delivery.report()),
+        protection: args.net.security.mode(),
     })
 }
 
@@ -407,6 +408,7 @@ pub fn stream_recv(
         peak_rss_bytes: peak_rss_bytes(),
         members: Vec::new(),
         delivery: None,
+        protection: args.net.security.mode(),
     })
 }
 

@@ -119,6 +119,9 @@ pub struct TransferReport {
     /// why, when that was an automatic fallback). Session senders only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery: Option<crate::session_net::DeliveryReport>,
+    /// The session's protection: "none", "psk", "keys" or "keys+psk"
+    /// (`docs/security.md`).
+    pub protection: &'static str,
 }
 
 /// One receiver of a session, in the sender's report.

@@ -134,6 +134,17 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 impl SecurityOpts {
+    /// The protection these flags give, as reports name it: "none",
+    /// "psk", "keys" or "keys+psk".
+    pub fn mode(&self) -> &'static str {
+        match (self.psk_file.is_some(), self.key.is_some()) {
+            (false, false) => "none",
+            (true, false) => "psk",
+            (false, true) => "keys",
+            (true, true) => "keys+psk",
+        }
+    }
+
     /// Whether any security flag was given.
     pub fn is_protected(&self) -> bool {
         self.psk_file.is_some() || self.key.is_some()

@@ -288,12 +288,22 @@ fn protected_transfers_need_the_right_keys() {
         std::fs::create_dir_all(&out).unwrap();
         let (s, r, err) = send_to_recv_with(&src, &out, recv, send);
         let got = std::fs::read(out.join("payload.bin")).ok();
-        (s.status.success() && r.status.success(), got, err)
+        // Both reports name the protection they ran under.
+        let mode = |o: &Output| {
+            serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .ok()
+                .map(|v| v["protection"].as_str().unwrap_or("").to_owned())
+        };
+        if s.status.success() && r.status.success() {
+            assert_eq!(mode(&s), mode(&r), "{err}");
+        }
+        (s.status.success() && r.status.success(), got, err, mode(&s))
     };
     let psk = ["--psk-file", &p("a.psk")];
-    let (ok, got, err) = run("psk", &psk, &psk);
+    let (ok, got, err, mode) = run("psk", &psk, &psk);
     assert!(ok && got.as_ref() == Some(&data), "{err}");
     assert!(!err.contains("unprotected"), "{err}");
+    assert_eq!(mode.as_deref(), Some("psk"));
     let recv_keys = [
         "--key",
         &p("recv.key"),
@@ -301,21 +311,23 @@ fn protected_transfers_need_the_right_keys() {
         &p("sender.key.pub"),
     ];
     let send_keys = ["--key", &p("sender.key"), "--allow-keys", &p("allowed")];
-    let (ok, got, err) = run("pairs", &recv_keys, &send_keys);
+    let (ok, got, err, mode) = run("pairs", &recv_keys, &send_keys);
     assert!(ok && got.as_ref() == Some(&data), "{err}");
+    assert_eq!(mode.as_deref(), Some("keys"));
     // Another pre-shared key, or a sender the receiver does not pin: no
     // handshake completes and nothing is written.
     let wait = ["--wait", "2"];
     let other_psk = ["--psk-file", &p("b.psk")];
-    let (ok, got, _) = run("wrong-psk", &[&psk[..], &wait].concat(), &other_psk);
+    let (ok, got, _, _) = run("wrong-psk", &[&psk[..], &wait].concat(), &other_psk);
     assert!(!ok && got.is_none());
     let impostor = ["--key", &p("other.key"), "--allow-keys", &p("allowed")];
-    let (ok, got, _) = run("impostor", &[&recv_keys[..], &wait].concat(), &impostor);
+    let (ok, got, _, _) = run("impostor", &[&recv_keys[..], &wait].concat(), &impostor);
     assert!(!ok && got.is_none());
     // No keys: it works, and says it is unprotected.
-    let (ok, got, err) = run("clear", &[], &[]);
+    let (ok, got, err, mode) = run("clear", &[], &[]);
     assert!(ok && got.as_ref() == Some(&data), "{err}");
     assert!(err.contains("warning: unprotected session"), "{err}");
+    assert_eq!(mode.as_deref(), Some("none"));
 }
 
 #[test]
