@@ -1422,6 +1422,199 @@ mod protected {
         assert_eq!(replays, replayed);
     }
 
+    /// Runs `net` for `d` more (`Net::run` takes the time to stop at).
+    fn run_for(net: &mut Net, d: Duration) {
+        let until = net.now.saturating_duration_since(Instant::ZERO) + d;
+        net.run(until);
+    }
+
+    /// A member joined by hand (the test plays it): what its handshake's
+    /// answer carried.
+    struct HandJoined {
+        addr: SocketAddr,
+        /// The answer's frames (ACCEPT, GROUP_KEY, SOURCE_KEY).
+        payload: Vec<u8>,
+        pair: fanout_transport::protection::PairKeys,
+        /// Packet numbers it used.
+        sent: u32,
+    }
+
+    impl HandJoined {
+        /// The group key of `epoch` its answer handed out.
+        fn group_key(&self, epoch: u64) -> fanout_transport::protection::PacketKey {
+            fanout_transport::wire::decode_frames(&self.payload)
+                .find_map(|f| match f {
+                    Ok(Frame::GroupKey(k)) if k.epoch == epoch => {
+                        Some(fanout_transport::protection::PacketKey::new(&k.key))
+                    }
+                    _ => None,
+                })
+                .expect("the answer hands out the group key")
+        }
+
+        /// Its token, from the ACCEPT.
+        fn token(&self) -> u64 {
+            fanout_transport::wire::decode_frames(&self.payload)
+                .find_map(|f| match f {
+                    Ok(Frame::Accept(a)) => Some(a.token),
+                    _ => None,
+                })
+                .expect("admitted")
+        }
+
+        /// Sends `frame` to the sender, sealed under its pair key.
+        fn send(&mut self, net: &mut Net, frame: &Frame) {
+            self.sent += 1;
+            let mut d = datagram(HeaderFlags::default(), self.token(), self.sent, frame);
+            self.pair
+                .joiner_to_sender
+                .seal(&mut d, 0, u64::from(self.sent));
+            net.sender.handle_datagram(net.now, self.addr, &d);
+        }
+    }
+
+    /// Joins `net`'s sender from `addr` with the key (handshake seeded by
+    /// `seed`), the test playing the member.
+    fn join_by_hand(net: &mut Net, addr: SocketAddr, seed: u8) -> HandJoined {
+        use fanout_transport::protection::noise::Initiator;
+        use fanout_transport::wire::{decode_frames, ConnectFrame};
+        let mut connect = Vec::new();
+        Frame::Connect(ConnectFrame {
+            max_payload: 1400,
+            window: 8 << 20,
+            timestamp: WireTimestamp(0),
+            resume_from: 0,
+        })
+        .encode(&mut connect);
+        let mut first = Vec::new();
+        let creds = Credentials::with_psk(PSK);
+        let i = Initiator::start(&creds, [seed; 32], &connect, &mut first).unwrap();
+        let d = datagram(HeaderFlags::default(), 0, 0, &Frame::Handshake(&first));
+        net.sender.handle_datagram(net.now, addr, &d);
+        run_for(net, Duration::from_millis(40));
+        let answer = net
+            .elsewhere
+            .iter()
+            .find_map(|(to, d)| {
+                let (_, body) = Header::decode(d).ok()?;
+                match decode_frames(body).next()? {
+                    Ok(Frame::Handshake(a)) if *to == addr => Some(a.to_vec()),
+                    _ => None,
+                }
+            })
+            .expect("the sender answered the handshake");
+        let (payload, pair) = i.finish(&answer).unwrap();
+        HandJoined {
+            addr,
+            payload,
+            pair,
+            sent: 0,
+        }
+    }
+
+    /// A member that leaves before the end still knows the group key: the
+    /// sender hands every remaining member a new one (under 2% loss both
+    /// ways, so some hand-outs are lost and sent again), and no multicast
+    /// datagram after that opens under the departed member's key, while
+    /// the others get every byte.
+    #[test]
+    fn a_member_that_leaves_early_cannot_open_what_follows() {
+        use fanout_transport::wire::CloseFrame;
+        let data = random_data(4 << 20, 27);
+        let multicast = Rc::new(RefCell::new(Vec::<Vec<u8>>::new()));
+        let tap = multicast.clone();
+        let mut x = 5u64;
+        let loss: Loss = Box::new(move |_, bytes, is_multicast| {
+            if is_multicast {
+                tap.borrow_mut().push(bytes.to_vec());
+            }
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (x >> 33) % 100 < 2
+        });
+        let mut net = net(&[PSK; 3], data.clone(), loss);
+        net.hold_fin = true;
+        net.run(Duration::from_millis(30));
+        let mut leaver = join_by_hand(&mut net, "10.0.9.9:7000".parse().unwrap(), 98);
+        let old = leaver.group_key(0);
+        run_for(&mut net, Duration::from_millis(100));
+        assert_eq!(net.sender.stats().group_key_updates, 0);
+        let reset = CloseFrame {
+            code: 1,
+            reason: "bye",
+        };
+        leaver.send(&mut net, &Frame::Reset(reset));
+        run_for(&mut net, Duration::from_millis(500));
+        assert_eq!(net.sender.stats().group_key_updates, 1);
+        multicast.borrow_mut().clear();
+        net.hold_fin = false;
+        run_for(&mut net, Duration::from_secs(60));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data));
+        let after = multicast.borrow();
+        assert!(after.len() > 1000, "{} multicast datagrams", after.len());
+        for d in after.iter() {
+            let (h, _) = Header::decode(d).unwrap();
+            assert!(
+                h.flags.contains(HeaderFlags::KEY_PHASE),
+                "sealed under epoch 1"
+            );
+            let mut d = d.clone();
+            assert!(old.open(&mut d, u64::from(h.packet_number)).is_err());
+        }
+        // Members that leave having received everything change no key.
+        assert_eq!(net.sender.stats().group_key_updates, 1);
+    }
+
+    /// A member that does not confirm a new group key (here: one that
+    /// went silent) is evicted after the update's timeout (3 s), so it
+    /// cannot keep a departed member reading; the others go on under the
+    /// new key.
+    #[test]
+    fn a_member_that_does_not_take_the_new_key_is_evicted() {
+        use fanout_transport::wire::CloseFrame;
+        let data = random_data(4 << 20, 28);
+        let mut net = net(&[PSK; 2], data.clone(), Box::new(|_, _, _| false));
+        net.hold_fin = true;
+        net.run(Duration::from_millis(30));
+        let mut silent = join_by_hand(&mut net, "10.0.9.8:7000".parse().unwrap(), 97);
+        // Its address proves itself (the token comes back), then it says
+        // nothing more.
+        silent.send(&mut net, &Frame::Padding);
+        let mut leaver = join_by_hand(&mut net, "10.0.9.9:7000".parse().unwrap(), 98);
+        leaver.send(&mut net, &Frame::Padding);
+        run_for(&mut net, Duration::from_millis(100));
+        let reset = CloseFrame {
+            code: 1,
+            reason: "bye",
+        };
+        leaver.send(&mut net, &Frame::Reset(reset));
+        run_for(&mut net, Duration::from_millis(2900));
+        assert_eq!(
+            net.sender.stats().group_key_updates,
+            0,
+            "waits for the silent one"
+        );
+        run_for(&mut net, Duration::from_millis(200));
+        assert!(net.sender.stats().group_key_updates >= 1);
+        let evicted: Vec<&str> = net
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                SessionEvent::MemberLeft { addr, reason, .. } if *addr == silent.addr => {
+                    Some(reason.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(evicted, ["did not confirm the new group key"]);
+        net.hold_fin = false;
+        run_for(&mut net, Duration::from_secs(60));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data));
+        // It may hold the key it did not confirm: that one was replaced too.
+        assert_eq!(net.sender.stats().group_key_updates, 2);
+    }
+
     /// A rogue member: it joins with the key (so it holds the group key),
     /// then, from the sender's address, multicasts sealed datagrams of its
     /// own to the other members under packet numbers the sender is about
@@ -1431,10 +1624,8 @@ mod protected {
     /// numbers are, and every member ends with the sender's bytes.
     #[test]
     fn a_member_holding_the_group_key_cannot_forge_the_senders_data() {
-        use fanout_transport::protection::noise::Initiator;
         use fanout_transport::protection::source::SignedList;
-        use fanout_transport::protection::PacketKey;
-        use fanout_transport::wire::{decode_frames, CloseFrame, ConnectFrame, DataFrame};
+        use fanout_transport::wire::{CloseFrame, DataFrame};
         let data = random_data(2 << 20, 24);
         let multicast = Rc::new(RefCell::new(Vec::<u32>::new()));
         let tap = multicast.clone();
@@ -1450,38 +1641,8 @@ mod protected {
         net.run(Duration::from_millis(30));
         // The rogue joins with the key.
         let rogue: SocketAddr = "10.0.9.9:7000".parse().unwrap();
-        let mut connect = Vec::new();
-        Frame::Connect(ConnectFrame {
-            max_payload: 1400,
-            window: 8 << 20,
-            timestamp: WireTimestamp(0),
-            resume_from: 0,
-        })
-        .encode(&mut connect);
-        let mut first = Vec::new();
-        let creds = Credentials::with_psk(PSK);
-        let i = Initiator::start(&creds, [99; 32], &connect, &mut first).unwrap();
-        let d = datagram(HeaderFlags::default(), 0, 0, &Frame::Handshake(&first));
-        net.sender.handle_datagram(net.now, rogue, &d);
-        net.run(Duration::from_millis(40));
-        let answer = net
-            .elsewhere
-            .iter()
-            .find_map(|(to, d)| {
-                let (_, body) = Header::decode(d).ok()?;
-                match decode_frames(body).next()? {
-                    Ok(Frame::Handshake(a)) if *to == rogue => Some(a.to_vec()),
-                    _ => None,
-                }
-            })
-            .expect("the sender answered the rogue's handshake");
-        let (payload, _) = i.finish(&answer).unwrap();
-        let group = decode_frames(&payload)
-            .find_map(|f| match f {
-                Ok(Frame::GroupKey(k)) => Some(PacketKey::new(&k)),
-                _ => None,
-            })
-            .expect("the answer hands out the group key");
+        let joined = join_by_hand(&mut net, rogue, 99);
+        let group = joined.group_key(0);
         // Forgeries under the next 300 packet numbers of the sender.
         let next = u64::from(*multicast.borrow().iter().max().unwrap()) + 1;
         let garbage = vec![0xEE; 1000];

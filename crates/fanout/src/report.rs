@@ -57,6 +57,7 @@ pub fn file_session_counters(
         ("members_left", st.members_left),
         ("unvalidated_evicted", st.unvalidated_evicted),
         ("amplification_limited", st.amplification_limited),
+        ("group_key_updates", st.group_key_updates),
         ("catch_ups_completed", cu.completed),
         ("catch_ups_failed", cu.failed),
         ("catch_up_bytes", cu.bytes),

@@ -612,7 +612,9 @@ impl Receiver {
                 },
                 // A repeated OFFER from the sender joined, or a repeated
                 // ACCEPT: already answered.
-                Frame::Padding | Frame::Offer(_) | Frame::Accept(_) => {}
+                // A GROUP_KEY was taken under the pair key before
+                // ([`protect::ReceiverKeys::on_pair_frames`]).
+                Frame::Padding | Frame::Offer(_) | Frame::Accept(_) | Frame::GroupKey(_) => {}
                 Frame::Connect(_)
                 | Frame::CatchUp(_)
                 | Frame::Sent(_)
@@ -620,7 +622,7 @@ impl Receiver {
                 | Frame::Skip(_)
                 | Frame::Upstream(_)
                 | Frame::Handshake(_)
-                | Frame::GroupKey(_)
+                | Frame::GroupKeyAck(_)
                 | Frame::Signature(_)
                 | Frame::SourceKey(_)
                 | Frame::Roster(_) => {
@@ -923,7 +925,10 @@ impl Receiver {
                         }
                     }
                 }
-                Ok((_, body)) => self.on_frames(now, from, header, datagram, body),
+                Ok((_, body)) => {
+                    keys.on_pair_frames(body);
+                    self.on_frames(now, from, header, datagram, body)
+                }
                 Err(reason) => self.stats.drops.count(reason),
             }
         } else {
@@ -1016,6 +1021,10 @@ impl Receiver {
         let (peer, session_id) = self.peer?;
         if std::mem::take(&mut self.confirm) && self.state == State::Established {
             return Some(self.send_frame(buf, self.token, peer, &Frame::Padding));
+        }
+        if let Some(epoch) = self.keys.as_mut().and_then(|k| k.take_key_ack()) {
+            let ack = Frame::GroupKeyAck(epoch);
+            return Some(self.send_frame(buf, self.token, peer, &ack));
         }
         if let State::Lingering { until: None } = self.state {
             self.state = State::Lingering {

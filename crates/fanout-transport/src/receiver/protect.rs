@@ -6,7 +6,7 @@
 use crate::protection::noise::Initiator;
 use crate::protection::source::{Held, Released, Verifier};
 use crate::protection::{PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
-use crate::wire::{decode_frames, Frame, Header, HeaderFlags};
+use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 
@@ -39,7 +39,11 @@ pub(super) struct ReceiverKeys {
     /// one pair of keys).
     joining: Option<Joining>,
     pair: Option<PairKeys>,
-    group: Option<PacketKey>,
+    /// Group keys by phase (epoch's low bit) with their epochs: the one in
+    /// use and, during a key update, the next (or the last).
+    group: [Option<(u64, PacketKey)>; 2],
+    /// A GROUP_KEY to confirm (its epoch).
+    key_ack: Option<u64>,
     /// Verifies the sender's signed lists of multicast datagrams.
     verifier: Option<Verifier>,
     /// The sender's packet numbers accepted (one space, multicast and
@@ -62,7 +66,8 @@ impl ReceiverKeys {
             protection,
             joining: None,
             pair: None,
-            group: None,
+            group: [None, None],
+            key_ack: None,
             verifier: None,
             replay: ReplayWindow::default(),
         }
@@ -101,16 +106,18 @@ impl ReceiverKeys {
         debug_assert_eq!(first, j.first, "a seeded handshake rebuilds the same");
         let (payload, pair) = i.finish(answer).map_err(|_| DropReason::Unauthenticated)?;
         let mut frames = Vec::new();
-        let (mut group, mut verifier) = (None, None);
+        let (mut group, mut verifier) = ([None, None], None);
         for f in decode_frames(&payload) {
             match f {
-                Ok(Frame::GroupKey(k)) => group = Some(PacketKey::new(&k)),
+                Ok(Frame::GroupKey(k)) => {
+                    group[(k.epoch & 1) as usize] = Some((k.epoch, PacketKey::new(&k.key)))
+                }
                 Ok(Frame::SourceKey(k)) => verifier = Some(Verifier::new(k, session_id)),
                 Ok(f) => f.encode(&mut frames),
                 Err(_) => return Err(DropReason::MalformedFrame),
             }
         }
-        if group.is_some() && verifier.is_none() {
+        if group.iter().any(Option::is_some) && verifier.is_none() {
             // Multicast data nobody could authenticate as the sender's.
             return Err(DropReason::Unauthenticated);
         }
@@ -136,7 +143,8 @@ impl ReceiverKeys {
         scratch: &'a mut Vec<u8>,
     ) -> Result<(u64, &'a [u8]), DropReason> {
         let key = if header.flags.contains(HeaderFlags::MULTICAST) {
-            self.group.as_ref()
+            let phase = usize::from(header.flags.contains(HeaderFlags::KEY_PHASE));
+            self.group[phase].as_ref().map(|(_, k)| k)
         } else {
             self.pair.as_ref().map(|p| &p.sender_to_joiner)
         }
@@ -190,6 +198,32 @@ impl ReceiverKeys {
             },
         };
         (outcome, v.dropped + v.bad_signatures - before)
+    }
+
+    /// The frames of a datagram sealed under our pair key: a GROUP_KEY
+    /// among them is installed (a newer epoch replaces the key of its
+    /// phase) and confirmed. Only the sender holds the pair key, so no
+    /// member can hand out a key.
+    pub(super) fn on_pair_frames(&mut self, frames: &[u8]) {
+        if self.group.iter().all(Option::is_none) {
+            return; // unicast delivery: no group key to update
+        }
+        for f in decode_frames(frames) {
+            if let Ok(Frame::GroupKey(GroupKeyFrame { epoch, key })) = f {
+                let slot = &mut self.group[(epoch & 1) as usize];
+                if slot.as_ref().is_none_or(|(e, _)| *e < epoch) {
+                    *slot = Some((epoch, PacketKey::new(&key)));
+                }
+                if slot.as_ref().is_some_and(|(e, _)| *e == epoch) {
+                    self.key_ack = Some(epoch);
+                }
+            }
+        }
+    }
+
+    /// A GROUP_KEY_ACK due (the epoch confirmed).
+    pub(super) fn take_key_ack(&mut self) -> Option<u64> {
+        self.key_ack.take()
     }
 
     /// Seals the datagram just built at `out[start..]`; false if it may not

@@ -144,6 +144,10 @@ pub struct SessionStats {
     pub rto_events: u64,
     /// Member loss-recovery episodes (RACK).
     pub recovery_episodes: u64,
+    /// Group keys taken into use after the first: one per member that left
+    /// or was evicted before it held the whole stream (protected sessions,
+    /// `docs/wire.md` §4.12, key update).
+    pub group_key_updates: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }
@@ -614,12 +618,16 @@ impl SessionSender {
 
     /// Removes a member (evicted, reset, or left) and tells it why. Callers
     /// then run [`SessionSender::after_progress`] (release may advance).
-    fn remove(&mut self, id: MemberId, reason: &str, notify: bool) {
+    fn remove(&mut self, now: Instant, id: MemberId, reason: &str, notify: bool) {
         let Some(member) = self.members.remove(id) else {
             return;
         };
+        let held_everything = self
+            .stream_end()
+            .is_some_and(|end| member.cumulative() >= end);
         if let Some(k) = self.keys.as_mut() {
-            k.forget(member.addr());
+            k.forget(now, member.addr(), held_everything);
+            self.arm_key_update(now);
         }
         if let Some(u) = self.upstream.as_mut() {
             u.remove(id);
@@ -735,6 +743,7 @@ impl SessionSender {
             // Nothing more goes to an address that never proved itself.
             self.stats.unvalidated_evicted += 1;
             self.remove(
+                now,
                 id,
                 "address not validated: its token never came back",
                 false,
@@ -786,7 +795,7 @@ impl SessionSender {
             None
         };
         if let Some(reason) = reason {
-            self.remove(id, reason, true);
+            self.remove(now, id, reason, true);
             self.after_progress(now);
         } else if let Some(m) = self.members.get(id) {
             self.controller.on_feedback(now, m);
@@ -828,6 +837,7 @@ impl Engine for SessionSender {
                     // computes the next wake-up).
                     Timer::Pacing | Timer::Repair | Timer::Admission | Timer::Sign => {}
                     Timer::Offer => self.on_offer_timeout(now),
+                    Timer::KeyUpdate => self.on_key_update_timer(now),
                 }
             }
         }

@@ -19,16 +19,20 @@ pub enum Timer {
     /// The list of multicast datagrams gathered is due to be signed and
     /// sent (a protected session's source authentication).
     Sign,
+    /// Members that have not confirmed a new group key are sent it again
+    /// (or evicted, after the update's timeout).
+    KeyUpdate,
 }
 
 impl Timer {
     /// Every session timer, in the order expired ones are served.
-    pub const VALUES: [Timer; 5] = [
+    pub const VALUES: [Timer; 6] = [
         Timer::Pacing,
         Timer::Admission,
         Timer::Repair,
         Timer::Offer,
         Timer::Sign,
+        Timer::KeyUpdate,
     ];
 
     fn index(self) -> usize {

@@ -37,6 +37,26 @@ const UPSTREAM_FIN: u8 = 0x01;
 const T_UPSTREAM_ACK: u8 = 0x16;
 const T_SIGNATURE: u8 = 0x17;
 const T_SOURCE_KEY: u8 = 0x18;
+const T_GROUP_KEY_ACK: u8 = 0x19;
+
+/// GROUP_KEY: the key multicast datagrams of one epoch are sealed under.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct GroupKeyFrame {
+    /// Counts the session's group keys from 0; its low bit is the
+    /// [`super::HeaderFlags::KEY_PHASE`] of datagrams sealed under `key`.
+    pub epoch: u64,
+    /// The AES-128-GCM key's secret.
+    pub key: [u8; 32],
+}
+
+impl std::fmt::Debug for GroupKeyFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key itself in a log.
+        f.debug_struct("GroupKeyFrame")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
 
 /// CONNECT (receiver → session sender or ACK merger): asks to join, or —
 /// with `resume_from` — to re-attach after a merger crash.
@@ -243,8 +263,14 @@ pub enum Frame<'a> {
     /// first carries its CONNECT inside, the sender's answer the ACCEPT
     /// (or the refusal) and the group key.
     Handshake(&'a [u8]),
-    /// The session's group key (only inside a handshake answer).
-    GroupKey([u8; 32]),
+    /// A group key and its epoch (sender → member, inside a handshake
+    /// answer or sealed under the member's pair key, `docs/wire.md`
+    /// §4.12): multicast datagrams sealed under it carry the epoch's low
+    /// bit as [`super::HeaderFlags::KEY_PHASE`].
+    GroupKey(GroupKeyFrame),
+    /// A member has the group key of this epoch (member → sender, under
+    /// its pair key).
+    GroupKeyAck(u64),
     /// A signed list of the sender's multicast datagrams (source
     /// authentication, `docs/wire.md` §4.12).
     Signature(crate::protection::source::SignedList),
@@ -382,11 +408,14 @@ impl<'a> Frame<'a> {
                     .try_into()
                     .map_err(|_| DecodeError::Invalid("source_key"))?,
             ),
-            T_GROUP_KEY => Frame::GroupKey(
-                r.bytes(32)?
+            T_GROUP_KEY => Frame::GroupKey(GroupKeyFrame {
+                epoch: r.varint()?,
+                key: r
+                    .bytes(32)?
                     .try_into()
                     .map_err(|_| DecodeError::Invalid("group_key"))?,
-            ),
+            }),
+            T_GROUP_KEY_ACK => Frame::GroupKeyAck(r.varint()?),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -492,7 +521,12 @@ impl<'a> Frame<'a> {
             }
             Frame::GroupKey(k) => {
                 out.put_u8(T_GROUP_KEY);
-                out.put_bytes(k);
+                out.put_varint(k.epoch);
+                out.put_bytes(&k.key);
+            }
+            Frame::GroupKeyAck(epoch) => {
+                out.put_u8(T_GROUP_KEY_ACK);
+                out.put_varint(*epoch);
             }
             Frame::Signature(list) => {
                 out.put_u8(T_SIGNATURE);
@@ -709,7 +743,8 @@ mod tests {
             roundtrip(&Frame::Offer(OfferFrame { max_payload, timestamp }));
             roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
             roundtrip(&Frame::Sent(SentFrame { end: off }));
-            roundtrip(&Frame::GroupKey([off as u8; 32]));
+            roundtrip(&Frame::GroupKey(GroupKeyFrame { epoch: off, key: [off as u8; 32] }));
+            roundtrip(&Frame::GroupKeyAck(off));
             roundtrip(&Frame::SourceKey([off as u8; 32]));
             roundtrip(&Frame::Signature(crate::protection::source::SignedList {
                 entries: vec![(off, [1; 16]), (off + 3, [2; 16])],

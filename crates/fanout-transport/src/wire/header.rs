@@ -22,7 +22,11 @@ impl HeaderFlags {
     pub const SEALED: u8 = 0x01;
     /// The datagram was sent to a multicast group rather than to one peer.
     pub const MULTICAST: u8 = 0x02;
-    const KNOWN: u8 = Self::SEALED | Self::MULTICAST;
+    /// A sealed multicast datagram's group key: the low bit of its epoch
+    /// (`docs/wire.md` §4.12, key update), so the old and the new key
+    /// both open while a new one takes over.
+    pub const KEY_PHASE: u8 = 0x04;
+    const KNOWN: u8 = Self::SEALED | Self::MULTICAST | Self::KEY_PHASE;
 
     /// Flags from raw bits; `None` if an unknown bit is set.
     pub fn from_bits(bits: u8) -> Option<Self> {
@@ -145,7 +149,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn roundtrip(flags in 0u8..4, session_id: u64, packet_number: u32, tail in proptest::collection::vec(any::<u8>(), 0..8)) {
+        fn roundtrip(flags in 0u8..8, session_id: u64, packet_number: u32, tail in proptest::collection::vec(any::<u8>(), 0..8)) {
             let h = Header { flags: HeaderFlags::from_bits(flags).unwrap(), session_id, packet_number };
             let mut out = Vec::new();
             h.encode(&mut out);

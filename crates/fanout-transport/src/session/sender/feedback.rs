@@ -51,10 +51,11 @@ impl SessionSender {
                 }
                 Frame::Reset(CloseFrame { reason, .. }) => {
                     let why = format!("member reset: {reason}");
-                    self.remove(id, &why, false);
+                    self.remove(now, id, &why, false);
                     self.after_progress(now);
                     return;
                 }
+                Frame::GroupKeyAck(epoch) => self.on_group_key_ack(now, id, epoch),
                 Frame::Close(_) | Frame::Ping | Frame::Padding => {}
                 _ => self.stats.drops.count(DropReason::UnexpectedFrame),
             }
@@ -171,7 +172,7 @@ impl SessionSender {
             .collect();
         let evict = self.outliers.sweep(now, &policy, &samples);
         for (id, reason) in &evict {
-            self.remove(*id, reason, true);
+            self.remove(now, *id, reason, true);
         }
         if !evict.is_empty() {
             self.after_progress(now);

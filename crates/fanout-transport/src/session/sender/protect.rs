@@ -2,13 +2,27 @@
 //! `docs/wire.md` §4.12): the handshake inside each join, every member's
 //! pair of keys, the group key, sealing what goes out and opening what
 //! comes in.
+//!
+//! # Group key updates
+//! A member that leaves or is evicted before it holds the whole stream
+//! still knows the group key. So the sender then draws the next one
+//! (epoch + 1) and hands it to every remaining member under its pair key
+//! (GROUP_KEY, repeated every [`KEY_UPDATE_RESEND`] until the member
+//! answers GROUP_KEY_ACK). Multicast datagrams go under the new key once
+//! every member has it; the header's KEY_PHASE bit (the epoch's low bit)
+//! tells receivers which of the two keys opens a datagram. A member that
+//! has not answered within [`KEY_UPDATE_TIMEOUT`] is evicted, so one dead
+//! member cannot keep the departed one reading. A departure during an
+//! update starts the next update once this one is done. Joiners get the
+//! key in use and the one being handed out inside their answer.
 
 use crate::protection::noise::Responder;
 use crate::protection::source::{SignedList, Signer};
 use crate::protection::{
     HandshakeError, PacketKey, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
 };
-use crate::wire::{Frame, Header, HeaderFlags, HEADER_LEN};
+use crate::session::timers::Timer;
+use crate::wire::{Frame, GroupKeyFrame, Header, HeaderFlags, HEADER_LEN};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use std::collections::{BTreeMap, VecDeque};
@@ -25,6 +39,54 @@ const DEPARTED_KEPT: usize = 64;
 const HANDSHAKES_PER_PERIOD: u32 = 200;
 /// The period of [`HANDSHAKES_PER_PERIOD`].
 const HANDSHAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// How often a member that has not confirmed a new group key is sent it
+/// again.
+pub(super) const KEY_UPDATE_RESEND: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long a member may take to confirm a new group key before it is
+/// evicted (60 sends).
+pub(super) const KEY_UPDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// One group key.
+struct GroupKey {
+    epoch: u64,
+    secret: [u8; 32],
+    key: PacketKey,
+}
+
+impl GroupKey {
+    fn new(epoch: u64, secret: [u8; 32]) -> Self {
+        GroupKey {
+            epoch,
+            key: PacketKey::new(&secret),
+            secret,
+        }
+    }
+
+    fn frame(&self) -> GroupKeyFrame {
+        GroupKeyFrame {
+            epoch: self.epoch,
+            key: self.secret,
+        }
+    }
+}
+
+/// A group key being handed out.
+struct KeyUpdate {
+    /// When it started (members not confirming within
+    /// [`KEY_UPDATE_TIMEOUT`] are evicted).
+    started: Instant,
+    /// Another member left during it: update again once it is done.
+    again: bool,
+}
+
+/// What the key update needs at a timer.
+#[derive(Debug, Default)]
+pub(super) struct KeyUpdateDue {
+    /// Members to send the new key to.
+    pub(super) send: Vec<SocketAddr>,
+    /// Members to evict: they did not confirm it in time.
+    pub(super) evict: Vec<SocketAddr>,
+}
 
 /// One member's handshake and keys.
 struct MemberKeys {
@@ -39,14 +101,29 @@ struct MemberKeys {
     keys: Option<PairKeys>,
     /// Packet numbers of its datagrams accepted so far.
     replay: ReplayWindow,
+    /// Newest group key epoch it holds (handed in its answer or
+    /// confirmed).
+    epoch: u64,
 }
 
 /// The sender's protection state.
 pub(super) struct SenderKeys {
     protection: Protection,
     seeds: SeedStream,
-    group_secret: [u8; 32],
-    group: PacketKey,
+    /// Group keys by phase (epoch's low bit): the one multicast datagrams
+    /// are sealed under, and the next while it is handed out.
+    group: [Option<GroupKey>; 2],
+    /// Epoch of the key multicast datagrams are sealed under.
+    sealing: u64,
+    /// The next key's hand-out, if one is under way (its key is
+    /// `group[(sealing + 1) & 1]`).
+    update: Option<KeyUpdate>,
+    /// Group keys taken into use after the first.
+    pub(super) key_updates: u64,
+    /// An update started and its first sends are not queued yet.
+    fresh_update: bool,
+    /// Where the last round of key sends stopped for want of room.
+    resend_after: Option<SocketAddr>,
     /// Signs the lists of multicast datagrams (source authentication).
     signer: Signer,
     members: BTreeMap<SocketAddr, MemberKeys>,
@@ -78,11 +155,15 @@ pub(super) enum Clear {
 impl SenderKeys {
     pub(super) fn new(protection: Protection, max_datagram: usize) -> Self {
         let mut seeds = SeedStream::new(protection.seed);
-        let group_secret = seeds.next_seed();
+        let first = GroupKey::new(0, seeds.next_seed());
         SenderKeys {
-            group: PacketKey::new(&group_secret),
+            group: [Some(first), None],
+            sealing: 0,
+            update: None,
+            key_updates: 0,
+            fresh_update: false,
+            resend_after: None,
             signer: Signer::new(seeds.next_seed(), max_datagram),
-            group_secret,
             protection,
             seeds,
             members: BTreeMap::new(),
@@ -166,6 +247,7 @@ impl SenderKeys {
                 answer: Vec::new(),
                 keys: None,
                 replay: ReplayWindow::default(),
+                epoch: 0,
             };
             self.members.insert(addr, m);
         }
@@ -192,11 +274,15 @@ impl SenderKeys {
     /// ACCEPT frame), the group key and the key lists are signed with:
     /// written once, then repeated.
     pub(super) fn answer(&mut self, addr: SocketAddr, accept: &[u8]) -> Option<&[u8]> {
-        let (group, source) = (self.group_secret, self.signer.public_key());
+        let source = self.signer.public_key();
         let m = self.members.get_mut(&addr)?;
         if let Some(r) = m.handshake.take() {
             let mut inner = accept.to_vec();
-            Frame::GroupKey(group).encode(&mut inner);
+            // The key in use, and the next one if it is being handed out.
+            for k in self.group.iter().flatten() {
+                Frame::GroupKey(k.frame()).encode(&mut inner);
+                m.epoch = m.epoch.max(k.epoch);
+            }
             Frame::SourceKey(source).encode(&mut inner);
             m.keys = r.answer(&inner, &mut m.answer).ok();
         }
@@ -204,15 +290,134 @@ impl SenderKeys {
         Some(&m.answer)
     }
 
-    /// A member at `addr` left: its keys stay only to seal what is still
-    /// queued for it.
-    pub(super) fn forget(&mut self, addr: SocketAddr) {
-        if let Some(m) = self.members.remove(&addr) {
-            if self.departed.len() == DEPARTED_KEPT {
-                self.departed.pop_front();
-            }
-            self.departed.push_back((addr, m));
+    /// A member at `addr` left at `now`: its keys stay only to seal what
+    /// is still queued for it. Unless it `held_everything`, the group key
+    /// it knows is replaced (see the module notes).
+    pub(super) fn forget(&mut self, now: Instant, addr: SocketAddr, held_everything: bool) {
+        let Some(m) = self.members.remove(&addr) else {
+            return;
+        };
+        let knew_key = m.keys.is_some();
+        if self.departed.len() == DEPARTED_KEPT {
+            self.departed.pop_front();
         }
+        self.departed.push_back((addr, m));
+        if knew_key && !held_everything {
+            match self.update.as_mut() {
+                // It may also hold the key being handed out.
+                Some(u) => u.again = true,
+                None => return self.start_update(now),
+            }
+        }
+        // It may have been the last one the update waited for.
+        self.finish_update_if_confirmed(now);
+    }
+
+    fn start_update(&mut self, now: Instant) {
+        let epoch = self.sealing + 1;
+        let next = GroupKey::new(epoch, self.seeds.next_seed());
+        self.group[(epoch & 1) as usize] = Some(next);
+        self.update = Some(KeyUpdate {
+            started: now,
+            again: false,
+        });
+        self.fresh_update = true;
+        self.finish_update_if_confirmed(now);
+    }
+
+    /// The epoch being handed out, if an update is under way.
+    fn next_epoch(&self) -> Option<u64> {
+        self.update.as_ref().map(|_| self.sealing + 1)
+    }
+
+    /// The GROUP_KEY frame of the key being handed out.
+    pub(super) fn next_key_frame(&self) -> Option<GroupKeyFrame> {
+        let epoch = self.next_epoch()?;
+        self.group[(epoch & 1) as usize]
+            .as_ref()
+            .map(GroupKey::frame)
+    }
+
+    /// The key update's work at `now`: at most `room` members to send the
+    /// new key to, from where the last round stopped (so with more
+    /// unconfirmed members than control room every one gets its turn), and
+    /// the members to evict (not confirmed within [`KEY_UPDATE_TIMEOUT`]).
+    pub(super) fn key_update_due(&mut self, now: Instant, room: usize) -> KeyUpdateDue {
+        let mut due = KeyUpdateDue::default();
+        let (Some(epoch), Some(u)) = (self.next_epoch(), self.update.as_ref()) else {
+            return due;
+        };
+        let late = now >= u.started + KEY_UPDATE_TIMEOUT;
+        let pending = |m: &MemberKeys| m.keys.is_some() && m.epoch < epoch;
+        if late {
+            due.evict = (self.members.iter())
+                .filter(|(_, m)| pending(m))
+                .map(|(a, _)| *a)
+                .collect();
+            return due;
+        }
+        let after = self.resend_after.take();
+        let tail = self
+            .members
+            .iter()
+            .filter(|(a, _)| after.is_some_and(|c| **a > c));
+        let head = self
+            .members
+            .iter()
+            .filter(|(a, _)| after.is_none_or(|c| **a <= c));
+        due.send = tail
+            .chain(head)
+            .filter(|(_, m)| pending(m))
+            .map(|(a, _)| *a)
+            .take(room)
+            .collect();
+        if due.send.len() == room {
+            self.resend_after = due.send.last().copied();
+        }
+        due
+    }
+
+    /// `addr` holds the group key of `epoch` (its GROUP_KEY_ACK, at
+    /// `now`).
+    pub(super) fn on_key_ack(&mut self, now: Instant, addr: SocketAddr, epoch: u64) {
+        if self.next_epoch() != Some(epoch) {
+            return; // a repeat of one taken into use already
+        }
+        if let Some(m) = self.members.get_mut(&addr) {
+            m.epoch = m.epoch.max(epoch);
+            self.finish_update_if_confirmed(now);
+        }
+    }
+
+    /// Takes the next key into use once every member with keys holds it.
+    fn finish_update_if_confirmed(&mut self, now: Instant) {
+        let Some(epoch) = self.next_epoch() else {
+            return;
+        };
+        if self
+            .members
+            .values()
+            .any(|m| m.keys.is_some() && m.epoch < epoch)
+        {
+            return;
+        }
+        let again = self.update.take().is_some_and(|u| u.again);
+        self.sealing = epoch;
+        self.key_updates += 1;
+        if again {
+            self.start_update(now);
+        }
+    }
+
+    /// Whether a key update is under way.
+    pub(super) fn updating(&self) -> bool {
+        self.update.is_some()
+    }
+
+    /// Whether an update started since the last call (its first sends are
+    /// due at once).
+    pub(super) fn take_fresh_update(&mut self) -> bool {
+        std::mem::take(&mut self.fresh_update)
     }
 
     /// Seals the datagram just built at `out[start..]` for `to` (sent at
@@ -230,10 +435,15 @@ impl SenderKeys {
         if crate::packet::travels_in_clear(&out[start + HEADER_LEN..]) {
             return true;
         }
-        // Receivers open by the same flag (it is authenticated).
+        // Receivers open by the same flags (they are authenticated).
         if out[start + 3] & HeaderFlags::MULTICAST != 0 {
             let listed = !crate::wire::starts_with_signature(&out[start + HEADER_LEN..]);
-            crate::packet::seal(out, start, numbers, &self.group);
+            let phase = (self.sealing & 1) as usize;
+            if phase == 1 {
+                out[start + 3] |= HeaderFlags::KEY_PHASE;
+            }
+            let key = &self.group[phase].as_ref().expect("the key in use").key;
+            crate::packet::seal(out, start, numbers, key);
             if listed {
                 self.signer.add(now, numbers.last(), &out[start..]);
             }
@@ -269,5 +479,63 @@ impl SenderKeys {
     /// When the list being gathered is due.
     pub(super) fn list_deadline(&self) -> Option<Instant> {
         self.signer.deadline()
+    }
+}
+
+impl super::SessionSender {
+    /// Member `id` holds the group key of `epoch`.
+    pub(super) fn on_group_key_ack(
+        &mut self,
+        now: Instant,
+        id: crate::session::MemberId,
+        epoch: u64,
+    ) {
+        let Some(addr) = self.members.get(id).map(|m| m.addr()) else {
+            return;
+        };
+        if let Some(k) = self.keys.as_mut() {
+            k.on_key_ack(now, addr, epoch);
+        }
+        self.arm_key_update(now);
+    }
+
+    /// Keeps the key update's timer in step with its state (after a member
+    /// left or confirmed): due at once when an update just started, off
+    /// when none is under way.
+    pub(super) fn arm_key_update(&mut self, now: Instant) {
+        let Some(k) = self.keys.as_mut() else {
+            return;
+        };
+        self.stats.group_key_updates = k.key_updates;
+        if k.take_fresh_update() {
+            self.timers.set(Timer::KeyUpdate, Some(now));
+        } else if !k.updating() {
+            self.timers.set(Timer::KeyUpdate, None);
+        }
+    }
+
+    /// The key update's timer: the new key to every member that has not
+    /// confirmed it; those that did not within the timeout are evicted.
+    pub(super) fn on_key_update_timer(&mut self, now: Instant) {
+        let Some(k) = self.keys.as_mut() else {
+            return;
+        };
+        let room = super::transmit::MAX_PENDING_CONTROL.saturating_sub(self.controls.len());
+        let due = k.key_update_due(now, room);
+        let evicted = !due.evict.is_empty();
+        self.timers
+            .set(Timer::KeyUpdate, Some(now + KEY_UPDATE_RESEND));
+        for addr in due.send {
+            self.control(addr, super::transmit::Control::GroupKey);
+        }
+        for addr in due.evict {
+            if let Some(id) = self.members.at_addr(&addr).map(|m| m.id()) {
+                self.remove(now, id, "did not confirm the new group key", true);
+            }
+        }
+        self.arm_key_update(now);
+        if evicted {
+            self.after_progress(now);
+        }
     }
 }

@@ -88,7 +88,7 @@ impl SessionSender {
                 if !behind.is_empty() {
                     let why = self.released_reason();
                     for id in behind {
-                        self.remove(id, why, true);
+                        self.remove(now, id, why, true);
                     }
                     self.after_progress(now);
                     // Look at this segment again, for the others.

@@ -44,6 +44,9 @@ pub(super) enum Control {
     Sent,
     /// A handshake answer (a protected session's refusal).
     Handshake(Vec<u8>),
+    /// The group key being handed out (a protected session's key update),
+    /// under the member's pair key.
+    GroupKey,
 }
 
 impl SessionSender {
@@ -151,6 +154,13 @@ impl SessionSender {
                     }
                 }
                 Control::Handshake(answer) => p.frame(&Frame::Handshake(&answer)),
+                Control::GroupKey => {
+                    match self.keys.as_ref().and_then(|k| k.next_key_frame()) {
+                        Some(k) => p.frame(&Frame::GroupKey(k)),
+                        // Done meanwhile: a keep-alive instead.
+                        None => p.frame(&Frame::Ping),
+                    }
+                }
                 Control::Reset { reason } => p.frame(&Frame::Reset(CloseFrame {
                     code: 1,
                     reason: &reason,
