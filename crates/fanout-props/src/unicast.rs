@@ -63,7 +63,7 @@ pub fn check_header(data: &[u8]) {
             h.encode(&mut out);
             assert_eq!(out[..], data[..out.len()]);
             assert_eq!(rest, &data[out.len()..]);
-            if h.flags.contains(HeaderFlags::SEALED) {
+            if h.flags.contains(HeaderFlags::SEALED) || h.flags.contains(HeaderFlags::LISTED) {
                 assert_eq!(accepted, Err(DropReason::Unauthenticated));
             } else {
                 assert!(accepted.is_ok());

@@ -217,4 +217,20 @@ proptest! {
     fn arbitrary_sealed_datagrams_do_not_open(bytes in proptest::collection::vec(any::<u8>(), 0..1500)) {
         fanout_props::protected::check_sealed_input(&bytes);
     }
+
+    /// Fuzz target `listed_input`.
+    #[test]
+    fn arbitrary_listed_data_adds_no_byte(bytes in proptest::collection::vec(any::<u8>(), 0..1500)) {
+        fanout_props::protected::check_listed_input(&bytes);
+    }
+
+    /// Fuzz target `listed_input`, on DATA frames at offsets the stream
+    /// has (forged payloads under the listed-data key).
+    #[test]
+    fn forged_listed_data_frames_add_no_byte(offset in 0u64..70_000, len in 0usize..1400, fin: bool, fill: u8) {
+        let mut frames = Vec::new();
+        fanout_transport::wire::encode_data_header(&mut frames, offset, fanout_transport::wire::WireTimestamp(0), fin, false, len);
+        frames.resize(frames.len() + len, fill);
+        fanout_props::protected::check_listed_input(&frames);
+    }
 }

@@ -17,8 +17,9 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fanout_core::time::Instant;
 use fanout_transport::protection::noise::{public_key, Initiator, Responder};
+use fanout_transport::protection::segments::segment_hash;
 use fanout_transport::protection::source::{datagram_hash, Signer, Verifier, MAX_SIGNED};
-use fanout_transport::protection::{Credentials, PacketKey};
+use fanout_transport::protection::{Credentials, DataKey, PacketKey};
 use fanout_transport::wire::{Header, HeaderFlags};
 use std::hint::black_box;
 
@@ -62,6 +63,15 @@ fn seal_and_open(c: &mut Criterion) {
             black_box(key.open(&mut scratch, 1).expect("opens").len())
         })
     });
+    let data_key = DataKey::from_group_secret(&[9; 32]);
+    g.bench_function("listed_data_ctr_1452", |b| {
+        let mut out = plain.clone();
+        b.iter(|| {
+            pn += 1;
+            data_key.apply(&mut out, pn);
+            black_box(out.len())
+        })
+    });
     g.finish();
 }
 
@@ -97,6 +107,9 @@ fn source_authentication(c: &mut Criterion) {
     let mut g = c.benchmark_group("source");
     g.bench_function("hash_1452", |b| {
         b.iter(|| black_box(datagram_hash(&sealed)))
+    });
+    g.bench_function("segment_hash_1400", |b| {
+        b.iter(|| black_box(segment_hash(7, false, false, &sealed[52..])))
     });
     let mut signer = Signer::new([3; 32], DATAGRAM);
     let make_list = |signer: &mut Signer, base: u64| {

@@ -1268,7 +1268,7 @@ mod protected {
 
     fn frames_in_clear(bytes: &[u8]) -> Option<Frame<'_>> {
         let (h, body) = Header::decode(bytes).ok()?;
-        if h.flags.contains(HeaderFlags::SEALED) {
+        if h.flags.contains(HeaderFlags::SEALED) || h.flags.contains(HeaderFlags::LISTED) {
             return None;
         }
         fanout_transport::wire::decode_frames(body).next()?.ok()
@@ -1376,16 +1376,27 @@ mod protected {
         }
         let mut mutated = 0;
         let mut replayed = 0;
+        let mut listed = 0;
         for (to, bytes) in captured.borrow().iter() {
-            let sealed =
-                Header::decode(bytes).is_ok_and(|(h, _)| h.flags.contains(HeaderFlags::SEALED));
-            if !sealed {
-                continue;
-            }
             let (i, from) = match to {
                 Some(i) => (*i, sender),
                 None => continue, // the tap does not tell which member sent it
             };
+            let flags = Header::decode(bytes).map(|(h, _)| h.flags).unwrap();
+            if flags.contains(HeaderFlags::LISTED) && bytes.len() > 200 {
+                // Listed data (no tag): a flipped payload byte no longer
+                // matches its list's hash; a copy as is only repeats data
+                // the member holds.
+                let mut bad = bytes.clone();
+                bad[bytes.len() / 2] ^= 0x40;
+                net.members[i].handle_datagram(net.now, from, &bad);
+                net.members[i].handle_datagram(net.now, from, bytes);
+                listed += 1;
+                continue;
+            }
+            if !flags.contains(HeaderFlags::SEALED) {
+                continue;
+            }
             // Mutated, under a packet number not seen yet: the seal fails.
             let mut bad = bytes.clone();
             let pn = u32::from_be_bytes(bad[12..16].try_into().unwrap());
@@ -1402,7 +1413,8 @@ mod protected {
             net.members[i].handle_datagram(net.now, from, bytes);
             replayed += 2;
         }
-        assert!(mutated > 100, "{mutated} sealed datagrams captured");
+        assert!(mutated > 20, "{mutated} sealed datagrams captured");
+        assert!(listed > 100, "{listed} listed datagrams captured");
         net.hold_fin = false;
         net.run(Duration::from_secs(60));
         assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
@@ -1418,7 +1430,7 @@ mod protected {
             .iter()
             .map(|m| m.stats().drops.get(DropReason::Replayed))
             .sum();
-        assert_eq!(unauthenticated, 2 * forged + mutated);
+        assert_eq!(unauthenticated, 2 * forged + mutated + listed);
         assert_eq!(replays, replayed);
     }
 
@@ -1440,12 +1452,20 @@ mod protected {
     }
 
     impl HandJoined {
-        /// The group key of `epoch` its answer handed out.
-        fn group_key(&self, epoch: u64) -> fanout_transport::protection::PacketKey {
+        /// The group key of `epoch` its answer handed out: its AEAD key and
+        /// its listed-data key.
+        fn group_key(
+            &self,
+            epoch: u64,
+        ) -> (
+            fanout_transport::protection::PacketKey,
+            fanout_transport::protection::DataKey,
+        ) {
+            use fanout_transport::protection::{DataKey, PacketKey};
             fanout_transport::wire::decode_frames(&self.payload)
                 .find_map(|f| match f {
                     Ok(Frame::GroupKey(k)) if k.epoch == epoch => {
-                        Some(fanout_transport::protection::PacketKey::new(&k.key))
+                        Some((PacketKey::new(&k.key), DataKey::from_group_secret(&k.key)))
                     }
                     _ => None,
                 })
@@ -1512,6 +1532,33 @@ mod protected {
         }
     }
 
+    /// A member that misses the sender's segment lists (here: every
+    /// AEAD-sealed multicast datagram to it is lost, lists included) holds
+    /// the listed data it cannot check yet, asks the sender for the lists
+    /// under its pair key, gets them by unicast, and ends with every byte.
+    #[test]
+    fn a_member_that_misses_segment_lists_asks_for_them() {
+        let data = random_data(2 << 20, 29);
+        let loss: Loss = Box::new(move |to, bytes, is_multicast| {
+            let sealed =
+                Header::decode(bytes).is_ok_and(|(h, _)| h.flags.contains(HeaderFlags::SEALED));
+            to == Some(0) && is_multicast && sealed
+        });
+        let mut net = net(&[PSK; 2], data.clone(), loss);
+        net.run(Duration::from_secs(60));
+        assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+        assert!(net.got.iter().all(|g| *g == data));
+        let lists = data
+            .len()
+            .div_ceil(1400)
+            .div_ceil(fanout_transport::protection::segments::MAX_LIST_SEGMENTS);
+        assert!(
+            net.sender.stats().segment_lists_resent as usize >= lists,
+            "{} lists resent",
+            net.sender.stats().segment_lists_resent
+        );
+    }
+
     /// A member that leaves before the end still knows the group key: the
     /// sender hands every remaining member a new one (under 2% loss both
     /// ways, so some hand-outs are lost and sent again), and no multicast
@@ -1535,7 +1582,7 @@ mod protected {
         net.hold_fin = true;
         net.run(Duration::from_millis(30));
         let mut leaver = join_by_hand(&mut net, "10.0.9.9:7000".parse().unwrap(), 98);
-        let old = leaver.group_key(0);
+        let (old, old_data) = leaver.group_key(0);
         run_for(&mut net, Duration::from_millis(100));
         assert_eq!(net.sender.stats().group_key_updates, 0);
         let reset = CloseFrame {
@@ -1552,15 +1599,30 @@ mod protected {
         assert!(net.got.iter().all(|g| *g == data));
         let after = multicast.borrow();
         assert!(after.len() > 1000, "{} multicast datagrams", after.len());
+        let mut listed = 0;
         for d in after.iter() {
             let (h, _) = Header::decode(d).unwrap();
             assert!(
                 h.flags.contains(HeaderFlags::KEY_PHASE),
                 "sealed under epoch 1"
             );
+            let pn = u64::from(h.packet_number);
             let mut d = d.clone();
-            assert!(old.open(&mut d, u64::from(h.packet_number)).is_err());
+            if h.flags.contains(HeaderFlags::LISTED) {
+                // Under the old listed-data key: no byte of the stream.
+                old_data.apply(&mut d, pn);
+                let (_, body) = Header::decode(&d).unwrap();
+                if let Some(Ok(Frame::Data(f))) = fanout_transport::wire::decode_frames(body).next()
+                {
+                    let at = f.offset as usize;
+                    assert!(data.get(at..at + f.payload.len()) != Some(f.payload));
+                }
+                listed += 1;
+            } else {
+                assert!(old.open(&mut d, pn).is_err());
+            }
         }
+        assert!(listed > 1000, "{listed} listed datagrams");
         // Members that leave having received everything change no key.
         assert_eq!(net.sender.stats().group_key_updates, 1);
     }
@@ -1642,7 +1704,7 @@ mod protected {
         // The rogue joins with the key.
         let rogue: SocketAddr = "10.0.9.9:7000".parse().unwrap();
         let joined = join_by_hand(&mut net, rogue, 99);
-        let group = joined.group_key(0);
+        let (group, data_key) = joined.group_key(0);
         // Forgeries under the next 300 packet numbers of the sender.
         let next = u64::from(*multicast.borrow().iter().max().unwrap()) + 1;
         let garbage = vec![0xEE; 1000];
@@ -1670,18 +1732,42 @@ mod protected {
                 net.members[m].handle_datagram(net.now, SENDER.parse().unwrap(), &d);
             }
             forged += 1;
+            // The same DATA as listed data (no tag, the listed-data key):
+            // below the lists sent so far, and beyond them.
+            if let Frame::Data(_) = frame {
+                let listed = multicast.with(HeaderFlags::LISTED);
+                let mut d = datagram(listed, 42, pn as u32, &frame);
+                data_key.apply(&mut d, pn);
+                for m in 0..2 {
+                    net.members[m].handle_datagram(net.now, SENDER.parse().unwrap(), &d);
+                }
+                forged += 1;
+            }
         }
-        // A list that names the forgeries, under a signature of its own.
-        let pn = next + 1000;
-        let list = Frame::Signature(SignedList {
+        // Lists that name forged hashes, under signatures of their own: a
+        // segment list and a datagram list.
+        let segments = Frame::Segments(fanout_transport::protection::segments::SegmentList {
+            start: 0,
+            segments: vec![
+                fanout_transport::protection::segments::ListedSegment {
+                    len: 1000,
+                    hash: [0; 16],
+                };
+                40
+            ],
+            signature: [7; 64],
+        });
+        let datagrams = Frame::Signature(SignedList {
             entries: (next..next + 40).map(|p| (p, [0; 16])).collect(),
             signature: [7; 64],
         });
-        let multicast = HeaderFlags::default().with(HeaderFlags::MULTICAST);
-        let mut d = datagram(multicast, 42, pn as u32, &list);
-        group.seal(&mut d, 0, pn);
-        for m in 0..2 {
-            net.members[m].handle_datagram(net.now, SENDER.parse().unwrap(), &d);
+        for (pn, list) in [(next + 999, segments), (next + 1000, datagrams)] {
+            let multicast = HeaderFlags::default().with(HeaderFlags::MULTICAST);
+            let mut d = datagram(multicast, 42, pn as u32, &list);
+            group.seal(&mut d, 0, pn);
+            for m in 0..2 {
+                net.members[m].handle_datagram(net.now, SENDER.parse().unwrap(), &d);
+            }
         }
         net.hold_fin = false;
         net.run(Duration::from_secs(60));

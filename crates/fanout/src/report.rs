@@ -58,6 +58,7 @@ pub fn file_session_counters(
         ("unvalidated_evicted", st.unvalidated_evicted),
         ("amplification_limited", st.amplification_limited),
         ("group_key_updates", st.group_key_updates),
+        ("segment_lists_resent", st.segment_lists_resent),
         ("catch_ups_completed", cu.completed),
         ("catch_ups_failed", cu.failed),
         ("catch_up_bytes", cu.bytes),

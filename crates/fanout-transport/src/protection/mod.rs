@@ -7,16 +7,21 @@
 //! * [`ReplayWindow`] — each packet number of a peer is accepted once.
 //! * [`source`] — signed hash lists: multicast datagrams only the sender
 //!   could have sent.
+//! * [`segments`] — signed segment lists, sent ahead of their data:
+//!   multicast DATA checked on arrival, sealed with [`DataKey`] (no tag).
 //!
 //! A session sender hands every member the session's group key inside
 //! its ACCEPT; multicast datagrams are sealed with it, everything else
 //! with the member's own pair of keys.
 
+mod data_key;
 pub mod noise;
 mod packet_key;
 mod replay;
+pub mod segments;
 pub mod source;
 
+pub use data_key::DataKey;
 pub use noise::{Credentials, HandshakeError, PairKeys, PublicKey, SeedStream};
 pub use packet_key::{PacketKey, Unauthenticated, TAG_LEN};
 pub use replay::{Replay, ReplayWindow, REPLAY_WINDOW};

@@ -1,9 +1,11 @@
-//! Source authentication of multicast data: signed hash lists
+//! Source authentication of multicast datagrams: signed hash lists
 //! (`docs/security.md`, `docs/wire.md` §4.12).
 //!
 //! Every member holds the group key, so the group key alone cannot tell
-//! the sender's multicast datagrams from a rogue member's. The sender
-//! therefore signs them, amortized: it hashes each sealed multicast
+//! the sender's multicast datagrams from a rogue member's. Data segments
+//! are signed ahead of sending ([`super::segments`]); every other sealed
+//! multicast datagram (control frames, coded repair symbols, data no
+//! segment list names) is signed after, here, amortized: it hashes each sealed multicast
 //! datagram (SHA-256, the first 16 bytes) and, every [`MAX_SIGNED`] datagrams or
 //! [`SIGN_INTERVAL`], multicasts one SIGNATURE frame — the packet numbers
 //! and hashes of that window, signed with an Ed25519 key (ring) whose
@@ -12,13 +14,13 @@
 //! packet number and hash, then processes it; one never named is lost to
 //! the transport (and repaired like any loss).
 //!
-//! Why this scheme: one signature per window keeps the cost per datagram
-//! to a hash (0.9 µs for 1452 bytes with the SHA extensions of current
-//! x86 and ARM processors; BLAKE3 took 1.2 µs on inputs this short) and a
-//! 64th of a signature, with no
-//! clock synchronization (TESLA, RFC 4082, needs one) and no added bytes
-//! in the data datagrams; the price is a wait of at most one window before
-//! data is processed.
+//! Why signed hash lists: one signature per window keeps the cost per
+//! datagram to a hash (0.9 µs for 1452 bytes with the SHA extensions of
+//! current x86 and ARM processors; BLAKE3 took 1.2 µs on inputs this
+//! short) and a fraction of a signature, with no clock synchronization
+//! (TESLA, RFC 4082, needs one) and no added bytes in the datagrams; the
+//! price here is a wait of at most one window before the datagram is
+//! processed, which segment lists, sent ahead, avoid for data.
 
 use fanout_core::time::Instant;
 use ring::signature::{Ed25519KeyPair, UnparsedPublicKey, ED25519};
@@ -134,6 +136,16 @@ impl Signer {
             .as_ref()
             .try_into()
             .expect("an Ed25519 public key is 32 bytes")
+    }
+
+    /// Signs `message` with the session's key (segment lists share it,
+    /// under a context of their own).
+    pub fn sign(&self, message: &[u8]) -> [u8; SIGNATURE_LEN] {
+        self.key
+            .sign(message)
+            .as_ref()
+            .try_into()
+            .expect("64-byte signature")
     }
 
     /// Adds a sealed multicast datagram numbered `pn`, sent at `now`.
@@ -279,6 +291,11 @@ impl Verifier {
     /// Datagrams held now.
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// The key lists verify under.
+    pub fn key(&self) -> &[u8; 32] {
+        &self.key
     }
 }
 

@@ -614,7 +614,11 @@ impl Receiver {
                 // ACCEPT: already answered.
                 // A GROUP_KEY was taken under the pair key before
                 // ([`protect::ReceiverKeys::on_pair_frames`]).
-                Frame::Padding | Frame::Offer(_) | Frame::Accept(_) | Frame::GroupKey(_) => {}
+                Frame::Padding
+                | Frame::Offer(_)
+                | Frame::Accept(_)
+                | Frame::GroupKey(_)
+                | Frame::Segments(_) => {}
                 Frame::Connect(_)
                 | Frame::CatchUp(_)
                 | Frame::Sent(_)
@@ -623,6 +627,7 @@ impl Receiver {
                 | Frame::Upstream(_)
                 | Frame::Handshake(_)
                 | Frame::GroupKeyAck(_)
+                | Frame::SegmentsRequest(_)
                 | Frame::Signature(_)
                 | Frame::SourceKey(_)
                 | Frame::Roster(_) => {
@@ -899,13 +904,25 @@ impl Receiver {
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         let target = self.join_target();
+        let delivered = self.ack_point();
         let keys = self.keys.as_mut().expect("protected");
         let clear = &datagram[crate::wire::HEADER_LEN..];
-        if header.flags.contains(crate::wire::HeaderFlags::SEALED) {
+        if header.flags.contains(crate::wire::HeaderFlags::LISTED) {
+            let (outcome, refused) =
+                keys.open_listed(now, &header, datagram, &mut scratch, delivered);
+            for _ in 0..refused {
+                self.stats.drops.count(DropReason::Unauthenticated);
+            }
+            match outcome {
+                Ok(Some(body)) => self.on_frames(now, from, header, datagram, body),
+                Ok(None) => {} // held for its list
+                Err(reason) => self.stats.drops.count(reason),
+            }
+        } else if header.flags.contains(crate::wire::HeaderFlags::SEALED) {
             match keys.open(&header, datagram, &mut scratch) {
                 Ok((pn, body)) if header.flags.contains(crate::wire::HeaderFlags::MULTICAST) => {
                     // Multicast: only what the sender's signed lists name.
-                    let (source, refused) = keys.authenticate(now, pn, datagram, body);
+                    let (source, refused) = keys.authenticate(now, pn, datagram, body, delivered);
                     for _ in 0..refused {
                         self.stats.drops.count(DropReason::Unauthenticated);
                     }
@@ -915,19 +932,14 @@ impl Receiver {
                         }
                         protect::Source::Hold => {}
                         protect::Source::Release(held) => {
-                            for (_, arrived, frames) in held {
-                                // Its ACK reports the hold as ACK delay:
-                                // the sender's RTT stays the path's.
-                                self.arrived = Some(arrived);
-                                self.on_frames(now, from, header, datagram, &frames);
-                            }
-                            self.arrived = None;
+                            self.on_held(now, from, header, datagram, held)
                         }
                     }
                 }
                 Ok((_, body)) => {
-                    keys.on_pair_frames(body);
-                    self.on_frames(now, from, header, datagram, body)
+                    let released = keys.on_pair_frames(body, delivered);
+                    self.on_frames(now, from, header, datagram, body);
+                    self.on_held(now, from, header, datagram, released);
                 }
                 Err(reason) => self.stats.drops.count(reason),
             }
@@ -952,6 +964,24 @@ impl Receiver {
             }
         }
         self.scratch = scratch;
+    }
+
+    /// Frames of held datagrams a verified list released (each with its
+    /// arrival): processed in order, their ACK reporting the hold as ACK
+    /// delay, so the sender's RTT stays the path's.
+    fn on_held(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        header: crate::wire::Header,
+        datagram: &[u8],
+        held: Vec<(Instant, Vec<u8>)>,
+    ) {
+        for (arrived, frames) in held {
+            self.arrived = Some(arrived);
+            self.on_frames(now, from, header, datagram, &frames);
+        }
+        self.arrived = None;
     }
 
     /// Where the join under way goes, if one is.
@@ -1026,6 +1056,14 @@ impl Receiver {
             let ack = Frame::GroupKeyAck(epoch);
             return Some(self.send_frame(buf, self.token, peer, &ack));
         }
+        if let Some(offset) = self
+            .keys
+            .as_mut()
+            .and_then(|k| k.take_segments_request(now))
+        {
+            let ask = Frame::SegmentsRequest(offset);
+            return Some(self.send_frame(buf, self.token, peer, &ask));
+        }
         if let State::Lingering { until: None } = self.state {
             self.state = State::Lingering {
                 until: Some(now + self.config.linger),
@@ -1099,6 +1137,9 @@ impl Engine for Receiver {
                 self.acks.deadline(),
                 Some(self.last_heard + self.config.idle_timeout),
                 self.chain().and_then(|c| c.deadline()),
+                self.keys
+                    .as_ref()
+                    .and_then(|k| k.segments_request_deadline()),
             ]
             .into_iter()
             .flatten()

@@ -4,8 +4,9 @@
 //! what comes.
 
 use crate::protection::noise::Initiator;
-use crate::protection::source::{Held, Released, Verifier};
-use crate::protection::{PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
+use crate::protection::segments::{Listed, SegmentList, SegmentVerifier};
+use crate::protection::source::{Held, Verifier};
+use crate::protection::{DataKey, PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
 use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -16,8 +17,27 @@ pub(super) enum Source {
     Process,
     /// Held until a list names it (or a list that did not verify).
     Hold,
-    /// A verified list: process these held datagrams' frames, in order.
-    Release(Vec<Released>),
+    /// A verified list: process these held datagrams' frames (with their
+    /// arrival), in order.
+    Release(Vec<(Instant, Vec<u8>)>),
+}
+
+/// One group key at a receiver.
+struct GroupKey {
+    epoch: u64,
+    key: PacketKey,
+    /// Its listed-data key.
+    data: DataKey,
+}
+
+impl GroupKey {
+    fn new(epoch: u64, secret: &[u8; 32]) -> Self {
+        GroupKey {
+            epoch,
+            key: PacketKey::new(secret),
+            data: DataKey::from_group_secret(secret),
+        }
+    }
 }
 
 /// A join's handshake, kept as what rebuilds it: a forged answer that
@@ -41,11 +61,13 @@ pub(super) struct ReceiverKeys {
     pair: Option<PairKeys>,
     /// Group keys by phase (epoch's low bit) with their epochs: the one in
     /// use and, during a key update, the next (or the last).
-    group: [Option<(u64, PacketKey)>; 2],
+    group: [Option<GroupKey>; 2],
     /// A GROUP_KEY to confirm (its epoch).
     key_ack: Option<u64>,
     /// Verifies the sender's signed lists of multicast datagrams.
     verifier: Option<Verifier>,
+    /// Verifies listed DATA against the sender's segment lists.
+    segments: Option<SegmentVerifier>,
     /// The sender's packet numbers accepted (one space, multicast and
     /// unicast).
     replay: ReplayWindow,
@@ -69,6 +91,7 @@ impl ReceiverKeys {
             group: [None, None],
             key_ack: None,
             verifier: None,
+            segments: None,
             replay: ReplayWindow::default(),
         }
     }
@@ -110,7 +133,7 @@ impl ReceiverKeys {
         for f in decode_frames(&payload) {
             match f {
                 Ok(Frame::GroupKey(k)) => {
-                    group[(k.epoch & 1) as usize] = Some((k.epoch, PacketKey::new(&k.key)))
+                    group[(k.epoch & 1) as usize] = Some(GroupKey::new(k.epoch, &k.key))
                 }
                 Ok(Frame::SourceKey(k)) => verifier = Some(Verifier::new(k, session_id)),
                 Ok(f) => f.encode(&mut frames),
@@ -123,6 +146,9 @@ impl ReceiverKeys {
         }
         self.joining = None;
         self.group = group;
+        self.segments = verifier
+            .as_ref()
+            .map(|v| SegmentVerifier::new(*v.key(), session_id));
         self.verifier = verifier;
         self.pair = Some(pair);
         Ok(frames)
@@ -144,7 +170,7 @@ impl ReceiverKeys {
     ) -> Result<(u64, &'a [u8]), DropReason> {
         let key = if header.flags.contains(HeaderFlags::MULTICAST) {
             let phase = usize::from(header.flags.contains(HeaderFlags::KEY_PHASE));
-            self.group[phase].as_ref().map(|(_, k)| k)
+            self.group[phase].as_ref().map(|g| &g.key)
         } else {
             self.pair.as_ref().map(|p| &p.sender_to_joiner)
         }
@@ -165,19 +191,21 @@ impl ReceiverKeys {
     }
 
     /// A multicast datagram opened (`pn`, `sealed` as it arrived at `now`,
-    /// its `frames`): what to do with it under source authentication, and
-    /// how many datagrams or lists were refused on the way.
+    /// its `frames`; the stream delivered below `delivered`): what to do
+    /// with it under source authentication, and how many datagrams or
+    /// lists were refused on the way.
     pub(super) fn authenticate(
         &mut self,
         now: Instant,
         pn: u64,
         sealed: &[u8],
         frames: &[u8],
+        delivered: u64,
     ) -> (Source, u64) {
-        let Some(v) = self.verifier.as_mut() else {
+        let (Some(v), Some(sv)) = (self.verifier.as_mut(), self.segments.as_mut()) else {
             return (Source::Process, 0);
         };
-        let before = v.dropped + v.bad_signatures;
+        let before = v.dropped + v.bad_signatures + sv.dropped + sv.bad_signatures;
         let outcome = match decode_frames(frames).next() {
             Some(Ok(Frame::Signature(list))) => match v.on_list(&list) {
                 Some(released) => {
@@ -185,7 +213,14 @@ impl ReceiverKeys {
                     for (p, _, _) in &released {
                         self.replay.commit(*p);
                     }
-                    Source::Release(released)
+                    Source::Release(released.into_iter().map(|(_, a, f)| (a, f)).collect())
+                }
+                None => Source::Hold,
+            },
+            Some(Ok(Frame::Segments(list))) => match sv.on_list(&list, delivered) {
+                Some(released) => {
+                    self.replay.commit(pn);
+                    Source::Release(released.into_iter().map(|(_, a, f)| (a, f)).collect())
                 }
                 None => Source::Hold,
             },
@@ -197,28 +232,103 @@ impl ReceiverKeys {
                 Held::Waiting => Source::Hold,
             },
         };
-        (outcome, v.dropped + v.bad_signatures - before)
+        let after = v.dropped + v.bad_signatures + sv.dropped + sv.bad_signatures;
+        (outcome, after - before)
+    }
+
+    /// A listed datagram (`LISTED`: one DATA frame under the listed-data
+    /// key, no tag) as it arrived at `now`, decrypted into `scratch`; the
+    /// stream delivered below `delivered`. `Ok(Some(frames))` if its
+    /// segment list names it, `Ok(None)` if it is held for its list, else
+    /// why it is dropped; and how many held datagrams were dropped on the
+    /// way. Not in the replay window: a copy of a listed segment is
+    /// harmless (held bytes are never overwritten), and a rogue member must
+    /// not spend packet numbers the sender uses.
+    pub(super) fn open_listed<'a>(
+        &mut self,
+        now: Instant,
+        header: &Header,
+        datagram: &[u8],
+        scratch: &'a mut Vec<u8>,
+        delivered: u64,
+    ) -> (Result<Option<&'a [u8]>, DropReason>, u64) {
+        let phase = usize::from(header.flags.contains(HeaderFlags::KEY_PHASE));
+        let (Some(g), Some(sv)) = (self.group[phase].as_ref(), self.segments.as_mut()) else {
+            return (Err(DropReason::Unauthenticated), 0);
+        };
+        let multicast = header.flags.contains(HeaderFlags::MULTICAST);
+        if !multicast || header.flags.contains(HeaderFlags::SEALED) {
+            return (Err(DropReason::Unauthenticated), 0);
+        }
+        let pn = self.replay.expand(header.packet_number);
+        scratch.clear();
+        scratch.extend_from_slice(datagram);
+        g.data.apply(scratch, pn);
+        let frames = &scratch[crate::wire::HEADER_LEN..];
+        let mut it = decode_frames(frames);
+        let (Some(Ok(Frame::Data(d))), None) = (it.next(), it.next()) else {
+            return (Err(DropReason::Unauthenticated), 0);
+        };
+        let before = sv.dropped;
+        let outcome = match sv.on_data(now, &d, frames, delivered) {
+            Listed::Verified => Ok(Some(frames)),
+            Listed::Held => Ok(None),
+            Listed::Old => Err(DropReason::Duplicate),
+            Listed::Forged => Err(DropReason::Unauthenticated),
+        };
+        (outcome, sv.dropped - before)
+    }
+
+    /// A segment list that came under our pair key (asked for): the held
+    /// datagrams it releases, if it verifies.
+    fn on_segments(&mut self, list: &SegmentList, delivered: u64) -> Vec<(Instant, Vec<u8>)> {
+        self.segments
+            .as_mut()
+            .and_then(|sv| sv.on_list(list, delivered))
+            .map(|r| r.into_iter().map(|(_, a, f)| (a, f)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The offset whose segment list to ask for now, if one is missing.
+    pub(super) fn take_segments_request(&mut self, now: Instant) -> Option<u64> {
+        self.segments.as_mut()?.take_request(now)
+    }
+
+    /// When a missing segment list is to be asked for.
+    pub(super) fn segments_request_deadline(&self) -> Option<Instant> {
+        self.segments.as_ref()?.request_deadline()
     }
 
     /// The frames of a datagram sealed under our pair key: a GROUP_KEY
     /// among them is installed (a newer epoch replaces the key of its
-    /// phase) and confirmed. Only the sender holds the pair key, so no
-    /// member can hand out a key.
-    pub(super) fn on_pair_frames(&mut self, frames: &[u8]) {
+    /// phase) and confirmed; a SEGMENTS list (asked for) is checked.
+    /// Only the sender holds the pair key, so no member can hand out a
+    /// key. Returns the held datagrams a list released.
+    pub(super) fn on_pair_frames(
+        &mut self,
+        frames: &[u8],
+        delivered: u64,
+    ) -> Vec<(Instant, Vec<u8>)> {
+        let mut released = Vec::new();
         if self.group.iter().all(Option::is_none) {
-            return; // unicast delivery: no group key to update
+            return released; // unicast delivery: no group key, no lists
         }
         for f in decode_frames(frames) {
-            if let Ok(Frame::GroupKey(GroupKeyFrame { epoch, key })) = f {
-                let slot = &mut self.group[(epoch & 1) as usize];
-                if slot.as_ref().is_none_or(|(e, _)| *e < epoch) {
-                    *slot = Some((epoch, PacketKey::new(&key)));
+            match f {
+                Ok(Frame::GroupKey(GroupKeyFrame { epoch, key })) => {
+                    let slot = &mut self.group[(epoch & 1) as usize];
+                    if slot.as_ref().is_none_or(|g| g.epoch < epoch) {
+                        *slot = Some(GroupKey::new(epoch, &key));
+                    }
+                    if slot.as_ref().is_some_and(|g| g.epoch == epoch) {
+                        self.key_ack = Some(epoch);
+                    }
                 }
-                if slot.as_ref().is_some_and(|(e, _)| *e == epoch) {
-                    self.key_ack = Some(epoch);
-                }
+                Ok(Frame::Segments(list)) => released.extend(self.on_segments(&list, delivered)),
+                _ => {}
             }
         }
+        released
     }
 
     /// A GROUP_KEY_ACK due (the epoch confirmed).

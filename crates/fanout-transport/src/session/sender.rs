@@ -148,6 +148,9 @@ pub struct SessionStats {
     /// or was evicted before it held the whole stream (protected sessions,
     /// `docs/wire.md` §4.12, key update).
     pub group_key_updates: u64,
+    /// Segment lists sent again by unicast to members that missed them
+    /// (protected multicast, `docs/wire.md` §4.12, listed data).
+    pub segment_lists_resent: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }
@@ -330,6 +333,9 @@ impl SessionSender {
         self.buffer.release(offset);
         self.log.release_below(offset);
         self.coded_release(offset);
+        if let Some(k) = self.keys.as_mut() {
+            k.release_below(offset);
+        }
     }
 
     /// Aborts the session: every member gets RESET with `reason`.

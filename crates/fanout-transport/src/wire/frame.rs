@@ -38,6 +38,8 @@ const T_UPSTREAM_ACK: u8 = 0x16;
 const T_SIGNATURE: u8 = 0x17;
 const T_SOURCE_KEY: u8 = 0x18;
 const T_GROUP_KEY_ACK: u8 = 0x19;
+const T_SEGMENTS: u8 = 0x1a;
+const T_SEGMENTS_REQUEST: u8 = 0x1b;
 
 /// GROUP_KEY: the key multicast datagrams of one epoch are sealed under.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -223,10 +225,10 @@ pub struct CloseFrame<'a> {
     pub reason: &'a str,
 }
 
-/// Whether `frames` (a datagram's, after the header) start with a
-/// SIGNATURE frame (a signed list is not itself listed).
-pub fn starts_with_signature(frames: &[u8]) -> bool {
-    frames.first() == Some(&T_SIGNATURE)
+/// Whether `frames` (a datagram's, after the header) start with a signed
+/// list, SIGNATURE or SEGMENTS (a signed list is not itself listed).
+pub fn starts_with_signed_list(frames: &[u8]) -> bool {
+    matches!(frames.first(), Some(&T_SIGNATURE | &T_SEGMENTS))
 }
 
 /// Longest HANDSHAKE message, in bytes.
@@ -271,6 +273,12 @@ pub enum Frame<'a> {
     /// A member has the group key of this epoch (member → sender, under
     /// its pair key).
     GroupKeyAck(u64),
+    /// A signed list of the next segments' hashes, sent ahead of them
+    /// (sender → members, `docs/wire.md` §4.12, listed data).
+    Segments(crate::protection::segments::SegmentList),
+    /// A member asks for the list naming the segment at this offset
+    /// (member → sender, under its pair key).
+    SegmentsRequest(u64),
     /// A signed list of the sender's multicast datagrams (source
     /// authentication, `docs/wire.md` §4.12).
     Signature(crate::protection::source::SignedList),
@@ -416,6 +424,8 @@ impl<'a> Frame<'a> {
                     .map_err(|_| DecodeError::Invalid("group_key"))?,
             }),
             T_GROUP_KEY_ACK => Frame::GroupKeyAck(r.varint()?),
+            T_SEGMENTS => Frame::Segments(crate::protection::segments::SegmentList::decode(r)?),
+            T_SEGMENTS_REQUEST => Frame::SegmentsRequest(r.varint()?),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -527,6 +537,14 @@ impl<'a> Frame<'a> {
             Frame::GroupKeyAck(epoch) => {
                 out.put_u8(T_GROUP_KEY_ACK);
                 out.put_varint(*epoch);
+            }
+            Frame::Segments(list) => {
+                out.put_u8(T_SEGMENTS);
+                list.encode(out);
+            }
+            Frame::SegmentsRequest(offset) => {
+                out.put_u8(T_SEGMENTS_REQUEST);
+                out.put_varint(*offset);
             }
             Frame::Signature(list) => {
                 out.put_u8(T_SIGNATURE);
@@ -745,6 +763,15 @@ mod tests {
             roundtrip(&Frame::Sent(SentFrame { end: off }));
             roundtrip(&Frame::GroupKey(GroupKeyFrame { epoch: off, key: [off as u8; 32] }));
             roundtrip(&Frame::GroupKeyAck(off));
+            roundtrip(&Frame::SegmentsRequest(off));
+            roundtrip(&Frame::Segments(crate::protection::segments::SegmentList {
+                start: off,
+                segments: vec![
+                    crate::protection::segments::ListedSegment { len: 1400, hash: [3; 16] },
+                    crate::protection::segments::ListedSegment { len: 0, hash: [4; 16] },
+                ],
+                signature: [off as u8; 64],
+            }));
             roundtrip(&Frame::SourceKey([off as u8; 32]));
             roundtrip(&Frame::Signature(crate::protection::source::SignedList {
                 entries: vec![(off, [1; 16]), (off + 3, [2; 16])],

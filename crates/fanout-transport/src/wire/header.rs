@@ -26,7 +26,12 @@ impl HeaderFlags {
     /// (`docs/wire.md` §4.12, key update), so the old and the new key
     /// both open while a new one takes over.
     pub const KEY_PHASE: u8 = 0x04;
-    const KNOWN: u8 = Self::SEALED | Self::MULTICAST | Self::KEY_PHASE;
+    /// The frames are one DATA frame named by a signed segment list,
+    /// encrypted under the group's listed-data key without a tag
+    /// (`docs/wire.md` §4.12, listed data); set with `MULTICAST`, never
+    /// with `SEALED`.
+    pub const LISTED: u8 = 0x08;
+    const KNOWN: u8 = Self::SEALED | Self::MULTICAST | Self::KEY_PHASE | Self::LISTED;
 
     /// Flags from raw bits; `None` if an unknown bit is set.
     pub fn from_bits(bits: u8) -> Option<Self> {
@@ -130,7 +135,7 @@ pub fn read_header(datagram: &[u8]) -> Result<Header, DropReason> {
 /// sealed payload it has no keys for.
 pub fn accept_header(datagram: &[u8]) -> Result<(Header, &[u8]), DropReason> {
     let h = read_header(datagram)?;
-    if h.flags.contains(HeaderFlags::SEALED) {
+    if h.flags.contains(HeaderFlags::SEALED) || h.flags.contains(HeaderFlags::LISTED) {
         return Err(DropReason::Unauthenticated);
     }
     Ok((h, &datagram[HEADER_LEN..]))
@@ -149,7 +154,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn roundtrip(flags in 0u8..8, session_id: u64, packet_number: u32, tail in proptest::collection::vec(any::<u8>(), 0..8)) {
+        fn roundtrip(flags in 0u8..16, session_id: u64, packet_number: u32, tail in proptest::collection::vec(any::<u8>(), 0..8)) {
             let h = Header { flags: HeaderFlags::from_bits(flags).unwrap(), session_id, packet_number };
             let mut out = Vec::new();
             h.encode(&mut out);

@@ -15,7 +15,7 @@ mod roster;
 mod timestamp;
 
 pub use frame::{
-    decode_frames, encode_data_header, starts_with_signature, AcceptFrame, AckFrame,
+    decode_frames, encode_data_header, starts_with_signed_list, AcceptFrame, AckFrame,
     AckFrequencyFrame, CatchUpFrame, CloseFrame, ConnectFrame, DataFrame, Frame, FrameIter,
     GroupKeyFrame, OfferFrame, SentFrame, SkipFrame, UpstreamAckFrame, UpstreamFrame,
     MAX_ACK_INTERVAL_US, MAX_REASON_BYTES, MAX_SACK_RANGES,

@@ -56,6 +56,7 @@ impl SessionSender {
                     return;
                 }
                 Frame::GroupKeyAck(epoch) => self.on_group_key_ack(now, id, epoch),
+                Frame::SegmentsRequest(offset) => self.on_segments_request(id, offset),
                 Frame::Close(_) | Frame::Ping | Frame::Padding => {}
                 _ => self.stats.drops.count(DropReason::UnexpectedFrame),
             }

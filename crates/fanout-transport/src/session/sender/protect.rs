@@ -17,9 +17,10 @@
 //! key in use and the one being handed out inside their answer.
 
 use crate::protection::noise::Responder;
+use crate::protection::segments::{segment_hash, ListedSegment, SegmentList, SegmentLists};
 use crate::protection::source::{SignedList, Signer};
 use crate::protection::{
-    HandshakeError, PacketKey, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
+    DataKey, HandshakeError, PacketKey, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
 };
 use crate::session::timers::Timer;
 use crate::wire::{Frame, GroupKeyFrame, Header, HeaderFlags, HEADER_LEN};
@@ -51,6 +52,8 @@ struct GroupKey {
     epoch: u64,
     secret: [u8; 32],
     key: PacketKey,
+    /// Its listed-data key.
+    data: DataKey,
 }
 
 impl GroupKey {
@@ -58,6 +61,7 @@ impl GroupKey {
         GroupKey {
             epoch,
             key: PacketKey::new(&secret),
+            data: DataKey::from_group_secret(&secret),
             secret,
         }
     }
@@ -126,6 +130,8 @@ pub(super) struct SenderKeys {
     resend_after: Option<SocketAddr>,
     /// Signs the lists of multicast datagrams (source authentication).
     signer: Signer,
+    /// Segments listed ahead of sending, and their lists.
+    segments: SegmentLists,
     members: BTreeMap<SocketAddr, MemberKeys>,
     departed: VecDeque<(SocketAddr, MemberKeys)>,
     /// The handshake of the join being admitted, between reading it and
@@ -164,6 +170,7 @@ impl SenderKeys {
             fresh_update: false,
             resend_after: None,
             signer: Signer::new(seeds.next_seed(), max_datagram),
+            segments: SegmentLists::new(max_datagram),
             protection,
             seeds,
             members: BTreeMap::new(),
@@ -435,15 +442,22 @@ impl SenderKeys {
         if crate::packet::travels_in_clear(&out[start + HEADER_LEN..]) {
             return true;
         }
-        // Receivers open by the same flags (they are authenticated).
+        // Receivers open by the same flags.
         if out[start + 3] & HeaderFlags::MULTICAST != 0 {
-            let listed = !crate::wire::starts_with_signature(&out[start + HEADER_LEN..]);
             let phase = (self.sealing & 1) as usize;
             if phase == 1 {
                 out[start + 3] |= HeaderFlags::KEY_PHASE;
             }
-            let key = &self.group[phase].as_ref().expect("the key in use").key;
-            crate::packet::seal(out, start, numbers, key);
+            let group = self.group[phase].as_ref().expect("the key in use");
+            let frames = &out[start + HEADER_LEN..];
+            if self.segments.names(frames) {
+                // One DATA frame a list names: its hash is its proof.
+                out[start + 3] |= HeaderFlags::LISTED;
+                group.data.apply(&mut out[start..], numbers.last());
+                return true;
+            }
+            let listed = !crate::wire::starts_with_signed_list(frames);
+            crate::packet::seal(out, start, numbers, &group.key);
             if listed {
                 self.signer.add(now, numbers.last(), &out[start..]);
             }
@@ -468,6 +482,22 @@ impl SenderKeys {
             }
             None => false,
         }
+    }
+
+    /// The next segment list to multicast (ahead of its segments).
+    pub(super) fn take_segment_list(&mut self) -> Option<SegmentList> {
+        self.segments.take_pending()
+    }
+
+    /// The listed segment at `offset`: `(payload length, fin,
+    /// message end)`; the session sends it exactly so.
+    pub(super) fn listed(&self, offset: u64) -> Option<(u64, bool, bool)> {
+        self.segments.listed(offset)
+    }
+
+    /// Forgets lists of data below `base` (released).
+    pub(super) fn release_below(&mut self, base: u64) {
+        self.segments.release_below(base);
     }
 
     /// The signed list of the multicast datagrams gathered, if due at
@@ -536,6 +566,75 @@ impl super::SessionSender {
         self.arm_key_update(now);
         if evicted {
             self.after_progress(now);
+        }
+    }
+}
+
+impl super::SessionSender {
+    /// Lists the next segments before they are sent (a protected multicast
+    /// session, once data flows): when nothing from `SND.NXT` on is listed,
+    /// signs a list of the segments the send buffer holds from there (up
+    /// to a datagram's worth) and queues it to go out first.
+    pub(super) fn list_segments_ahead(&mut self, now: Instant) {
+        if self.config.group.is_none() || self.keys.is_none() || !self.data_may_flow(now) {
+            return;
+        }
+        let Some(k) = self.keys.as_mut() else {
+            return;
+        };
+        let from = self.snd_nxt;
+        if from < k.segments.listed_to() || k.segments.has_pending() {
+            return;
+        }
+        let fin = self.buffer.fin();
+        let mut at = from;
+        let mut listed = Vec::new();
+        let mut flags = Vec::new();
+        let mut bytes = Vec::new();
+        while listed.len() < k.segments.max_segments() {
+            if at < self.buffer.base() {
+                break;
+            }
+            let (range, _) = self.buffer.next_segment(at, self.mss);
+            let len = range.end - range.start;
+            let ends_stream = fin == Some(range.end);
+            if len == 0 && !ends_stream {
+                break;
+            }
+            let message_end = len > 0 && self.buffer.is_message_end(range.end);
+            bytes.clear();
+            self.buffer.copy_to(range.clone(), &mut bytes);
+            listed.push(ListedSegment {
+                len,
+                hash: segment_hash(at, ends_stream, message_end, &bytes),
+            });
+            flags.push((ends_stream, message_end));
+            at = range.end;
+            if ends_stream {
+                break;
+            }
+        }
+        if listed.is_empty() {
+            return;
+        }
+        let list = SegmentList::sign(&k.signer, self.session_id, from, listed);
+        k.segments.push(list, &flags);
+    }
+
+    /// Member `id` asks for the list naming the segment at `offset`: it
+    /// goes by unicast, under the member's pair key.
+    pub(super) fn on_segments_request(&mut self, id: crate::session::MemberId, offset: u64) {
+        let Some(addr) = self.members.get(id).map(|m| m.addr()) else {
+            return;
+        };
+        let list = self
+            .keys
+            .as_ref()
+            .and_then(|k| k.segments.covering(offset))
+            .cloned();
+        if let Some(list) = list {
+            self.stats.segment_lists_resent += 1;
+            self.control(addr, super::transmit::Control::Segments(Box::new(list)));
         }
     }
 }

@@ -47,6 +47,8 @@ pub(super) enum Control {
     /// The group key being handed out (a protected session's key update),
     /// under the member's pair key.
     GroupKey,
+    /// A segment list a member asked for again.
+    Segments(Box<crate::protection::segments::SegmentList>),
 }
 
 impl SessionSender {
@@ -123,6 +125,18 @@ impl SessionSender {
                 return Some(Transmit { destination: group });
             }
         }
+        // Segments are listed before they go (receivers check them on
+        // arrival); the list itself is not paced.
+        self.list_segments_ahead(now);
+        if let (Some(group), Some(k)) = (self.config.group, self.keys.as_mut()) {
+            if let Some(list) = k.take_segment_list() {
+                let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, true);
+                p.frame(&Frame::Segments(list));
+                p.finish();
+                self.stats.datagrams_sent += 1;
+                return Some(Transmit { destination: group });
+            }
+        }
         if let Some((to, c)) = self.controls.pop_front() {
             let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, false);
             match c {
@@ -154,6 +168,7 @@ impl SessionSender {
                     }
                 }
                 Control::Handshake(answer) => p.frame(&Frame::Handshake(&answer)),
+                Control::Segments(list) => p.frame(&Frame::Segments(*list)),
                 Control::GroupKey => {
                     match self.keys.as_ref().and_then(|k| k.next_key_frame()) {
                         Some(k) => p.frame(&Frame::GroupKey(k)),
@@ -273,19 +288,29 @@ impl SessionSender {
         Some(self.write_segment(now, range, to, out))
     }
 
-    /// Takes the next new segment off the send buffer if the controller's
-    /// limit allows it (logging it and arming idle members' timers).
-    fn take_new(&mut self, now: Instant) -> Option<Range<u64>> {
+    /// Whether data may flow at `now`: once enough members are validated
+    /// ([`crate::session::SessionConfig::wait_for_members`]) or the wait
+    /// is over with at least one (then it stays open).
+    pub(super) fn data_may_flow(&mut self, now: Instant) -> bool {
         if !self.data_open {
             // Members count once their address is validated.
             let validated = self.members.validated_len();
             let enough = validated >= self.config.wait_for_members.max(1);
             let waited = now >= self.created + self.config.wait_at_most && validated > 0;
             if !(enough || waited) {
-                return None;
+                return false;
             }
             self.data_open = true;
             self.timers.set(Timer::Admission, None);
+        }
+        true
+    }
+
+    /// Takes the next new segment off the send buffer if the controller's
+    /// limit allows it (logging it and arming idle members' timers).
+    fn take_new(&mut self, now: Instant) -> Option<Range<u64>> {
+        if !self.data_may_flow(now) {
+            return None;
         }
         let data_end = self.buffer.end();
         let fin = self.buffer.fin();
@@ -293,10 +318,18 @@ impl SessionSender {
             self.cwnd_limited = false;
             return None;
         }
-        let (mut range, _) = self.buffer.next_segment(self.snd_nxt, self.mss);
-        if fin.is_some_and(|f| range.end == f) {
-            range.end += 1; // the FIN occupies one offset
-        }
+        let listed = self.keys.as_ref().and_then(|k| k.listed(self.snd_nxt));
+        let range = match listed {
+            // Exactly as listed (its FIN, if it carries one).
+            Some((len, fin, _)) => self.snd_nxt..self.snd_nxt + len + u64::from(fin),
+            None => {
+                let (mut range, _) = self.buffer.next_segment(self.snd_nxt, self.mss);
+                if fin.is_some_and(|f| range.end == f) {
+                    range.end += 1; // the FIN occupies one offset
+                }
+                range
+            }
+        };
         let view = self.members.view();
         let window = self.controller.window(&view);
         let limit = self.controller.send_limit(&view, window);
@@ -367,9 +400,13 @@ impl SessionSender {
         let data_end = range.end.min(self.buffer.end());
         let fin = self.buffer.fin().is_some_and(|f| range.end == f + 1);
         let len = (data_end - range.start) as usize;
-        let message_end = self.buffer.is_message_end(data_end) && len > 0;
-        let buffer = &self.buffer;
         let multicast = to.ip().is_multicast();
+        let message_end = match self.keys.as_ref().and_then(|k| k.listed(range.start)) {
+            // A listed segment goes exactly as its hash says.
+            Some((l, _, end)) if multicast && l == len as u64 => end,
+            _ => self.buffer.is_message_end(data_end) && len > 0,
+        };
+        let buffer = &self.buffer;
         let mut p = PacketBuilder::new(out, &mut self.numbers, self.session_id, multicast);
         p.data(
             range.start,
