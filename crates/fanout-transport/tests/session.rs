@@ -534,6 +534,59 @@ fn from_start_joiner_after_the_first_sends_gets_the_missed_prefix() {
     assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
 }
 
+/// A join flood on an unprotected session: once 16 members are
+/// unvalidated, unproven joins get a stateless RETRY (no longer than the
+/// CONNECT) and leave no state; honest joiners answer it with a CONNECT
+/// under its token, are admitted with their address validated at once,
+/// and get the whole stream.
+#[test]
+fn a_join_flood_gets_stateless_retries_and_honest_joiners_still_get_in() {
+    let data = random_data(1 << 20, 30);
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        ..config()
+    };
+    let mut net = Net::new(cfg.clone(), 2, data.clone(), Box::new(|_, _, _| false));
+    let mut buf = Vec::new();
+    let mut connect_len = 0;
+    for i in 0..100 {
+        let forged: SocketAddr = format!("10.9.0.{}:1", i + 1).parse().unwrap();
+        let mut r = Receiver::join(cfg.transport.clone(), SENDER.parse().unwrap(), net.now);
+        buf.clear();
+        r.poll_transmit(net.now, &mut buf).unwrap();
+        connect_len = buf.len();
+        net.sender.handle_datagram(net.now, forged, &buf);
+    }
+    net.run(Duration::from_secs(60));
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+    assert!(net.got.iter().all(|g| *g == data));
+    let st = net.sender.stats();
+    assert_eq!(st.members_joined, 16 + 2, "16 forged joins, then retries");
+    assert_eq!(
+        st.retries_sent,
+        84 + 2,
+        "the rest of the flood, and the honest two"
+    );
+    assert_eq!(st.unvalidated_evicted, 16);
+    let retries: Vec<usize> = net
+        .elsewhere
+        .iter()
+        .filter(|(_, d)| {
+            let (_, body) = fanout_transport::wire::Header::decode(d).unwrap();
+            matches!(
+                fanout_transport::wire::decode_frames(body).next(),
+                Some(Ok(fanout_transport::wire::Frame::Retry(_)))
+            )
+        })
+        .map(|(_, d)| d.len())
+        .collect();
+    assert_eq!(retries.len(), 84, "one RETRY per CONNECT of the flood");
+    assert!(
+        retries.iter().all(|n| *n <= connect_len),
+        "{retries:?} vs {connect_len}"
+    );
+}
+
 #[test]
 fn hostile_joins_and_acks_are_bounded_and_counted() {
     let cfg = SessionConfig {

@@ -321,6 +321,23 @@ fn members_holding_gaps_cannot_pin_the_upstream_buffers() {
     let members = fanout_transport::session::MAX_UPSTREAM_BUFFERS as u16 + 2;
     for i in 0..=members {
         s.handle_datagram(now, addr(i), &datagram(0, connect.clone()));
+        // Beyond 16 unvalidated members the session answers a RETRY: the
+        // member joins again under its token, as a receiver does.
+        let mut out = Vec::new();
+        let mut retry = None;
+        drain(&mut s, now, &mut out, 64, |t, d| {
+            let (_, body) = fanout_transport::wire::Header::decode(d).unwrap();
+            if let Some(Ok(Frame::Retry(token))) =
+                fanout_transport::wire::decode_frames(body).next()
+            {
+                if t.destination == addr(i) {
+                    retry = Some(token);
+                }
+            }
+        });
+        if let Some(token) = retry {
+            s.handle_datagram(now, addr(i), &datagram_as(token, 0, connect.clone()));
+        }
     }
     assert_eq!(s.member_count(), usize::from(members) + 1);
     let piece = |offset: u64| {

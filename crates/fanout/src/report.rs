@@ -56,6 +56,7 @@ pub fn file_session_counters(
         ("members_joined", st.members_joined),
         ("members_left", st.members_left),
         ("unvalidated_evicted", st.unvalidated_evicted),
+        ("retries_sent", st.retries_sent),
         ("amplification_limited", st.amplification_limited),
         ("group_key_updates", st.group_key_updates),
         ("segment_lists_resent", st.segment_lists_resent),

@@ -67,6 +67,9 @@ pub struct Merger {
     /// datagram), which validates this merger's address there
     /// (`crate::address_budget`).
     confirm_up: bool,
+    /// The token of a parent's (or ancestor's) RETRY: the header id of the
+    /// next CONNECTs to it (0 until one came).
+    retry_token: u64,
     /// Datagrams toward children: (address, session id, frames).
     down: VecDeque<(SocketAddr, u64, Arc<[u8]>)>,
     parent_heard: Instant,
@@ -103,6 +106,7 @@ impl Merger {
             pending_ack: None,
             pending_reset: None,
             confirm_up: false,
+            retry_token: 0,
             down: VecDeque::new(),
             parent_heard: now,
             stall_check: Instant::MAX,
@@ -492,7 +496,18 @@ impl Merger {
             Up::Closed(_) => unreachable!("checked by the caller"),
             Up::Gathering => self.stats.drops.count(DropReason::UnexpectedFrame),
             Up::Connecting { .. } => match decode_frames(body).next() {
-                Some(Ok(Frame::Accept(a))) => self.establish(now, header.session_id, a),
+                Some(Ok(Frame::Accept(a))) => {
+                    self.retry_token = 0;
+                    self.establish(now, header.session_id, a)
+                }
+                // The parent is under a join flood: join again at once
+                // under its token.
+                Some(Ok(Frame::Retry(token))) => {
+                    self.retry_token = token;
+                    if let Up::Connecting { next_try, .. } = &mut self.up {
+                        *next_try = now;
+                    }
+                }
                 Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
                     let reason = reason.to_string();
                     self.close(
@@ -658,8 +673,9 @@ impl Engine for Merger {
                 // without ROSTER support reads the CONNECT and stops).
                 let roster = Frame::Roster(self.roster.summary(now, &self.table.spec.children));
                 let connect = Frame::Connect(c.to_connect(WireTimestamp::at(now)));
-                // Session id 0: the parent names the session in its ACCEPT.
-                return Some(self.send(buf, 0, parent, |p| {
+                // Session id 0 (or a RETRY's token): the parent names the
+                // session in its ACCEPT.
+                return Some(self.send(buf, self.retry_token, parent, |p| {
                     p.frame(&connect).frame(&roster);
                 }));
             }

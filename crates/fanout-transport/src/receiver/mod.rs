@@ -132,6 +132,9 @@ pub struct Receiver {
     /// The header id of its datagrams to its feedback target: the token of
     /// the ACCEPT it joined with (`crate::session` member tokens).
     token: u64,
+    /// The token of the join target's RETRY, the header id of our next
+    /// CONNECTs (0 until one came).
+    retry_token: u64,
     /// The ACCEPT just arrived: echo the token at once (one PADDING
     /// datagram), which validates this receiver's address at the sender
     /// (`crate::address_budget`); until then it does not count as a member.
@@ -194,6 +197,7 @@ impl Receiver {
             start: 0,
             pending_reset: None,
             token: 0,
+            retry_token: 0,
             confirm: false,
             refusals: VecDeque::new(),
             largest_pn: None,
@@ -628,6 +632,7 @@ impl Receiver {
                 | Frame::Handshake(_)
                 | Frame::GroupKeyAck(_)
                 | Frame::SegmentsRequest(_)
+                | Frame::Retry(_)
                 | Frame::Signature(_)
                 | Frame::SourceKey(_)
                 | Frame::Roster(_) => {
@@ -768,6 +773,14 @@ impl Receiver {
                         code,
                         reason: reason.into(),
                     });
+                }
+            }
+            // The sender is under a join flood: join again at once under
+            // its token, which proves this address receives.
+            Some(Ok(Frame::Retry(token))) if from == target => {
+                self.retry_token = token;
+                if let State::Joining { next_try, .. } = &mut self.state {
+                    *next_try = now;
                 }
             }
             // The offering sender offers again: our CONNECT retries on its
@@ -1045,8 +1058,9 @@ impl Receiver {
                 let first = keys.first_message(&inner)?.to_vec();
                 return Some(self.send_frame(buf, 0, target, &Frame::Handshake(&first)));
             }
-            // Session id 0: the sender names the session in its ACCEPT.
-            return Some(self.send_frame(buf, 0, target, &connect));
+            // Session id 0 (or a RETRY's token): the sender names the
+            // session in its ACCEPT.
+            return Some(self.send_frame(buf, self.retry_token, target, &connect));
         }
         let (peer, session_id) = self.peer?;
         if std::mem::take(&mut self.confirm) && self.state == State::Established {

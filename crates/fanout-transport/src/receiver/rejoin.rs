@@ -25,6 +25,7 @@ impl Receiver {
             return false;
         };
         tracing::debug!(to = %next, "join: parent never answered or refused; asking the next ancestor");
+        self.retry_token = 0; // another sender's
         self.state = State::Joining {
             target: next,
             invited: false,
@@ -83,9 +84,16 @@ impl Receiver {
                 }
                 self.peer = Some((target, session));
                 self.token = a.token;
+                self.retry_token = 0;
                 self.member_id = a.member_id;
                 self.last_heard = now;
                 self.acks.request_immediate();
+                true
+            }
+            // The ancestor is under a join flood: the next resume CONNECT
+            // goes under its token.
+            Some(Ok(Frame::Retry(token))) => {
+                self.retry_token = token;
                 true
             }
             Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
@@ -124,6 +132,11 @@ impl Receiver {
             timestamp: WireTimestamp::at(now),
             resume_from: position,
         });
-        Some(self.send_frame(buf, session_id, target, &connect))
+        let id = if self.retry_token != 0 {
+            self.retry_token
+        } else {
+            session_id
+        };
+        Some(self.send_frame(buf, id, target, &connect))
     }
 }

@@ -103,6 +103,22 @@ pub struct SessionConfig {
 /// joins cannot fill the member table.
 pub const MAX_UNVALIDATED_MEMBERS: usize = 1024;
 
+/// Unvalidated members from which an unprotected session stops admitting
+/// unsolicited joins directly and answers them with a stateless RETRY
+/// instead (`docs/wire.md` §4.11): a join flood then creates no state.
+/// Honest joiners validate within a round trip, so below this a session
+/// is not under a flood and joins cost no extra round trip.
+pub const RETRY_ABOVE_UNVALIDATED: usize = 16;
+
+/// Once a join flood made an unprotected session answer with RETRYs, it
+/// keeps doing so until no unproven join came for this long: otherwise
+/// every forged member evicted would make room for the next one.
+pub const RETRY_MODE_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A RETRY's token is valid in the window it was made in and the next one
+/// (so for one to two of these).
+pub const RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl SessionConfig {
     /// A transfer to one receiver (a session of one, started with
     /// [`super::SessionSender::offer`]): no group, data as soon as the

@@ -63,6 +63,23 @@ impl TokenKey {
         }
         t
     }
+
+    /// The token of a RETRY to `addr` in time window `window` (a stateless
+    /// retry, `docs/wire.md` §4.11): never 0 nor the session id, and apart
+    /// from member tokens by a label of its own.
+    pub fn token_for_retry(&self, session_id: u64, window: u64, addr: SocketAddr) -> u64 {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(b"retry");
+        h.update(&session_id.to_be_bytes());
+        h.update(&window.to_be_bytes());
+        h.update(addr.to_string().as_bytes());
+        let b = h.finalize();
+        let mut t = u64::from_be_bytes(b.as_bytes()[..8].try_into().expect("8 bytes"));
+        while t == 0 || t == session_id {
+            t = t.wrapping_add(1);
+        }
+        t
+    }
 }
 
 #[cfg(test)]

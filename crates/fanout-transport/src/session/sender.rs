@@ -130,6 +130,8 @@ pub struct SessionStats {
     pub amplification_limited: u64,
     /// Members evicted because their address was never validated.
     pub unvalidated_evicted: u64,
+    /// Stateless RETRYs sent to joiners during a join flood.
+    pub retries_sent: u64,
     /// OFFERs sent to listeners.
     pub offers_sent: u64,
     /// Datagrams sent in all.
@@ -174,6 +176,8 @@ pub struct SessionSender {
     /// Unicast fan-out of the segment just sent (no multicast group).
     fanout: FanoutRun,
     controls: VecDeque<(SocketAddr, Control)>,
+    /// RETRYs among `controls` ([`transmit::MAX_QUEUED_RETRIES`]).
+    queued_retries: usize,
     numbers: PacketNumbers,
     pacer: Pacer,
     cwnd_limited: bool,
@@ -187,6 +191,9 @@ pub struct SessionSender {
     /// flood of forged joins holds the end for at most two validation
     /// timeouts.
     validated_done: Option<(Instant, Option<MemberId>)>,
+    /// Until when unproven joins get a stateless RETRY
+    /// ([`super::config::RETRY_MODE_HOLD`] after the last one that did).
+    retry_until: Instant,
     closed: Option<CloseReason>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
@@ -254,6 +261,7 @@ impl SessionSender {
             offers: Offers::default(),
             fanout: FanoutRun::default(),
             controls: VecDeque::new(),
+            queued_retries: 0,
             numbers: PacketNumbers::default(),
             pacer,
             cwnd_limited: false,
@@ -261,6 +269,7 @@ impl SessionSender {
             data_open: false,
             finished: false,
             validated_done: None,
+            retry_until: Instant::ZERO,
             closed: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),

@@ -40,6 +40,7 @@ const T_SOURCE_KEY: u8 = 0x18;
 const T_GROUP_KEY_ACK: u8 = 0x19;
 const T_SEGMENTS: u8 = 0x1a;
 const T_SEGMENTS_REQUEST: u8 = 0x1b;
+const T_RETRY: u8 = 0x1c;
 
 /// GROUP_KEY: the key multicast datagrams of one epoch are sealed under.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -279,6 +280,10 @@ pub enum Frame<'a> {
     /// A member asks for the list naming the segment at this offset
     /// (member → sender, under its pair key).
     SegmentsRequest(u64),
+    /// Join again under this token as the header's id (sender → joiner,
+    /// unprotected, under a join flood, `docs/wire.md` §4.11): the sender
+    /// keeps no state until a CONNECT proves the joiner received it.
+    Retry(u64),
     /// A signed list of the sender's multicast datagrams (source
     /// authentication, `docs/wire.md` §4.12).
     Signature(crate::protection::source::SignedList),
@@ -426,6 +431,7 @@ impl<'a> Frame<'a> {
             T_GROUP_KEY_ACK => Frame::GroupKeyAck(r.varint()?),
             T_SEGMENTS => Frame::Segments(crate::protection::segments::SegmentList::decode(r)?),
             T_SEGMENTS_REQUEST => Frame::SegmentsRequest(r.varint()?),
+            T_RETRY => Frame::Retry(r.u64()?),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -545,6 +551,10 @@ impl<'a> Frame<'a> {
             Frame::SegmentsRequest(offset) => {
                 out.put_u8(T_SEGMENTS_REQUEST);
                 out.put_varint(*offset);
+            }
+            Frame::Retry(token) => {
+                out.put_u8(T_RETRY);
+                out.put_u64(*token);
             }
             Frame::Signature(list) => {
                 out.put_u8(T_SIGNATURE);
@@ -764,6 +774,7 @@ mod tests {
             roundtrip(&Frame::GroupKey(GroupKeyFrame { epoch: off, key: [off as u8; 32] }));
             roundtrip(&Frame::GroupKeyAck(off));
             roundtrip(&Frame::SegmentsRequest(off));
+            roundtrip(&Frame::Retry(off | 1 << 63));
             roundtrip(&Frame::Segments(crate::protection::segments::SegmentList {
                 start: off,
                 segments: vec![

@@ -201,6 +201,7 @@ impl Merger {
                 }
                 self.config.parent = target;
                 self.parent_heard = now;
+                self.retry_token = 0;
                 if let Some(old) = self.accept.as_mut() {
                     old.member_id = a.member_id;
                     old.token = a.token;
@@ -209,6 +210,12 @@ impl Merger {
                 if let Some(m) = self.table.spec.children.meet() {
                     self.pending_ack = Some(m.to_frame(WireTimestamp(0)));
                 }
+                true
+            }
+            // The ancestor is under a join flood: the next resume CONNECT
+            // goes under its token.
+            Some(Ok(Frame::Retry(token))) => {
+                self.retry_token = token;
                 true
             }
             Some(Ok(Frame::Reset(CloseFrame { code, reason }))) => {
@@ -258,7 +265,12 @@ impl Merger {
             timestamp: WireTimestamp::at(now),
             resume_from: position,
         });
-        Some(self.send(buf, self.session_id, target, |p| {
+        let id = if self.retry_token != 0 {
+            self.retry_token
+        } else {
+            self.session_id
+        };
+        Some(self.send(buf, id, target, |p| {
             p.frame(&connect);
         }))
     }

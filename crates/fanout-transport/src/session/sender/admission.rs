@@ -10,7 +10,9 @@ use super::{SessionEvent, SessionSender};
 use crate::event::CloseReason;
 use crate::handshake::retry_wait;
 use crate::recovery::Recovery;
-use crate::session::config::{JoinPolicy, MAX_UNVALIDATED_MEMBERS};
+use crate::session::config::{
+    JoinPolicy, MAX_UNVALIDATED_MEMBERS, RETRY_ABOVE_UNVALIDATED, RETRY_MODE_HOLD, RETRY_WINDOW,
+};
 use crate::session::member::Member;
 use crate::session::timers::Timer;
 use crate::wire::{
@@ -193,7 +195,7 @@ impl SessionSender {
                 Ok(Clear::Join(payload)) => {
                     match decode_frames(&payload).next() {
                         Some(Ok(Frame::Connect(c))) => {
-                            self.admit(now, from, &c, &payload, datagram.len() as u64)
+                            self.admit(now, from, 0, &c, &payload, datagram.len() as u64)
                         }
                         _ => self.stats.drops.count(DropReason::UnexpectedFrame),
                     }
@@ -246,14 +248,17 @@ impl SessionSender {
             self.stats.drops.count(DropReason::SessionClosed);
             return;
         }
+        let is_connect = matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_))));
+        let joined_id = is_connect
+            && (header.session_id == 0 || self.is_retry_token(now, from, header.session_id));
         if let Some(m) = self.members.at_addr(&from) {
             // A member speaks under its token (`super::super::member_token`):
             // under the public session id, anybody could. One whose ACCEPT
-            // was lost retries its CONNECT, still under id 0 (it learns its
-            // token from the ACCEPT).
+            // was lost retries its CONNECT, still under the id it joined
+            // with (0, or a RETRY's token; it learns its token from the
+            // ACCEPT).
             let echoed = header.session_id == m.token();
-            let connect_retry = header.session_id == 0
-                && matches!(decode_frames(body).next(), Some(Ok(Frame::Connect(_))));
+            let connect_retry = joined_id;
             if !(echoed || connect_retry) {
                 self.stats.drops.count(DropReason::UnknownSession);
                 return;
@@ -274,8 +279,9 @@ impl SessionSender {
         }
         let ours = header.session_id == self.session_id;
         match decode_frames(body).next() {
-            Some(Ok(Frame::Connect(c))) if ours || header.session_id == 0 => {
-                self.admit(now, from, &c, body, datagram_len as u64);
+            Some(Ok(Frame::Connect(c))) if ours || joined_id => {
+                let id = header.session_id;
+                self.admit(now, from, id, &c, body, datagram_len as u64);
             }
             // An invited listener refused (busy with another sender).
             Some(Ok(Frame::Reset(r))) if ours && self.offers.is_pending(from) => {
@@ -334,15 +340,45 @@ impl SessionSender {
         }
     }
 
-    /// A CONNECT (in a datagram of `len` bytes) from a stranger: admits it
-    /// as a member (or refuses it), taking a merger's ROSTER riding with
-    /// it (`docs/wire.md` §4.8). Its address is validated at once only if
-    /// the application invited it ([`SessionSender::offer`]); otherwise it
-    /// must echo its token first ([`crate::address_budget`]).
+    /// The RETRY token for `addr` at `now`.
+    fn retry_token(&self, now: Instant, addr: SocketAddr) -> u64 {
+        let window =
+            now.saturating_duration_since(Instant::ZERO).as_millis() / RETRY_WINDOW.as_millis();
+        self.config
+            .token_key
+            .token_for_retry(self.session_id, window as u64, addr)
+    }
+
+    /// Whether `id` is a RETRY token this session gave `addr` lately (in
+    /// this window or the last).
+    fn is_retry_token(&self, now: Instant, addr: SocketAddr, id: u64) -> bool {
+        if id == 0 || id == self.session_id || self.keys.is_some() {
+            return false;
+        }
+        let window = (now.saturating_duration_since(Instant::ZERO).as_millis()
+            / RETRY_WINDOW.as_millis()) as u64;
+        [window, window.saturating_sub(1)].iter().any(|w| {
+            self.config
+                .token_key
+                .token_for_retry(self.session_id, *w, addr)
+                == id
+        })
+    }
+
+    /// A CONNECT (in a datagram of `len` bytes, under header id
+    /// `header_id`) from a stranger: admits it as a member (or refuses
+    /// it), taking a merger's ROSTER riding with it (`docs/wire.md` §4.8).
+    /// Its address is validated at once if the application invited it
+    /// ([`SessionSender::offer`]) or it came back with a RETRY's token;
+    /// otherwise it must echo its member token first
+    /// ([`crate::address_budget`]). Under a join flood (many members
+    /// unvalidated) an unprotected session answers an unproven join with a
+    /// RETRY and keeps nothing.
     fn admit(
         &mut self,
         now: Instant,
         from: SocketAddr,
+        header_id: u64,
         connect: &ConnectFrame,
         body: &[u8],
         len: u64,
@@ -357,7 +393,17 @@ impl SessionSender {
             .pending
             .iter()
             .any(|o| o.peer == from && o.repeat);
-        if !named && self.members.len() - self.members.validated_len() >= MAX_UNVALIDATED_MEMBERS {
+        let retried = self.is_retry_token(now, from, header_id);
+        let unvalidated = self.members.len() - self.members.validated_len();
+        let flood = unvalidated >= RETRY_ABOVE_UNVALIDATED || now < self.retry_until;
+        if !named && !retried && self.keys.is_none() && flood {
+            // Stateless: a RETRY no longer than the CONNECT, nothing kept.
+            self.retry_until = now + RETRY_MODE_HOLD;
+            self.stats.retries_sent += 1;
+            self.control(from, Control::Retry(self.retry_token(now, from)));
+            return;
+        }
+        if !named && !retried && unvalidated >= MAX_UNVALIDATED_MEMBERS {
             // A join flood: dropped unanswered (the honest retry later).
             self.stats.drops.count(DropReason::LimitExceeded);
             return;
@@ -411,7 +457,8 @@ impl SessionSender {
         let recovery = Recovery::new(start, RttEstimator::new(t.rto), t.cc.build(self.mss));
         let token = self.config.token_key.token(self.session_id, id, from);
         let mut member = Member::new(id, from, token, start, connect.window, recovery, now);
-        if !named {
+        let validated = named || retried;
+        if !validated {
             member = member.unvalidated(len);
         }
         if start < self.snd_nxt {
@@ -426,7 +473,7 @@ impl SessionSender {
         }
         self.stats.members_joined += 1;
         tracing::debug!(session = self.session_id, member = id.0, %from, start, "member joined");
-        if named {
+        if validated {
             self.on_validated(now, id);
         }
         self.control(

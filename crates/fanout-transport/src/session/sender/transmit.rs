@@ -22,6 +22,12 @@ use std::ops::Range;
 /// are dropped (a join flood cannot grow memory).
 pub const MAX_PENDING_CONTROL: usize = 1024;
 
+/// Most RETRYs queued at once (of [`MAX_PENDING_CONTROL`]): under a join
+/// flood they go to unproven addresses, so beyond this they are dropped
+/// (counted as `limit_exceeded`) and the rest of the queue stays for
+/// members and proven joiners.
+pub const MAX_QUEUED_RETRIES: usize = MAX_PENDING_CONTROL / 4;
+
 /// A control datagram waiting to go out.
 #[derive(Debug)]
 pub(super) enum Control {
@@ -49,13 +55,21 @@ pub(super) enum Control {
     GroupKey,
     /// A segment list a member asked for again.
     Segments(Box<crate::protection::segments::SegmentList>),
+    /// A stateless retry: join again under this token.
+    Retry(u64),
 }
 
 impl SessionSender {
     /// Queues a control datagram to `to` (dropped and counted beyond
     /// [`MAX_PENDING_CONTROL`]).
     pub(super) fn control(&mut self, to: SocketAddr, c: Control) {
+        let retry = matches!(c, Control::Retry(_));
+        if retry && self.queued_retries >= MAX_QUEUED_RETRIES {
+            self.stats.drops.count(DropReason::LimitExceeded);
+            return;
+        }
         if self.controls.len() < MAX_PENDING_CONTROL {
+            self.queued_retries += usize::from(retry);
             self.controls.push_back((to, c));
         } else {
             self.stats.drops.count(DropReason::LimitExceeded);
@@ -169,6 +183,10 @@ impl SessionSender {
                 }
                 Control::Handshake(answer) => p.frame(&Frame::Handshake(&answer)),
                 Control::Segments(list) => p.frame(&Frame::Segments(*list)),
+                Control::Retry(token) => {
+                    self.queued_retries -= 1;
+                    p.frame(&Frame::Retry(token))
+                }
                 Control::GroupKey => {
                     match self.keys.as_ref().and_then(|k| k.next_key_frame()) {
                         Some(k) => p.frame(&Frame::GroupKey(k)),
