@@ -206,14 +206,21 @@ fn eight_receivers_get_identical_files_with_two_lossy() {
     );
 }
 
-#[test]
-fn a_killed_receiver_is_evicted_and_the_rest_complete() {
+/// Runs a session in which receiver 5 is killed once its file is being
+/// written (every host with `args` too); checks that the others complete
+/// and the killed one left, and returns the sender's report.
+fn run_with_a_killed_receiver(
+    tag: &str,
+    args: &'static [&'static str],
+) -> Option<serde_json::Value> {
     let len = file_size();
-    let Some((run, data)) = session(
-        "killed",
+    let mut sender_args = vec!["--stall-timeout", "3", "--window-mib", "2"];
+    sender_args.extend_from_slice(args);
+    let (run, data) = session(
+        tag,
         len,
-        |_| vec![],
-        &["--stall-timeout", "3", "--window-mib", "2"],
+        |_| args.to_vec(),
+        &sender_args,
         |_, rx, outs| {
             // Kill receiver 5 once its file is being written.
             let part = {
@@ -231,9 +238,7 @@ fn a_killed_receiver_is_evicted_and_the_rest_complete() {
             }
             rx[4].kill().expect("kill receiver 5");
         },
-    ) else {
-        return;
-    };
+    )?;
     for (i, (ok, _)) in run.receivers.iter().enumerate() {
         if i == 4 {
             continue;
@@ -256,6 +261,30 @@ fn a_killed_receiver_is_evicted_and_the_rest_complete() {
         .filter(|m| !m["left"].is_null())
         .collect();
     assert_eq!(left.len(), 1, "{}", run.sender["members"]);
+    Some(run.sender)
+}
+
+#[test]
+fn a_killed_receiver_is_evicted_and_the_rest_complete() {
+    run_with_a_killed_receiver("killed", &[]);
+}
+
+/// Protected, the killed receiver held the group key: its eviction
+/// replaces the key for the others (`docs/wire.md` §4.12, key update),
+/// over real sockets and real IP multicast.
+#[test]
+fn a_killed_protected_receiver_is_evicted_and_the_group_key_replaced() {
+    let psk = std::env::temp_dir().join(format!("fanout-mc-kill-{}.psk", std::process::id()));
+    std::fs::write(&psk, format!("{}\n", "6b".repeat(32))).unwrap();
+    let psk: &'static str = Box::leak(psk.display().to_string().into_boxed_str());
+    let args: &'static [&'static str] = Box::leak(vec!["--psk-file", psk].into_boxed_slice());
+    let sender = run_with_a_killed_receiver("killed-protected", args);
+    let _ = std::fs::remove_file(psk);
+    let Some(sender) = sender else {
+        return;
+    };
+    let updates = sender["transport"]["group_key_updates"].as_u64().unwrap();
+    assert_eq!(updates, 1, "{}", sender["transport"]);
 }
 
 /// A protected session over real IP multicast: every receiver holds the
