@@ -269,11 +269,15 @@ impl SegmentLists {
         self.pending.pop_front()
     }
 
-    /// The kept list naming the segment at `offset`.
+    /// The kept list naming the segment at `offset` (lists are kept in
+    /// stream order: a binary search, then one list's entries).
     pub fn covering(&self, offset: u64) -> Option<&SegmentList> {
-        self.kept
-            .iter()
-            .find(|l| l.start <= offset && offset <= l.end() && l.iter().any(|(o, _)| o == offset))
+        let i = self
+            .kept
+            .partition_point(|l| l.start <= offset)
+            .checked_sub(1)?;
+        let l = &self.kept[i];
+        l.iter().any(|(o, _)| o == offset).then_some(l)
     }
 
     /// Forgets lists and segments wholly below `base` (released data).
