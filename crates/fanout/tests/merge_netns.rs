@@ -28,28 +28,8 @@ fn merger_addr(lan: &LanTopology, host: usize) -> String {
 }
 
 fn receiver(lan: &LanTopology, host: usize, merger: &str, out: &Path) -> NsChild {
-    let ip = lan.host(host).ipv4().to_string();
-    spawn(
-        lan,
-        host,
-        &[
-            "recv",
-            "--group",
-            GROUP,
-            "--from",
-            SENDER,
-            "--merger",
-            merger,
-            "--interface",
-            &ip,
-            "--json",
-            "--quiet",
-            "--idle-timeout",
-            "20",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    )
+    let extra = ["--merger", merger];
+    common::spawn_group_receiver(lan, host, GROUP, SENDER, out, &extra)
 }
 
 #[test]

@@ -151,33 +151,11 @@ impl Tree {
 
     fn start_receiver(&mut self, i: usize) {
         let host = receiver_host(i);
-        let ip = self.lan.host(host).ipv4().to_string();
         let merger = merger_addr(&self.lan, receiver_merger(i));
         let m0 = merger_addr(&self.lan, 0);
         let out = self.out(i);
-        let c = spawn(
-            &self.lan,
-            host,
-            &[
-                "recv",
-                "--group",
-                GROUP,
-                "--from",
-                SENDER,
-                "--merger",
-                &merger,
-                "--merger-fallback",
-                &m0,
-                "--interface",
-                &ip,
-                "--json",
-                "--quiet",
-                "--idle-timeout",
-                "20",
-                "-o",
-                out.to_str().unwrap(),
-            ],
-        );
+        let extra = ["--merger", &merger, "--merger-fallback", &m0];
+        let c = common::spawn_group_receiver(&self.lan, host, GROUP, SENDER, &out, &extra);
         self.receivers[i] = Some(c);
     }
 

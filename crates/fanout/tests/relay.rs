@@ -39,25 +39,8 @@ fn receiver(
     out: &Path,
     extra: &[String],
 ) -> NsChild {
-    let ip = lan.host(host).ipv4().to_string();
-    let out = out.to_str().unwrap();
-    let args = [
-        "recv",
-        "--group",
-        group,
-        "--from",
-        from,
-        "--interface",
-        &ip,
-        "--json",
-        "--quiet",
-        "--idle-timeout",
-        "20",
-        "-o",
-        out,
-    ];
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    spawn(lan, host, &[&args[..], &extra].concat())
+    common::spawn_group_receiver(lan, host, group, from, out, &extra)
 }
 
 /// Starts `fanout relay` on host 1 from G1 (sender on host 0) to G2, with

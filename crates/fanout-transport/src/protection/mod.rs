@@ -15,6 +15,7 @@
 //! with the member's own pair of keys.
 
 mod data_key;
+mod group_key;
 pub mod noise;
 mod packet_key;
 mod replay;
@@ -22,6 +23,7 @@ pub mod segments;
 pub mod source;
 
 pub use data_key::DataKey;
+pub use group_key::GroupKey;
 pub use noise::{Credentials, HandshakeError, PairKeys, PublicKey, SeedStream};
 pub use packet_key::{PacketKey, Unauthenticated, TAG_LEN};
 pub use replay::{Replay, ReplayWindow, REPLAY_WINDOW};

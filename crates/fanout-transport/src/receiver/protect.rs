@@ -6,7 +6,7 @@
 use crate::protection::noise::Initiator;
 use crate::protection::segments::{Listed, SegmentList, SegmentVerifier};
 use crate::protection::source::{Held, Verifier};
-use crate::protection::{DataKey, PacketKey, PairKeys, Protection, ReplayWindow, SeedStream};
+use crate::protection::{GroupKey, PairKeys, Protection, ReplayWindow, SeedStream};
 use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -20,24 +20,6 @@ pub(super) enum Source {
     /// A verified list: process these held datagrams' frames (with their
     /// arrival), in order.
     Release(Vec<(Instant, Vec<u8>)>),
-}
-
-/// One group key at a receiver.
-struct GroupKey {
-    epoch: u64,
-    key: PacketKey,
-    /// Its listed-data key.
-    data: DataKey,
-}
-
-impl GroupKey {
-    fn new(epoch: u64, secret: &[u8; 32]) -> Self {
-        GroupKey {
-            epoch,
-            key: PacketKey::new(secret),
-            data: DataKey::from_group_secret(secret),
-        }
-    }
 }
 
 /// A join's handshake, kept as what rebuilds it: a forged answer that
@@ -133,7 +115,7 @@ impl ReceiverKeys {
         for f in decode_frames(&payload) {
             match f {
                 Ok(Frame::GroupKey(k)) => {
-                    group[(k.epoch & 1) as usize] = Some(GroupKey::new(k.epoch, &k.key))
+                    group[(k.epoch & 1) as usize] = Some(GroupKey::new(k.epoch, k.key))
                 }
                 Ok(Frame::SourceKey(k)) => verifier = Some(Verifier::new(k, session_id)),
                 Ok(f) => f.encode(&mut frames),
@@ -318,7 +300,7 @@ impl ReceiverKeys {
                 Ok(Frame::GroupKey(GroupKeyFrame { epoch, key })) => {
                     let slot = &mut self.group[(epoch & 1) as usize];
                     if slot.as_ref().is_none_or(|g| g.epoch < epoch) {
-                        *slot = Some(GroupKey::new(epoch, &key));
+                        *slot = Some(GroupKey::new(epoch, key));
                     }
                     if slot.as_ref().is_some_and(|g| g.epoch == epoch) {
                         self.key_ack = Some(epoch);

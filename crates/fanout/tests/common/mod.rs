@@ -55,6 +55,37 @@ pub fn spawn_group_sender(
     spawn(lan, host, &[&args[..], extra].concat())
 }
 
+/// Starts `fanout recv --group GROUP --from FROM --interface IP --json
+/// --quiet --idle-timeout 20 -o OUT EXTRA...` on host `host` (IP: the
+/// host's address).
+pub fn spawn_group_receiver(
+    lan: &LanTopology,
+    host: usize,
+    group: &str,
+    from: &str,
+    out: &Path,
+    extra: &[&str],
+) -> NsChild {
+    let ip = lan.host(host).ipv4().to_string();
+    let out = out.to_str().expect("UTF-8 path");
+    let args = [
+        "recv",
+        "--group",
+        group,
+        "--from",
+        from,
+        "--interface",
+        &ip,
+        "--json",
+        "--quiet",
+        "--idle-timeout",
+        "20",
+        "-o",
+        out,
+    ];
+    spawn(lan, host, &[&args[..], extra].concat())
+}
+
 /// Waits for `child` (at most `limit`; killed after) and returns its JSON
 /// report, or panics with its stderr.
 pub fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::Value {

@@ -20,7 +20,7 @@ use crate::protection::noise::Responder;
 use crate::protection::segments::{segment_hash, ListedSegment, SegmentList, SegmentLists};
 use crate::protection::source::{SignedList, Signer};
 use crate::protection::{
-    DataKey, HandshakeError, PacketKey, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
+    GroupKey, HandshakeError, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
 };
 use crate::session::timers::Timer;
 use crate::wire::{Frame, GroupKeyFrame, Header, HeaderFlags, HEADER_LEN};
@@ -46,33 +46,6 @@ pub(super) const KEY_UPDATE_RESEND: std::time::Duration = std::time::Duration::f
 /// How long a member may take to confirm a new group key before it is
 /// evicted (60 sends).
 pub(super) const KEY_UPDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// One group key.
-struct GroupKey {
-    epoch: u64,
-    secret: [u8; 32],
-    key: PacketKey,
-    /// Its listed-data key.
-    data: DataKey,
-}
-
-impl GroupKey {
-    fn new(epoch: u64, secret: [u8; 32]) -> Self {
-        GroupKey {
-            epoch,
-            key: PacketKey::new(&secret),
-            data: DataKey::from_group_secret(&secret),
-            secret,
-        }
-    }
-
-    fn frame(&self) -> GroupKeyFrame {
-        GroupKeyFrame {
-            epoch: self.epoch,
-            key: self.secret,
-        }
-    }
-}
 
 /// A group key being handed out.
 struct KeyUpdate {
