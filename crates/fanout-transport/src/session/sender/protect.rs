@@ -40,6 +40,9 @@ const DEPARTED_KEPT: usize = 64;
 const HANDSHAKES_PER_PERIOD: u32 = 200;
 /// The period of [`HANDSHAKES_PER_PERIOD`].
 const HANDSHAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// Fewest whole segments the send buffer must hold beyond `SND.NXT` before
+/// they are listed ahead (unless the stream's end is known).
+const MIN_LIST_SEGMENTS: u64 = 16;
 /// How often a member that has not confirmed a new group key is sent it
 /// again.
 pub(super) const KEY_UPDATE_RESEND: std::time::Duration = std::time::Duration::from_millis(50);
@@ -560,6 +563,14 @@ impl super::SessionSender {
             return;
         }
         let fin = self.buffer.fin();
+        // A list costs a signature: it waits for enough data buffered (or
+        // the end of the stream). Meanwhile, an application that writes as
+        // fast as data goes out gets its segments signed by the datagram
+        // lists, whose signatures are bounded in time.
+        let buffered = self.buffer.end().saturating_sub(from);
+        if fin.is_none() && buffered < MIN_LIST_SEGMENTS * self.mss {
+            return;
+        }
         let mut at = from;
         let mut listed = Vec::new();
         let mut flags = Vec::new();
@@ -575,6 +586,11 @@ impl super::SessionSender {
                 break;
             }
             let message_end = len > 0 && self.buffer.is_message_end(range.end);
+            if len < self.mss && !ends_stream && !message_end {
+                // A tail the application is still writing: listed once
+                // whole (a list fixes its length).
+                break;
+            }
             bytes.clear();
             self.buffer.copy_to(range.clone(), &mut bytes);
             listed.push(ListedSegment {
