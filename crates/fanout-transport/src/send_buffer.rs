@@ -104,16 +104,29 @@ impl SendBuffer {
 
     /// Copies the bytes of `range` (which must be held) to `out`.
     pub fn copy_to(&self, range: Range<u64>, out: &mut Vec<u8>) {
+        let (a, b) = self.slices(range);
+        out.extend_from_slice(a);
+        out.extend_from_slice(b);
+    }
+
+    /// The bytes of `range` (which must be held), in place: the ring's two
+    /// pieces (the second empty unless the range wraps).
+    pub fn slices(&self, range: Range<u64>) -> (&[u8], &[u8]) {
         debug_assert!(range.start >= self.base && range.end <= self.end());
         let s = (range.start.saturating_sub(self.base)) as usize;
         let e = ((range.end.min(self.end())).saturating_sub(self.base)) as usize;
         let (a, b) = self.bytes.as_slices();
-        if s < a.len() {
-            out.extend_from_slice(&a[s..e.min(a.len())]);
-        }
-        if e > a.len() {
-            out.extend_from_slice(&b[s.saturating_sub(a.len())..e - a.len()]);
-        }
+        let first = if s < a.len() {
+            &a[s..e.min(a.len())]
+        } else {
+            &[][..]
+        };
+        let second = if e > a.len() {
+            &b[s.saturating_sub(a.len())..e - a.len()]
+        } else {
+            &[][..]
+        };
+        (first, second)
     }
 
     /// Frees every byte below `offset`.

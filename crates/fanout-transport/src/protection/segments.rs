@@ -56,10 +56,23 @@ pub type SegmentHash = [u8; SEGMENT_HASH_LEN];
 /// big-endian), a flags byte (1: the stream ends after it, 2: a message
 /// does) and its bytes, truncated to 16 bytes.
 pub fn segment_hash(offset: u64, fin: bool, message_end: bool, payload: &[u8]) -> SegmentHash {
+    segment_hash_of_pieces(offset, fin, message_end, &[payload])
+}
+
+/// [`segment_hash`] of a payload held in pieces (a ring buffer's two
+/// slices), hashed in place.
+pub fn segment_hash_of_pieces(
+    offset: u64,
+    fin: bool,
+    message_end: bool,
+    pieces: &[&[u8]],
+) -> SegmentHash {
     let mut c = ring::digest::Context::new(&ring::digest::SHA256);
     c.update(&offset.to_be_bytes());
     c.update(&[u8::from(fin) | u8::from(message_end) << 1]);
-    c.update(payload);
+    for p in pieces {
+        c.update(p);
+    }
     let mut h = [0u8; SEGMENT_HASH_LEN];
     h.copy_from_slice(&c.finish().as_ref()[..SEGMENT_HASH_LEN]);
     h

@@ -17,7 +17,9 @@
 //! key in use and the one being handed out inside their answer.
 
 use crate::protection::noise::Responder;
-use crate::protection::segments::{segment_hash, ListedSegment, SegmentList, SegmentLists};
+use crate::protection::segments::{
+    segment_hash_of_pieces, ListedSegment, SegmentList, SegmentLists,
+};
 use crate::protection::source::{SignedList, Signer};
 use crate::protection::{
     GroupKey, HandshakeError, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
@@ -574,7 +576,6 @@ impl super::SessionSender {
         let mut at = from;
         let mut listed = Vec::new();
         let mut flags = Vec::new();
-        let mut bytes = Vec::new();
         while listed.len() < k.segments.max_segments() {
             if at < self.buffer.base() {
                 break;
@@ -591,11 +592,10 @@ impl super::SessionSender {
                 // whole (a list fixes its length).
                 break;
             }
-            bytes.clear();
-            self.buffer.copy_to(range.clone(), &mut bytes);
+            let (a, b) = self.buffer.slices(range.clone());
             listed.push(ListedSegment {
                 len,
-                hash: segment_hash(at, ends_stream, message_end, &bytes),
+                hash: segment_hash_of_pieces(at, ends_stream, message_end, &[a, b]),
             });
             flags.push((ends_stream, message_end));
             at = range.end;
