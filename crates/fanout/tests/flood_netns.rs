@@ -232,10 +232,8 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
 /// top: nothing forged is admitted or opened.
 #[test]
 fn a_protected_transfer_completes_under_a_flood_of_forged_joins_acks_and_data() {
-    let psk = std::env::temp_dir().join(format!("fanout-flood-key-{}.psk", std::process::id()));
-    std::fs::write(&psk, format!("{}\n", "3c".repeat(32))).unwrap();
-    flood(Some(psk.to_str().unwrap()));
-    let _ = std::fs::remove_file(&psk);
+    let psk = common::PskFile::new("flood-key", 0x3c);
+    flood(Some(psk.path()));
 }
 
 /// One flooded transfer; `psk`: protected by that key file.

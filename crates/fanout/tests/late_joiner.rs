@@ -198,10 +198,8 @@ fn a_late_joiner_gets_the_whole_file_by_catch_up() {
 /// transfer runs its own handshake under it.
 #[test]
 fn a_protected_late_joiner_gets_the_whole_file_by_catch_up() {
-    let psk = std::env::temp_dir().join(format!("fanout-late-key-{}.psk", std::process::id()));
-    std::fs::write(&psk, format!("{}\n", "a7".repeat(32))).unwrap();
-    late_joiner("late-psk", &["--psk-file", psk.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&psk);
+    let psk = common::PskFile::new("late-key", 0xa7);
+    late_joiner("late-psk", &["--psk-file", psk.path()]);
 }
 
 /// One session with a late joiner, `keys` given to every host: the joiner

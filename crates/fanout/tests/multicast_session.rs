@@ -274,13 +274,10 @@ fn a_killed_receiver_is_evicted_and_the_rest_complete() {
 /// over real sockets and real IP multicast.
 #[test]
 fn a_killed_protected_receiver_is_evicted_and_the_group_key_replaced() {
-    let psk = std::env::temp_dir().join(format!("fanout-mc-kill-{}.psk", std::process::id()));
-    std::fs::write(&psk, format!("{}\n", "6b".repeat(32))).unwrap();
-    let psk: &'static str = Box::leak(psk.display().to_string().into_boxed_str());
-    let args: &'static [&'static str] = Box::leak(vec!["--psk-file", psk].into_boxed_slice());
-    let sender = run_with_a_killed_receiver("killed-protected", args);
-    let _ = std::fs::remove_file(psk);
-    let Some(sender) = sender else {
+    let psk = common::PskFile::new("mc-kill", 0x6b);
+    let args: &'static [&'static str] =
+        Box::leak(vec!["--psk-file", psk.leak_path()].into_boxed_slice());
+    let Some(sender) = run_with_a_killed_receiver("killed-protected", args) else {
         return;
     };
     let updates = sender["transport"]["group_key_updates"].as_u64().unwrap();
@@ -293,9 +290,8 @@ fn a_killed_protected_receiver_is_evicted_and_the_group_key_replaced() {
 /// verify identical files.
 #[test]
 fn a_protected_session_delivers_to_every_receiver_over_multicast() {
-    let psk = std::env::temp_dir().join(format!("fanout-mc-key-{}.psk", std::process::id()));
-    std::fs::write(&psk, format!("{}\n", "5a".repeat(32))).unwrap();
-    let psk: &'static str = Box::leak(psk.display().to_string().into_boxed_str());
+    let psk_file = common::PskFile::new("mc-key", 0x5a);
+    let psk = psk_file.leak_path();
     let len = file_size();
     let result = session(
         "protected",
@@ -310,7 +306,7 @@ fn a_protected_session_delivers_to_every_receiver_over_multicast() {
         &["--psk-file", psk],
         |_, _, _| {},
     );
-    let _ = std::fs::remove_file(psk);
+    drop(psk_file);
     let Some((run, data)) = result else {
         return;
     };

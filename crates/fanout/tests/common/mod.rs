@@ -13,6 +13,35 @@ use std::time::Duration;
 /// The CLI under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 
+/// A pre-shared key file (`byte` 32 times, hex) in the temporary
+/// directory, named by `tag` and this process; removed when dropped, also
+/// when the test fails.
+pub struct PskFile(String);
+
+impl PskFile {
+    pub fn new(tag: &str, byte: u8) -> Self {
+        let path = std::env::temp_dir().join(format!("fanout-{tag}-{}.psk", std::process::id()));
+        std::fs::write(&path, format!("{}\n", format!("{byte:02x}").repeat(32))).unwrap();
+        PskFile(path.display().to_string())
+    }
+
+    /// Its path, for `--psk-file`.
+    pub fn path(&self) -> &str {
+        &self.0
+    }
+
+    /// Its path, for arguments that must live as long as the test.
+    pub fn leak_path(&self) -> &'static str {
+        Box::leak(self.0.clone().into_boxed_str())
+    }
+}
+
+impl Drop for PskFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Starts `fanout ARGS` in host `host`'s namespace, stdout and stderr piped.
 pub fn spawn(lan: &LanTopology, host: usize, args: &[&str]) -> NsChild {
     let h = lan.host(host);
