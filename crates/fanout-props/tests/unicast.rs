@@ -218,6 +218,12 @@ proptest! {
         fanout_props::protected::check_sealed_input(&bytes);
     }
 
+    /// Fuzz target `merger_protected_input`.
+    #[test]
+    fn arbitrary_datagrams_at_a_protected_merger_change_nothing(bytes in proptest::collection::vec(any::<u8>(), 0..1500)) {
+        fanout_props::protected::check_merger_protected_input(&bytes);
+    }
+
     /// Fuzz target `listed_input`.
     #[test]
     fn arbitrary_listed_data_adds_no_byte(bytes in proptest::collection::vec(any::<u8>(), 0..1500)) {

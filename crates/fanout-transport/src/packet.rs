@@ -35,6 +35,27 @@ pub fn seal(out: &mut Vec<u8>, start: usize, numbers: &PacketNumbers, key: &Pack
     key.seal(out, start, numbers.last());
 }
 
+/// Seals the datagram just assembled at `out[start..]` with `key`, unless
+/// it travels in the clear ([`travels_in_clear`]); false if it may not go
+/// (it must be sealed and there is no key for its destination yet).
+pub fn seal_unless_clear(
+    out: &mut Vec<u8>,
+    start: usize,
+    numbers: &PacketNumbers,
+    key: Option<&PacketKey>,
+) -> bool {
+    if travels_in_clear(&out[start + crate::wire::HEADER_LEN..]) {
+        return true;
+    }
+    match key {
+        Some(key) => {
+            seal(out, start, numbers, key);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Whether the datagram whose frames are `frames` travels unsealed in a
 /// protected session: a handshake message (it protects itself) or an
 /// OFFER (it asks for a handshake and carries nothing to trust).

@@ -18,6 +18,7 @@ mod merge;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
+use fanout_transport::protection::{Credentials, Protection};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
 use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{decode_frames, AckFrame, Frame, Header};
@@ -76,6 +77,9 @@ struct Net {
     loss: Option<(f64, Rng)>,
     /// Datagrams to M0 from anyone but the sender are lost before this.
     m0_deaf_until: Instant,
+    /// The pre-shared key of a protected session: the session's nodes
+    /// (mergers and receivers added) hold it.
+    psk: Option<[u8; 32]>,
 }
 
 impl Net {
@@ -96,7 +100,24 @@ impl Net {
             left: Vec::new(),
             loss: None,
             m0_deaf_until: Instant::ZERO,
+            psk: None,
         }
+    }
+
+    /// A net whose every node holds `psk` (randomness of its own each).
+    fn protected(mut config: SessionConfig, data: Vec<u8>, psk: Option<[u8; 32]>) -> Net {
+        config.transport.protection =
+            psk.map(|k| Protection::new(Credentials::with_psk(k), [1; 32]));
+        let mut net = Net::new(config, data);
+        net.psk = psk;
+        net
+    }
+
+    /// The protection of the node at `at`, in a protected net.
+    fn protection(&self, at: SocketAddr) -> Option<Protection> {
+        let seed = *blake3::hash(at.to_string().as_bytes()).as_bytes();
+        self.psk
+            .map(|k| Protection::new(Credentials::with_psk(k), seed))
     }
 
     fn merger(&mut self, at: SocketAddr, parent: SocketAddr, children: usize, up: &[SocketAddr]) {
@@ -105,6 +126,7 @@ impl Net {
             keepalive: Some(KEEPALIVE),
             child_silence: Some(Duration::from_secs(2)),
             fallback: up.to_vec(),
+            protection: self.protection(at),
             ..MergerConfig::new(parent)
         };
         let m = Merger::new(config, self.now);
@@ -117,6 +139,7 @@ impl Net {
         let mut cfg = SessionConfig::default().transport;
         cfg.feedback_via = Some(via);
         cfg.feedback_fallback = up.to_vec();
+        cfg.protection = self.protection(at);
         let r = Receiver::join(cfg, sender_addr(), self.now);
         self.nodes.insert(at, Node::Receiver(Box::new(r)));
         self.got.insert(at, Vec::new());
@@ -374,8 +397,19 @@ fn a_late_file_joiner_behind_a_merger_gets_the_whole_file() {
 
 #[test]
 fn a_crashed_lower_merger_s_receivers_reattach_above_and_complete() {
+    crashed_lower_merger(None);
+}
+
+/// The same with every hop protected: the receivers' resume CONNECTs ride
+/// in new handshakes with M0 (`docs/security.md`, "Mergers").
+#[test]
+fn a_crashed_lower_merger_s_protected_receivers_reattach_with_new_handshakes() {
+    crashed_lower_merger(Some([5; 32]));
+}
+
+fn crashed_lower_merger(psk: Option<[u8; 32]>) {
     let data = random_data(4 << 20, 22);
-    let mut net = Net::new(multicast(JoinPolicy::FromStart), data.clone());
+    let mut net = Net::protected(multicast(JoinPolicy::FromStart), data.clone(), psk);
     // Losses after the crash need feedback to be repaired: without the
     // re-attachment M1's receivers would never complete.
     net.loss = Some((0.005, Rng::new(5)));
@@ -415,9 +449,17 @@ fn a_crashed_lower_merger_s_receivers_reattach_above_and_complete() {
         "the sender lost no member: {:?}",
         net.left
     );
-    assert!(net.check_monotone(merger_addr(0)) > 10);
+    // Sealed ACKs cannot be read on the wire: the unprotected run checks
+    // what the sender was told.
+    if psk.is_none() {
+        assert!(net.check_monotone(merger_addr(0)) > 10);
+    } else {
+        // M1 knew the group key: M0 asked for a new one.
+        assert!(m0.rekeys_sent >= 1, "{m0:?}");
+        assert!(net.session().stats().group_key_updates >= 1);
+    }
     // The same run without the crash, for scale.
-    let mut base = Net::new(multicast(JoinPolicy::FromStart), data.clone());
+    let mut base = Net::protected(multicast(JoinPolicy::FromStart), data.clone(), psk);
     base.loss = Some((0.005, Rng::new(5)));
     two_level_tree(&mut base);
     base.run(Duration::from_secs(120), |_| {});
@@ -439,12 +481,23 @@ fn a_crashed_lower_merger_s_receivers_reattach_above_and_complete() {
 
 #[test]
 fn a_crashed_top_merger_is_evicted_and_its_subtree_reattaches_to_the_sender() {
+    crashed_top_merger(None);
+}
+
+/// The same with every hop protected: M1 and M2 re-attach to the sender
+/// with new handshakes, and the dead merger's key is replaced.
+#[test]
+fn a_crashed_protected_top_merger_is_evicted_and_its_subtree_rejoins_with_new_keys() {
+    crashed_top_merger(Some([6; 32]));
+}
+
+fn crashed_top_merger(psk: Option<[u8; 32]>) {
     let data = random_data(4 << 20, 23);
     let cfg = SessionConfig {
         stall_timeout: Duration::from_secs(3),
         ..multicast(JoinPolicy::FromStart)
     };
-    let mut net = Net::new(cfg, data.clone());
+    let mut net = Net::protected(cfg, data.clone(), psk);
     net.loss = Some((0.005, Rng::new(6)));
     two_level_tree(&mut net);
     let victim = merger_addr(0);
@@ -476,7 +529,14 @@ fn a_crashed_top_merger_is_evicted_and_its_subtree_reattaches_to_the_sender() {
     for m in 1..=2 {
         let st = net.merger_stats(merger_addr(m));
         assert_eq!(st.reattaches, 1, "M{m}: {st:?}");
-        assert!(net.check_monotone(merger_addr(m)) > 5, "M{m}");
+        if psk.is_none() {
+            assert!(net.check_monotone(merger_addr(m)) > 5, "M{m}");
+        }
+    }
+    if psk.is_some() {
+        // The dead merger knew the group key.
+        let updates = net.session().stats().group_key_updates;
+        assert!(updates >= 1, "{updates} group key updates");
     }
     let evicted: Vec<&(SocketAddr, String)> =
         net.left.iter().filter(|(a, _)| *a == victim).collect();

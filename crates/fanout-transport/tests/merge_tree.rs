@@ -9,6 +9,7 @@ mod merge;
 use fanout_core::time::Instant;
 use fanout_core::{drain, Engine, RangeSet, Rng};
 use fanout_transport::merge::{JoinMerge, Merger, MergerConfig, MergerStats};
+use fanout_transport::protection::{Credentials, Protection};
 use fanout_transport::session::{SessionConfig, SessionSender, SessionStats};
 use fanout_transport::wire::WireTimestamp;
 use fanout_transport::wire::{
@@ -63,6 +64,9 @@ struct Net {
     at_sender: u64,
     /// Acknowledged sets of the ACKs that reached the sender, by source.
     acked_at_sender: Vec<(SocketAddr, RangeSet)>,
+    /// Credentials of the mergers and receivers added (a protected
+    /// session), each node with randomness of its own.
+    credentials: Option<Credentials>,
 }
 
 impl Net {
@@ -82,10 +86,18 @@ impl Net {
             got: BTreeMap::new(),
             at_sender: 0,
             acked_at_sender: Vec::new(),
+            credentials: None,
         }
     }
 
-    fn merger(&mut self, at: SocketAddr, config: MergerConfig) {
+    /// Protection for the node at `at` under the net's credentials.
+    fn protection(&self, at: SocketAddr) -> Option<Protection> {
+        let seed = blake3::hash(at.to_string().as_bytes());
+        (self.credentials.clone()).map(|c| Protection::new(c, *seed.as_bytes()))
+    }
+
+    fn merger(&mut self, at: SocketAddr, mut config: MergerConfig) {
+        config.protection = config.protection.or_else(|| self.protection(at));
         let m = Merger::new(config, self.now);
         self.nodes.insert(at, Node::Merger(Box::new(m)));
     }
@@ -102,6 +114,7 @@ impl Net {
     fn receiver_via(&mut self, at: SocketAddr, via: SocketAddr) {
         let mut cfg = SessionConfig::default().transport;
         cfg.feedback_via = Some(via);
+        cfg.protection = self.protection(at);
         let r = Receiver::join(cfg, sender_addr(), self.now);
         self.nodes.insert(at, Node::Receiver(Box::new(r)));
         self.got.insert(at, Vec::new());
@@ -239,6 +252,16 @@ impl Net {
                 }
             }
         }
+    }
+
+    /// Every live receiver holds the stream and the sender completed.
+    fn check_completed(&self) {
+        self.check_delivery();
+        assert!(
+            matches!(self.nodes.get(&sender_addr()),
+                Some(Node::Sender(s)) if s.close_reason() == Some(&CloseReason::Completed)),
+            "the sender completed"
+        );
     }
 
     fn check_delivery(&self) {
@@ -401,12 +424,7 @@ fn a_multicast_session_completes_through_a_two_level_tree() {
     let mut tree = Net::new(multicast.clone(), data.clone(), Box::new(|_, _, _| false));
     two_level_multicast_tree(&mut tree);
     tree.run(Duration::from_secs(60), |_| {});
-    tree.check_delivery();
-    assert!(
-        matches!(tree.nodes.get(&sender_addr()),
-            Some(Node::Sender(s)) if s.close_reason() == Some(&CloseReason::Completed)),
-        "the sender completed"
-    );
+    tree.check_completed();
     let st = tree.sender_stats();
     assert_eq!(st.members_joined, 1, "the tree is one member");
     let mss = SessionConfig::default().transport.max_payload();
@@ -1005,4 +1023,250 @@ fn early_data_from_the_sender_is_held_bounded_and_checked() {
         buf.clear();
     }
     assert!(saw_ack);
+}
+
+mod protected {
+    //! Protected merger hops (`docs/security.md`, "Mergers"): every hop's
+    //! handshake and keys, group keys passed down the tree, and the
+    //! attacks a merger's children and strangers can try.
+
+    use super::*;
+    use fanout_core::stats::DropReason;
+    use fanout_transport::protection::noise::public_key;
+    use fanout_transport::wire::HeaderFlags;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    const PSK: [u8; 32] = [9; 32];
+
+    fn multicast(credentials: Credentials) -> SessionConfig {
+        let mut c = SessionConfig {
+            group: Some(GROUP.parse().unwrap()),
+            ..SessionConfig::default()
+        };
+        c.transport.protection = Some(Protection::new(credentials, [200; 32]));
+        c
+    }
+
+    /// A multicast net whose every node holds the pre-shared key `PSK`.
+    fn psk_net(data: Vec<u8>, loss: Loss) -> Net {
+        let psk = Credentials::with_psk(PSK);
+        let mut net = Net::new(multicast(psk.clone()), data, loss);
+        net.credentials = Some(psk);
+        net
+    }
+
+    /// Datagrams seen on the wire in the clear that are not handshakes,
+    /// by sender (a protected tree sends none).
+    type Clear = Rc<RefCell<Vec<SocketAddr>>>;
+
+    fn watch_clear(clear: &Clear) -> Loss {
+        let clear = clear.clone();
+        Box::new(move |from, _, bytes| {
+            let Ok((h, body)) = Header::decode(bytes) else {
+                return false;
+            };
+            let sealed =
+                h.flags.contains(HeaderFlags::SEALED) || h.flags.contains(HeaderFlags::LISTED);
+            let handshake = matches!(decode_frames(body).next(), Some(Ok(Frame::Handshake(_))));
+            if !sealed && !handshake {
+                clear.borrow_mut().push(from);
+            }
+            false
+        })
+    }
+
+    fn receiver_at(net: &Net, at: SocketAddr) -> &Receiver {
+        match net.nodes.get(&at) {
+            Some(Node::Receiver(r)) => r,
+            _ => panic!("no receiver at {at}"),
+        }
+    }
+
+    #[test]
+    fn a_protected_multicast_session_completes_through_a_two_level_tree() {
+        let data = random_data(400_000, 11);
+        let clear = Clear::default();
+        let mut tree = psk_net(data.clone(), watch_clear(&clear));
+        two_level_multicast_tree(&mut tree);
+        tree.run(Duration::from_secs(60), |_| {});
+        tree.check_completed();
+        let st = tree.sender_stats();
+        assert_eq!(st.members_joined, 1, "the tree is one member");
+        assert!(st.fanout_copies == 0, "DATA went to the group: {st:?}");
+        assert!(
+            clear.borrow().is_empty(),
+            "in the clear: {:?}",
+            clear.borrow()
+        );
+        let m1 = tree.merger_stats(merger_addr(1));
+        assert_eq!(m1.children_joined, 4);
+        assert!(m1.acks_in > 0 && m1.acks_out > 0);
+        for m in 0..=2 {
+            let s = tree.merger_stats(merger_addr(m));
+            assert_eq!(s.drops.get(DropReason::Unauthenticated), 0, "M{m}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn long_term_keys_pin_each_hop_and_a_stranger_is_refused_by_its_merger() {
+        let data = random_data(200_000, 12);
+        let key = |i: u8| [i; 32];
+        let (sender, m0, m1) = (key(1), key(2), key(3));
+        let receivers = [key(4), key(5)];
+        // Each hop pins the key of the host it joins and allows its
+        // children's keys.
+        let sender_creds = Credentials::default()
+            .identity(sender)
+            .allow(public_key(&m0));
+        let mut tree = Net::new(
+            multicast(sender_creds),
+            data.clone(),
+            Box::new(|_, _, _| false),
+        );
+        let merger = |at: SocketAddr, me, parent: SocketAddr, pin, allow: &[[u8; 32]]| {
+            let mut c = Credentials::default()
+                .identity(me)
+                .sender_key(public_key(&sender))
+                .pin_at(parent, public_key(&pin));
+            for a in allow {
+                c = c.allow(public_key(a));
+            }
+            MergerConfig {
+                protection: Some(Protection::new(c, [at.port() as u8; 32])),
+                ..merger_config(parent, allow.len())
+            }
+        };
+        tree.merger(
+            merger_addr(0),
+            merger(merger_addr(0), m0, sender_addr(), sender, &[m1]),
+        );
+        tree.merger(
+            merger_addr(1),
+            merger(merger_addr(1), m1, merger_addr(0), m0, &receivers),
+        );
+        let stranger = key(6);
+        for (i, k) in receivers.iter().chain([&stranger]).enumerate() {
+            let at = receiver_addr(i);
+            let mut cfg = SessionConfig::default().transport;
+            cfg.feedback_via = Some(merger_addr(1));
+            let c = Credentials::default()
+                .identity(*k)
+                .sender_key(public_key(&sender))
+                .pin_at(merger_addr(1), public_key(&m1));
+            cfg.protection = Some(Protection::new(c, [i as u8 + 50; 32]));
+            let r = Receiver::join(cfg, sender_addr(), tree.now);
+            tree.nodes.insert(at, Node::Receiver(Box::new(r)));
+            if i < receivers.len() {
+                tree.got.insert(at, Vec::new());
+            }
+        }
+        tree.run(Duration::from_secs(60), |_| {});
+        tree.check_delivery();
+        let m1s = tree.merger_stats(merger_addr(1));
+        assert_eq!(m1s.children_joined, 2, "{m1s:?}");
+        assert!(m1s.drops.get(DropReason::NotAllowed) > 0, "{m1s:?}");
+        let s = receiver_at(&tree, receiver_addr(2));
+        assert!(s.peer().is_none(), "the stranger never joined");
+    }
+
+    #[test]
+    fn forged_and_unsealed_datagrams_at_a_merger_change_nothing() {
+        let data = random_data(300_000, 13);
+        let mut tree = psk_net(data.clone(), Box::new(|_, _, _| false));
+        two_level_multicast_tree(&mut tree);
+        let victim = receiver_addr(0);
+        let m1 = merger_addr(1);
+        let mut injected = 0;
+        tree.run(Duration::from_secs(60), |net| {
+            if net.now < Instant::ZERO + Duration::from_millis(400) || injected >= 40 {
+                return;
+            }
+            injected += 1;
+            let t = net.now + HOP;
+            let at = |net: &mut Net, from, to, bytes| {
+                net.seq += 1;
+                net.wire.insert((t, net.seq), (from, to, bytes));
+            };
+            // From the victim's address to its merger: an unsealed ACK
+            // claiming everything, a RESET, a CLOSE; a datagram flagged
+            // sealed that is not; and a stranger's unprotected CONNECT.
+            let everything = ack(1 << 40, vec![]);
+            let reset = Frame::Reset(CloseFrame {
+                code: 1,
+                reason: "forged",
+            });
+            let pn = injected;
+            for f in [&everything, &reset] {
+                at(net, victim, m1, datagram(0, pn, std::slice::from_ref(f)));
+            }
+            let mut sealed = datagram(0, pn, std::slice::from_ref(&everything));
+            sealed[3] |= HeaderFlags::SEALED;
+            at(net, victim, m1, sealed);
+            let stranger: SocketAddr = "10.9.9.9:7000".parse().unwrap();
+            at(net, stranger, m1, datagram(0, pn, &[connect()]));
+            // To the victim as if from its merger and from the sender.
+            at(
+                net,
+                m1,
+                victim,
+                datagram(0, pn, std::slice::from_ref(&reset)),
+            );
+            at(
+                net,
+                sender_addr(),
+                victim,
+                datagram(0, pn, std::slice::from_ref(&reset)),
+            );
+        });
+        tree.check_delivery();
+        let st = tree.sender_stats();
+        assert_eq!(st.members_left, 0, "{st:?}");
+        let m = tree.merger_stats(m1);
+        assert_eq!(m.children_joined, 4);
+        assert_eq!(
+            m.children_left + m.children_evicted + m.children_expired,
+            0,
+            "{m:?}"
+        );
+        assert!(m.drops.get(DropReason::Unauthenticated) >= 3 * 40, "{m:?}");
+        let r = receiver_at(&tree, victim).stats();
+        assert!(r.drops.get(DropReason::Unauthenticated) >= 2 * 40, "{r:?}");
+    }
+
+    #[test]
+    fn a_child_lost_below_a_merger_replaces_the_group_key_everywhere() {
+        let data = random_data(600_000, 14);
+        let mut tree = psk_net(data.clone(), Box::new(|_, _, _| false));
+        // The lower mergers forget a silent child before the top one
+        // would evict their stalled subtree.
+        tree.merger(merger_addr(0), merger_config(sender_addr(), 2));
+        for m in 1..=2 {
+            let cfg = MergerConfig {
+                child_timeout: Duration::from_secs(2),
+                ..merger_config(merger_addr(0), 4)
+            };
+            tree.merger(merger_addr(m), cfg);
+            for r in 0..4 {
+                tree.receiver_via(receiver_addr((m - 1) * 4 + r), merger_addr(m));
+            }
+        }
+        let lost = receiver_addr(5);
+        tree.run(Duration::from_secs(90), |net| {
+            if net.now >= Instant::ZERO + Duration::from_millis(300) && !net.dead.contains(&lost) {
+                net.dead.push(lost);
+            }
+        });
+        tree.check_delivery();
+        let m2 = tree.merger_stats(merger_addr(2));
+        assert_eq!(m2.children_expired, 1, "{m2:?}");
+        assert!(m2.rekeys_sent >= 1, "{m2:?}");
+        assert!(tree.merger_stats(merger_addr(0)).rekeys_sent >= 1);
+        let st = tree.sender_stats();
+        assert!(st.group_key_updates >= 1, "{st:?}");
+        for m in 0..=2 {
+            let s = tree.merger_stats(merger_addr(m));
+            assert!(s.group_keys_passed >= 1, "M{m}: {s:?}");
+        }
+    }
 }

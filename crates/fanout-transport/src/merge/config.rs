@@ -56,6 +56,10 @@ pub struct MergerConfig {
     /// a runtime on a real network injects a random one
     /// (`fanout_io::random_token_key`, as `fanout merge` does).
     pub token_key: crate::session::TokenKey,
+    /// Keys that protect every datagram, both ways (`crate::protection`):
+    /// the merger joins its parent with them and checks its children's
+    /// handshakes against them. `None`: an unprotected session.
+    pub protection: Option<crate::protection::Protection>,
 }
 
 impl MergerConfig {
@@ -77,6 +81,7 @@ impl MergerConfig {
             parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
             child_silence: None,
             token_key: crate::session::TokenKey::from_seed(0),
+            protection: None,
         }
     }
 }
@@ -129,6 +134,10 @@ pub struct MergerStats {
     /// Re-attachments of this merger to an ancestor after its parent fell
     /// silent.
     pub reattaches: u64,
+    /// New group keys passed down to the children (protected sessions).
+    pub group_keys_passed: u64,
+    /// REKEYs sent upstream: a child that knew the group key left early.
+    pub rekeys_sent: u64,
     /// Datagrams received.
     pub datagrams_received: u64,
     /// Datagrams sent.

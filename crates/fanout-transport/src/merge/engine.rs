@@ -25,6 +25,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 mod probe;
+mod protect;
 mod rejoin;
 
 /// Most datagrams queued toward children; a relay beyond it is dropped and
@@ -92,6 +93,10 @@ pub struct Merger {
     /// it are not believed (stall and silence eviction, late children's
     /// start); child mergers get it in SENT answers to their ROSTER pages.
     sent: SentLog,
+    /// The handshakes and keys of a protected session ([`protect`]).
+    keys: Option<Box<protect::MergerKeys>>,
+    /// Where a sealed datagram is opened.
+    scratch: Vec<u8>,
 }
 
 impl Merger {
@@ -117,6 +122,11 @@ impl Merger {
             next_probe: now,
             roster: SubtreeRoster::default(),
             sent: SentLog::default(),
+            keys: config
+                .protection
+                .clone()
+                .map(|p| Box::new(protect::MergerKeys::new(p))),
+            scratch: Vec::new(),
             config,
         }
     }
@@ -132,6 +142,10 @@ impl Merger {
         if let Some(MctcpState::Ack(a)) = self.table.state(MctcpTag::Ack) {
             s.duplicate_forwards = a.duplicates_forwarded;
             s.duplicates_suppressed = a.duplicates_suppressed;
+        }
+        if let Some(k) = &self.keys {
+            s.group_keys_passed = k.key_updates;
+            s.rekeys_sent = k.rekeys;
         }
         s
     }
@@ -263,6 +277,13 @@ impl Merger {
             token,
         })
         .encode(&mut b);
+        if let Some(keys) = self.keys.as_mut() {
+            // Protected: the ACCEPT rides in the answer to its handshake.
+            match keys.answer(to, &b) {
+                Some(answer) => b = answer,
+                None => return,
+            }
+        }
         self.queue(to, self.session_id, b.into());
     }
 
@@ -327,7 +348,7 @@ impl Merger {
                 "merger full"
             };
             tracing::debug!(child = %from, reason, "merger: refusing a join");
-            self.queue(from, header_session, Self::reset_body(reason));
+            self.refuse_join(from, header_session, reason);
             return;
         }
         let summary = ConnectSummary::of(c);
@@ -350,6 +371,11 @@ impl Merger {
     /// gather anew.
     fn after_leave(&mut self, now: Instant) {
         self.roster.retain_children(&self.table.spec.children);
+        if let Some(keys) = self.keys.as_mut() {
+            let early = !matches!(self.up, Up::Closed(_));
+            let children = &self.table.spec.children;
+            keys.forget_gone(now, |a| children.get(a).is_none(), early);
+        }
         if !self.table.spec.children.is_empty() {
             self.process(ChildMsg::Leave, now);
             return;
@@ -362,6 +388,9 @@ impl Merger {
         }
         self.table = Self::fresh_table(&self.config);
         self.connect = None;
+        if let Some(keys) = self.keys.as_mut() {
+            keys.restart_join();
+        }
         self.accept = None;
         self.session_id = 0;
         self.pending_ack = None;
@@ -459,6 +488,7 @@ impl Merger {
                     return;
                 }
                 Frame::Ping | Frame::Padding => {}
+                f if self.on_child_protection_frame(now, from, &f) => {}
                 _ => self.stats.drops.count(DropReason::UnexpectedFrame),
             }
         }
@@ -615,32 +645,11 @@ impl Merger {
     }
 }
 
-impl Engine for Merger {
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
-        self.stats.datagrams_received += 1;
-        let (header, body) = match accept_header(datagram) {
-            Ok(ok) => ok,
-            Err(reason) => {
-                self.stats.drops.count(reason);
-                return;
-            }
-        };
-        if matches!(self.up, Up::Closed(_)) {
-            self.stats.drops.count(DropReason::SessionClosed);
-            return;
-        }
-        if self.rejoin_target() == Some(from) && self.on_rejoin_reply(now, header, body) {
-            return;
-        }
-        if from == self.config.parent {
-            self.on_parent(now, header, body);
-        } else {
-            self.on_child(now, from, header, body, datagram.len() as u64);
-        }
-    }
-
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+impl Merger {
+    /// The next datagram to send, before any seal.
+    fn next_datagram(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let parent = self.config.parent;
+
         if let Some((session_id, reason)) = self.pending_reset.take() {
             let reset = Frame::Reset(CloseFrame {
                 code: 1,
@@ -673,6 +682,21 @@ impl Engine for Merger {
                 // without ROSTER support reads the CONNECT and stops).
                 let roster = Frame::Roster(self.roster.summary(now, &self.table.spec.children));
                 let connect = Frame::Connect(c.to_connect(WireTimestamp::at(now)));
+                if let Some(keys) = self.keys.as_mut() {
+                    // Protected: the CONNECT rides inside the handshake
+                    // (its first message, the same on every attempt).
+                    let mut inner = Vec::new();
+                    connect.encode(&mut inner);
+                    roster.encode(&mut inner);
+                    let first = keys.first_message(parent, &inner).map(|f| {
+                        let mut b = Vec::new();
+                        Frame::Handshake(f).encode(&mut b);
+                        b
+                    })?;
+                    return Some(self.send(buf, 0, parent, |p| {
+                        p.frames_with(|out| out.extend_from_slice(&first));
+                    }));
+                }
                 // Session id 0 (or a RETRY's token): the parent names the
                 // session in its ACCEPT.
                 return Some(self.send(buf, self.retry_token, parent, |p| {
@@ -687,6 +711,13 @@ impl Engine for Merger {
         }
         if let Some(t) = self.poll_rejoin(now, buf) {
             return Some(t);
+        }
+        if self.up == Up::Established && self.chain.rejoin().is_none() {
+            if let Some(f) = self.keys.as_mut().and_then(|k| k.take_upstream()) {
+                return Some(self.send(buf, self.up_id(), parent, |p| {
+                    p.frame(&f);
+                }));
+            }
         }
         if let Some(ack) = self.pending_ack.take_if(|_| self.chain.rejoin().is_none()) {
             self.stats.acks_out += 1;
@@ -717,6 +748,54 @@ impl Engine for Merger {
             }));
         }
     }
+}
+
+impl Engine for Merger {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        self.stats.datagrams_received += 1;
+        if self.keys.is_some() {
+            self.on_protected(now, from, datagram);
+            return;
+        }
+        let (header, body) = match accept_header(datagram) {
+            Ok(ok) => ok,
+            Err(reason) => {
+                self.stats.drops.count(reason);
+                return;
+            }
+        };
+        if matches!(self.up, Up::Closed(_)) {
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
+        if self.rejoin_target() == Some(from) && self.on_rejoin_reply(now, header, body) {
+            return;
+        }
+        if from == self.config.parent {
+            self.on_parent(now, header, body);
+        } else {
+            self.on_child(now, from, header, body, datagram.len() as u64);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let start = buf.len();
+        loop {
+            let t = self.next_datagram(now, buf)?;
+            let Some(keys) = &self.keys else {
+                return Some(t);
+            };
+            let to = t.destination;
+            let upstream = to == self.config.parent || self.rejoin_target() == Some(to);
+            if keys.seal(to, upstream, buf, start, &self.numbers) {
+                return Some(t);
+            }
+            // Nothing but a handshake goes to an address without keys.
+            self.stats.drops.count(DropReason::Unauthenticated);
+            self.stats.datagrams_sent -= 1;
+            buf.truncate(start);
+        }
+    }
 
     fn poll_timeout(&self) -> Option<Instant> {
         let up = match &self.up {
@@ -738,6 +817,7 @@ impl Engine for Merger {
             self.keepalive_deadline(),
             self.probe_deadline(),
             self.chain.deadline().filter(|_| self.up == Up::Established),
+            self.keys.as_ref().and_then(|k| k.deadline()),
         ]
         .into_iter()
         .flatten()
@@ -763,6 +843,7 @@ impl Engine for Merger {
         }
         self.keepalive_due(now);
         self.probe_due(now);
+        self.key_update_timer(now);
         for tag in self.table.due(now) {
             if let Some(out) = self.table.poll(tag, now) {
                 self.forward(out, now);

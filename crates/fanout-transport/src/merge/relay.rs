@@ -2,7 +2,8 @@
 //!
 //! The parent addresses the merger as one member, so the merger passes its
 //! control frames on to every admitted child (PING, ACK_FREQUENCY, SKIP,
-//! CLOSE, RESET), and DATA the parent sends it (its unicast fan-out copy,
+//! CLOSE, RESET, and in a protected session the SEGMENTS lists children
+//! asked for), and DATA the parent sends it (its unicast fan-out copy,
 //! or a repair the subtree reported missing) only to the children whose
 //! acknowledgement state does not already cover it — the local repair
 //! scoping that per-child state makes possible.
@@ -50,7 +51,11 @@ pub fn plan(children: &ChildTable, body: &[u8]) -> RelayPlan {
                 frame.encode(&mut enc);
                 data.push((d.offset..d.offset + len, enc));
             }
-            Frame::Ping | Frame::AckFrequency(_) | Frame::Skip(_) => frame.encode(&mut common),
+            // A segment list a child asked for (signed by the session
+            // sender: every child checks it) goes to all.
+            Frame::Ping | Frame::AckFrequency(_) | Frame::Skip(_) | Frame::Segments(_) => {
+                frame.encode(&mut common)
+            }
             Frame::Close(_) => {
                 frame.encode(&mut common);
                 plan.end = Some(CloseReason::Completed);

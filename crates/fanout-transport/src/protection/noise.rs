@@ -21,7 +21,9 @@ use rand_core::{CryptoRng, RngCore, SeedableRng};
 use snow::params::{CipherChoice, DHChoice, HashChoice};
 use snow::resolvers::{CryptoResolver, DefaultResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 
 /// Bound into every handshake (Noise §6): the wire version, so a peer of
 /// another version cannot be talked into this one's keys.
@@ -63,6 +65,9 @@ pub struct Credentials {
     sender_key: Option<PublicKey>,
     /// A sender's allow-list of joiners' keys.
     allowed: BTreeSet<PublicKey>,
+    /// Keys pinned for particular peers (a merger, an ancestor of a
+    /// merger), instead of `sender_key`.
+    pinned: BTreeMap<SocketAddr, PublicKey>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -72,6 +77,7 @@ impl std::fmt::Debug for Credentials {
             .field("identity", &self.identity.map(|k| public_key(&k)))
             .field("sender_key", &self.sender_key)
             .field("allowed", &self.allowed.len())
+            .field("pinned", &self.pinned)
             .finish()
     }
 }
@@ -106,6 +112,25 @@ impl Credentials {
     pub fn sender_key(mut self, key: PublicKey) -> Self {
         self.sender_key = Some(key);
         self
+    }
+
+    /// The key to pin when joining the peer at `addr` (a merger, or an
+    /// ancestor taking over from one) instead of the sender's.
+    pub fn pin_at(mut self, addr: SocketAddr, key: PublicKey) -> Self {
+        self.pinned.insert(addr, key);
+        self
+    }
+
+    /// These credentials as they join the peer at `addr`: its pinned key
+    /// in place of the sender's, if one is pinned for it.
+    pub fn toward(&self, addr: &SocketAddr) -> Cow<'_, Credentials> {
+        match self.pinned.get(addr) {
+            Some(k) if self.sender_key != Some(*k) => Cow::Owned(Credentials {
+                sender_key: Some(*k),
+                ..self.clone()
+            }),
+            _ => Cow::Borrowed(self),
+        }
     }
 
     /// A sender's allow-list entry: a joiner's public key.

@@ -632,6 +632,7 @@ impl Receiver {
                 | Frame::Handshake(_)
                 | Frame::GroupKeyAck(_)
                 | Frame::SegmentsRequest(_)
+                | Frame::Rekey
                 | Frame::Retry(_)
                 | Frame::Signature(_)
                 | Frame::SourceKey(_)
@@ -965,8 +966,11 @@ impl Receiver {
                 Some(Ok(Frame::Offer(_))) if target == Some(from) => {
                     self.on_joining(now, from, header.session_id, datagram, clear);
                 }
-                Some(Ok(Frame::Handshake(answer))) if keys.is_joining() && Some(from) == target => {
-                    match keys.on_answer(answer, header.session_id) {
+                Some(Ok(Frame::Handshake(answer))) if keys.is_joining() => {
+                    match keys.on_answer(from, answer, header.session_id) {
+                        Ok(frames) if self.rejoin_target() == Some(from) => {
+                            self.on_rejoin_reply(now, header.session_id, &frames);
+                        }
                         Ok(frames) => {
                             self.on_joining(now, from, header.session_id, datagram, &frames);
                         }
@@ -1055,7 +1059,7 @@ impl Receiver {
                 // Protected: the CONNECT rides inside the handshake.
                 let mut inner = Vec::new();
                 connect.encode(&mut inner);
-                let first = keys.first_message(&inner)?.to_vec();
+                let first = keys.first_message(target, &inner)?.to_vec();
                 return Some(self.send_frame(buf, 0, target, &Frame::Handshake(&first)));
             }
             // Session id 0 (or a RETRY's token): the sender names the

@@ -3,10 +3,10 @@
 //! session's group key from the answer, sealing what it sends and opening
 //! what comes.
 
-use crate::protection::noise::Initiator;
+use crate::protection::joining::Joining;
 use crate::protection::segments::{Listed, SegmentList, SegmentVerifier};
 use crate::protection::source::{Held, Verifier};
-use crate::protection::{GroupKey, PairKeys, Protection, ReplayWindow, SeedStream};
+use crate::protection::{open_sealed, GroupKey, PairKeys, Protection, ReplayWindow, SeedStream};
 use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -22,24 +22,13 @@ pub(super) enum Source {
     Release(Vec<(Instant, Vec<u8>)>),
 }
 
-/// A join's handshake, kept as what rebuilds it: a forged answer that
-/// fails to open must not spend the real one's handshake state (a Noise
-/// handshake that failed to read a message is not usable again).
-struct Joining {
-    seed: [u8; 32],
-    connect: Vec<u8>,
-    first: Vec<u8>,
-}
-
 /// A receiver's protection state.
 pub(super) struct ReceiverKeys {
     protection: Protection,
     seeds: SeedStream,
-    /// The join under way: the seed and CONNECT its handshake started
-    /// from, and its first message, which every retry repeats byte for
-    /// byte (so a late answer to any attempt opens, and both ends agree on
-    /// one pair of keys).
-    joining: Option<Joining>,
+    /// The join under way (to the sender, a merger, or an ancestor taking
+    /// over from a silent merger) and where it goes.
+    joining: Joining,
     pair: Option<PairKeys>,
     /// Group keys by phase (epoch's low bit) with their epochs: the one in
     /// use and, during a key update, the next (or the last).
@@ -50,9 +39,11 @@ pub(super) struct ReceiverKeys {
     verifier: Option<Verifier>,
     /// Verifies listed DATA against the sender's segment lists.
     segments: Option<SegmentVerifier>,
-    /// The sender's packet numbers accepted (one space, multicast and
-    /// unicast).
-    replay: ReplayWindow,
+    /// Packet numbers accepted from the session sender's multicast.
+    group_replay: ReplayWindow,
+    /// Packet numbers accepted from the peer this receiver joined (the
+    /// sender, or its merger: another number space).
+    pair_replay: ReplayWindow,
 }
 
 impl std::fmt::Debug for ReceiverKeys {
@@ -68,77 +59,71 @@ impl ReceiverKeys {
         ReceiverKeys {
             seeds: SeedStream::new(protection.seed),
             protection,
-            joining: None,
+            joining: Joining::default(),
             pair: None,
             group: [None, None],
             key_ack: None,
             verifier: None,
             segments: None,
-            replay: ReplayWindow::default(),
+            group_replay: ReplayWindow::default(),
+            pair_replay: ReplayWindow::default(),
         }
     }
 
-    /// The first handshake message carrying `connect` (encoded frames):
-    /// made on the first attempt, repeated as is after. `None` if the
-    /// credentials cannot start a handshake.
-    pub(super) fn first_message(&mut self, connect: &[u8]) -> Option<&[u8]> {
-        if self.joining.is_none() {
-            let seed = self.seeds.next_seed();
-            let mut first = Vec::new();
-            Initiator::start(&self.protection.credentials, seed, connect, &mut first).ok()?;
-            self.joining = Some(Joining {
-                seed,
-                connect: connect.to_vec(),
-                first,
-            });
-        }
-        self.joining.as_ref().map(|j| &j.first[..])
+    /// The first handshake message to `target` carrying `connect`
+    /// (encoded frames): made on the first attempt, repeated as is after.
+    /// `None` if the credentials cannot start a handshake with `target`.
+    pub(super) fn first_message(
+        &mut self,
+        target: std::net::SocketAddr,
+        connect: &[u8],
+    ) -> Option<&[u8]> {
+        let seeds = &mut self.seeds;
+        let creds = &self.protection.credentials;
+        (self.joining).first_message(creds, || seeds.next_seed(), target, connect)
     }
 
-    /// The sender's answer to our handshake (session `session_id`):
+    /// The answer to our handshake (session `session_id`) from `from`:
     /// installs the keys; returns the frames it carried (an ACCEPT, or the
     /// refusal), the group and source keys taken out. An answer that does
-    /// not open changes nothing.
+    /// not open changes nothing. A new pair (an ancestor taking over from
+    /// a silent merger) keeps the group keys and the lists already
+    /// verified when the source key is the same.
     pub(super) fn on_answer(
         &mut self,
+        from: std::net::SocketAddr,
         answer: &[u8],
         session_id: u64,
     ) -> Result<Vec<u8>, DropReason> {
-        let j = self.joining.as_ref().ok_or(DropReason::UnexpectedFrame)?;
-        let mut first = Vec::new();
-        let i = Initiator::start(&self.protection.credentials, j.seed, &j.connect, &mut first)
-            .map_err(|_| DropReason::Unauthenticated)?;
-        debug_assert_eq!(first, j.first, "a seeded handshake rebuilds the same");
-        let (payload, pair) = i.finish(answer).map_err(|_| DropReason::Unauthenticated)?;
-        let mut frames = Vec::new();
-        let (mut group, mut verifier) = ([None, None], None);
-        for f in decode_frames(&payload) {
-            match f {
-                Ok(Frame::GroupKey(k)) => {
-                    group[(k.epoch & 1) as usize] = Some(GroupKey::new(k.epoch, k.key))
-                }
-                Ok(Frame::SourceKey(k)) => verifier = Some(Verifier::new(k, session_id)),
-                Ok(f) => f.encode(&mut frames),
-                Err(_) => return Err(DropReason::MalformedFrame),
+        let a = (self.joining).finish(&self.protection.credentials, from, answer)?;
+        let same_source =
+            a.source.is_some() && self.verifier.as_ref().map(|v| *v.key()) == a.source;
+        if !same_source {
+            self.group = a.group;
+            self.verifier = a.source.map(|k| Verifier::new(k, session_id));
+            self.segments = a.source.map(|k| SegmentVerifier::new(k, session_id));
+            self.group_replay = ReplayWindow::default();
+        } else {
+            for g in a.group.into_iter().flatten() {
+                self.install(g);
             }
         }
-        if group.iter().any(Option::is_some) && verifier.is_none() {
-            // Multicast data nobody could authenticate as the sender's.
-            return Err(DropReason::Unauthenticated);
+        self.pair = Some(a.pair);
+        self.pair_replay = ReplayWindow::default();
+        Ok(a.frames)
+    }
+
+    /// Installs group key `g`: a newer epoch replaces the key of its phase.
+    fn install(&mut self, g: GroupKey) {
+        let slot = &mut self.group[(g.epoch & 1) as usize];
+        if slot.as_ref().is_none_or(|old| old.epoch < g.epoch) {
+            *slot = Some(g);
         }
-        self.joining = None;
-        self.group = group;
-        self.segments = verifier
-            .as_ref()
-            .map(|v| SegmentVerifier::new(*v.key(), session_id));
-        self.verifier = verifier;
-        self.pair = Some(pair);
-        Ok(frames)
     }
 
     /// Whether an answer to a handshake is awaited.
     pub(super) fn is_joining(&self) -> bool {
-        self.joining.is_some()
+        self.joining.is_under_way()
     }
 
     /// The frames of a sealed datagram from the sender, opened into
@@ -150,26 +135,24 @@ impl ReceiverKeys {
         datagram: &[u8],
         scratch: &'a mut Vec<u8>,
     ) -> Result<(u64, &'a [u8]), DropReason> {
-        let key = if header.flags.contains(HeaderFlags::MULTICAST) {
+        let multicast = header.flags.contains(HeaderFlags::MULTICAST);
+        let (key, replay) = if multicast {
             let phase = usize::from(header.flags.contains(HeaderFlags::KEY_PHASE));
-            self.group[phase].as_ref().map(|g| &g.key)
+            (
+                self.group[phase].as_ref().map(|g| &g.key),
+                &mut self.group_replay,
+            )
         } else {
-            self.pair.as_ref().map(|p| &p.sender_to_joiner)
-        }
-        .ok_or(DropReason::Unauthenticated)?;
-        let pn = self.replay.expand(header.packet_number);
-        self.replay.check(pn).map_err(|_| DropReason::Replayed)?;
-        scratch.clear();
-        scratch.extend_from_slice(datagram);
-        let frames = key
-            .open(scratch, pn)
-            .map_err(|_| DropReason::Unauthenticated)?;
+            (
+                self.pair.as_ref().map(|p| &p.sender_to_joiner),
+                &mut self.pair_replay,
+            )
+        };
+        let key = key.ok_or(DropReason::Unauthenticated)?;
         // A multicast datagram's number is settled once a signed list
         // names it (a rogue member may have used it first).
-        if !(header.flags.contains(HeaderFlags::MULTICAST) && self.verifier.is_some()) {
-            self.replay.commit(pn);
-        }
-        Ok((pn, frames))
+        let commit = !(multicast && self.verifier.is_some());
+        open_sealed(key, replay, header.packet_number, datagram, scratch, commit)
     }
 
     /// A multicast datagram opened (`pn`, `sealed` as it arrived at `now`,
@@ -191,9 +174,9 @@ impl ReceiverKeys {
         let outcome = match decode_frames(frames).next() {
             Some(Ok(Frame::Signature(list))) => match v.on_list(&list) {
                 Some(released) => {
-                    self.replay.commit(pn);
+                    self.group_replay.commit(pn);
                     for (p, _, _) in &released {
-                        self.replay.commit(*p);
+                        self.group_replay.commit(*p);
                     }
                     Source::Release(released.into_iter().map(|(_, a, f)| (a, f)).collect())
                 }
@@ -201,14 +184,14 @@ impl ReceiverKeys {
             },
             Some(Ok(Frame::Segments(list))) => match sv.on_list(&list, delivered) {
                 Some(released) => {
-                    self.replay.commit(pn);
+                    self.group_replay.commit(pn);
                     Source::Release(released.into_iter().map(|(_, a, f)| (a, f)).collect())
                 }
                 None => Source::Hold,
             },
             _ => match v.on_datagram(now, pn, sealed, frames) {
                 Held::Verified => {
-                    self.replay.commit(pn);
+                    self.group_replay.commit(pn);
                     Source::Process
                 }
                 Held::Waiting => Source::Hold,
@@ -242,7 +225,7 @@ impl ReceiverKeys {
         if !multicast || header.flags.contains(HeaderFlags::SEALED) {
             return (Err(DropReason::Unauthenticated), 0);
         }
-        let pn = self.replay.expand(header.packet_number);
+        let pn = self.group_replay.expand(header.packet_number);
         scratch.clear();
         scratch.extend_from_slice(datagram);
         g.data.apply(scratch, pn);
@@ -298,10 +281,8 @@ impl ReceiverKeys {
         for f in decode_frames(frames) {
             match f {
                 Ok(Frame::GroupKey(GroupKeyFrame { epoch, key })) => {
-                    let slot = &mut self.group[(epoch & 1) as usize];
-                    if slot.as_ref().is_none_or(|g| g.epoch < epoch) {
-                        *slot = Some(GroupKey::new(epoch, key));
-                    }
+                    self.install(GroupKey::new(epoch, key));
+                    let slot = &self.group[(epoch & 1) as usize];
                     if slot.as_ref().is_some_and(|g| g.epoch == epoch) {
                         self.key_ack = Some(epoch);
                     }
@@ -326,15 +307,7 @@ impl ReceiverKeys {
         start: usize,
         numbers: &crate::PacketNumbers,
     ) -> bool {
-        if crate::packet::travels_in_clear(&out[start + crate::wire::HEADER_LEN..]) {
-            return true;
-        }
-        match &self.pair {
-            Some(p) => {
-                crate::packet::seal(out, start, numbers, &p.joiner_to_sender);
-                true
-            }
-            None => false,
-        }
+        let key = self.pair.as_ref().map(|p| &p.joiner_to_sender);
+        crate::packet::seal_unless_clear(out, start, numbers, key)
     }
 }

@@ -3,7 +3,10 @@
 //! `docs/mctcp.md` "Crashed mergers"): it keeps taking DATA from the session
 //! sender meanwhile, sends a resume CONNECT naming its position
 //! (`resume_from` = its next expected offset: it holds `[0, resume_from)`),
-//! sends no ACK until the ancestor accepts, then acknowledges at once.
+//! sends no ACK until the ancestor accepts, then acknowledges at once. In a
+//! protected session the resume CONNECT rides in a new handshake with the
+//! ancestor, which gives the pair new keys; the group keys and the lists
+//! verified so far stay.
 
 use super::{Receiver, State};
 use crate::event::CloseReason;
@@ -132,6 +135,14 @@ impl Receiver {
             timestamp: WireTimestamp::at(now),
             resume_from: position,
         });
+        if let Some(keys) = self.keys.as_mut() {
+            // Protected: a new handshake with the ancestor, the resume
+            // CONNECT inside it (the same first message on every retry).
+            let mut inner = Vec::new();
+            connect.encode(&mut inner);
+            let first = keys.first_message(target, &inner)?.to_vec();
+            return Some(self.send_frame(buf, 0, target, &Frame::Handshake(&first)));
+        }
         let id = if self.retry_token != 0 {
             self.retry_token
         } else {

@@ -41,6 +41,7 @@ const T_GROUP_KEY_ACK: u8 = 0x19;
 const T_SEGMENTS: u8 = 0x1a;
 const T_SEGMENTS_REQUEST: u8 = 0x1b;
 const T_RETRY: u8 = 0x1c;
+const T_REKEY: u8 = 0x1d;
 
 /// GROUP_KEY: the key multicast datagrams of one epoch are sealed under.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -280,6 +281,9 @@ pub enum Frame<'a> {
     /// A member asks for the list naming the segment at this offset
     /// (member → sender, under its pair key).
     SegmentsRequest(u64),
+    /// A member below this merger left before the end and knows the group
+    /// key: draw a new one (merger → parent, under its pair key).
+    Rekey,
     /// Join again under this token as the header's id (sender → joiner,
     /// unprotected, under a join flood, `docs/wire.md` §4.11): the sender
     /// keeps no state until a CONNECT proves the joiner received it.
@@ -432,6 +436,7 @@ impl<'a> Frame<'a> {
             T_SEGMENTS => Frame::Segments(crate::protection::segments::SegmentList::decode(r)?),
             T_SEGMENTS_REQUEST => Frame::SegmentsRequest(r.varint()?),
             T_RETRY => Frame::Retry(r.u64()?),
+            T_REKEY => Frame::Rekey,
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -556,6 +561,7 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_RETRY);
                 out.put_u64(*token);
             }
+            Frame::Rekey => out.put_u8(T_REKEY),
             Frame::Signature(list) => {
                 out.put_u8(T_SIGNATURE);
                 crate::protection::source::encode_list(list, out);
@@ -775,6 +781,7 @@ mod tests {
             roundtrip(&Frame::GroupKeyAck(off));
             roundtrip(&Frame::SegmentsRequest(off));
             roundtrip(&Frame::Retry(off | 1 << 63));
+            roundtrip(&Frame::Rekey);
             roundtrip(&Frame::Segments(crate::protection::segments::SegmentList {
                 start: off,
                 segments: vec![

@@ -64,7 +64,7 @@ impl Merger {
                 "merger full"
             };
             tracing::debug!(child = %from, why, "merger: refusing a resume");
-            self.queue(from, header_session, Self::reset_body(why));
+            self.refuse_join(from, header_session, why);
             return true;
         }
         let summary = crate::merge::join::ConnectSummary::of(c);
@@ -265,6 +265,17 @@ impl Merger {
             timestamp: WireTimestamp::at(now),
             resume_from: position,
         });
+        if let Some(keys) = self.keys.as_mut() {
+            // Protected: a new handshake with the ancestor, the resume
+            // CONNECT inside it.
+            let mut inner = Vec::new();
+            connect.encode(&mut inner);
+            let mut first = Vec::new();
+            Frame::Handshake(keys.first_message(target, &inner)?).encode(&mut first);
+            return Some(self.send(buf, 0, target, |p| {
+                p.frames_with(|out| out.extend_from_slice(&first));
+            }));
+        }
         let id = if self.retry_token != 0 {
             self.retry_token
         } else {

@@ -4,11 +4,11 @@
 //! itself to a listener, which answers with an ordinary CONNECT (a unicast
 //! transfer is a session of one).
 
-use super::protect::Clear;
 use super::transmit::Control;
 use super::{SessionEvent, SessionSender};
 use crate::event::CloseReason;
 use crate::handshake::retry_wait;
+use crate::protection::answering::Clear;
 use crate::recovery::Recovery;
 use crate::session::config::{
     JoinPolicy, MAX_UNVALIDATED_MEMBERS, RETRY_ABOVE_UNVALIDATED, RETRY_MODE_HOLD, RETRY_WINDOW,
@@ -186,12 +186,12 @@ impl SessionSender {
         let mut scratch = std::mem::take(&mut self.scratch);
         let keys = self.keys.as_mut().expect("protected");
         if header.flags.contains(HeaderFlags::SEALED) {
-            match keys.open(from, &header, datagram, &mut scratch) {
+            match keys.joins().open(from, &header, datagram, &mut scratch) {
                 Ok(body) => self.on_frames(now, from, header, body, datagram.len()),
                 Err(reason) => self.stats.drops.count(reason),
             }
         } else {
-            match keys.on_clear(now, from, &datagram[HEADER_LEN..]) {
+            match keys.joins().on_clear(now, from, &datagram[HEADER_LEN..]) {
                 Ok(Clear::Join(payload)) => {
                     match decode_frames(&payload).next() {
                         Some(Ok(Frame::Connect(c))) => {
@@ -200,7 +200,7 @@ impl SessionSender {
                         _ => self.stats.drops.count(DropReason::UnexpectedFrame),
                     }
                     if let Some(k) = self.keys.as_mut() {
-                        k.end_join();
+                        k.joins().end_join();
                     }
                 }
                 Ok(Clear::Repeat) => self.on_repeated_join(from, datagram.len() as u64),
@@ -306,7 +306,7 @@ impl SessionSender {
     fn refuse(&mut self, to: SocketAddr, reason: &str) {
         if let Some(k) = self.keys.as_mut() {
             // Protected: inside the handshake's answer (authenticated).
-            if let Some(answer) = k.refusal(reason) {
+            if let Some(answer) = k.joins().refusal(reason) {
                 self.control(to, Control::Handshake(answer));
             }
             return;
@@ -469,7 +469,7 @@ impl SessionSender {
         }
         self.members.insert(member, self.snd_nxt);
         if let Some(k) = self.keys.as_mut() {
-            k.admitted(from);
+            k.joins().admitted(from);
         }
         self.stats.members_joined += 1;
         tracing::debug!(session = self.session_id, member = id.0, %from, start, "member joined");

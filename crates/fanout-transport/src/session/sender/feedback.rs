@@ -57,6 +57,7 @@ impl SessionSender {
                 }
                 Frame::GroupKeyAck(epoch) => self.on_group_key_ack(now, id, epoch),
                 Frame::SegmentsRequest(offset) => self.on_segments_request(id, offset),
+                Frame::Rekey => self.on_rekey(now, id),
                 Frame::Close(_) | Frame::Ping | Frame::Padding => {}
                 _ => self.stats.drops.count(DropReason::UnexpectedFrame),
             }

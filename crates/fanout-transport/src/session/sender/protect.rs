@@ -16,32 +16,17 @@
 //! update starts the next update once this one is done. Joiners get the
 //! key in use and the one being handed out inside their answer.
 
-use crate::protection::noise::Responder;
+use crate::protection::answering::{JoinerKeys, Joiners};
 use crate::protection::segments::{
     segment_hash_of_pieces, ListedSegment, SegmentList, SegmentLists,
 };
 use crate::protection::source::{SignedList, Signer};
-use crate::protection::{
-    GroupKey, HandshakeError, PairKeys, Protection, PublicKey, ReplayWindow, SeedStream,
-};
+use crate::protection::{GroupKey, Protection, SeedStream};
 use crate::session::timers::Timer;
-use crate::wire::{Frame, GroupKeyFrame, Header, HeaderFlags, HEADER_LEN};
-use fanout_core::stats::DropReason;
+use crate::wire::{GroupKeyFrame, HeaderFlags, HEADER_LEN};
 use fanout_core::time::Instant;
-use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
-/// Keys of members that left, kept to seal the RESET or CLOSE still
-/// queued for them; the oldest is forgotten beyond this.
-const DEPARTED_KEPT: usize = 64;
-/// First handshake messages read per [`HANDSHAKE_PERIOD`] at most. Reading
-/// one costs up to two X25519 operations (about 100 µs under `IK`) before
-/// it can fail, so a flood of junk could otherwise take a core; beyond the
-/// budget they are dropped unread (`limit_exceeded`) and honest joiners
-/// retry. 200 per 100 ms admits 2 000 joiners a second.
-const HANDSHAKES_PER_PERIOD: u32 = 200;
-/// The period of [`HANDSHAKES_PER_PERIOD`].
-const HANDSHAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
 /// Fewest whole segments the send buffer must hold beyond `SND.NXT` before
 /// they are listed ahead (unless the stream's end is known).
 const MIN_LIST_SEGMENTS: u64 = 16;
@@ -70,27 +55,8 @@ pub(super) struct KeyUpdateDue {
     pub(super) evict: Vec<SocketAddr>,
 }
 
-/// One member's handshake and keys.
-struct MemberKeys {
-    /// Its first handshake message's ephemeral key: a retransmission of
-    /// that message has the same.
-    ephemeral: PublicKey,
-    /// The handshake, until the answer is written.
-    handshake: Option<Responder>,
-    /// The answer, repeated for a retransmitted first message.
-    answer: Vec<u8>,
-    /// Set once the answer is written.
-    keys: Option<PairKeys>,
-    /// Packet numbers of its datagrams accepted so far.
-    replay: ReplayWindow,
-    /// Newest group key epoch it holds (handed in its answer or
-    /// confirmed).
-    epoch: u64,
-}
-
 /// The sender's protection state.
 pub(super) struct SenderKeys {
-    protection: Protection,
     seeds: SeedStream,
     /// Group keys by phase (epoch's low bit): the one multicast datagrams
     /// are sealed under, and the next while it is handed out.
@@ -110,13 +76,8 @@ pub(super) struct SenderKeys {
     signer: Signer,
     /// Segments listed ahead of sending, and their lists.
     segments: SegmentLists,
-    members: BTreeMap<SocketAddr, MemberKeys>,
-    departed: VecDeque<(SocketAddr, MemberKeys)>,
-    /// The handshake of the join being admitted, between reading it and
-    /// admitting (or refusing) it.
-    answering: Option<Responder>,
-    /// Start of the current handshake period and first messages read in it.
-    handshake_budget: (Option<Instant>, u32),
+    /// Every member's handshake and keys, and the join being read.
+    members: Joiners,
 }
 
 impl std::fmt::Debug for SenderKeys {
@@ -127,19 +88,11 @@ impl std::fmt::Debug for SenderKeys {
     }
 }
 
-/// What an unsealed datagram from a stranger or member asks.
-pub(super) enum Clear {
-    /// A first handshake message never seen: its CONNECT (the payload)
-    /// is to be admitted or refused.
-    Join(Vec<u8>),
-    /// A retransmitted first message of a known member: answer again.
-    Repeat,
-}
-
 impl SenderKeys {
     pub(super) fn new(protection: Protection, max_datagram: usize) -> Self {
         let mut seeds = SeedStream::new(protection.seed);
         let first = GroupKey::new(0, seeds.next_seed());
+        let members = Joiners::new(protection.credentials.clone(), seeds.next_seed());
         SenderKeys {
             group: [Some(first), None],
             sealing: 0,
@@ -149,110 +102,15 @@ impl SenderKeys {
             resend_after: None,
             signer: Signer::new(seeds.next_seed(), max_datagram),
             segments: SegmentLists::new(max_datagram),
-            protection,
             seeds,
-            members: BTreeMap::new(),
-            departed: VecDeque::new(),
-            answering: None,
-            handshake_budget: (None, 0),
+            members,
         }
     }
 
-    /// The frames of a sealed datagram from `from`, opened into `scratch`
-    /// (its replay window updated), or why it was refused.
-    pub(super) fn open<'a>(
-        &mut self,
-        from: SocketAddr,
-        header: &Header,
-        datagram: &[u8],
-        scratch: &'a mut Vec<u8>,
-    ) -> Result<&'a [u8], DropReason> {
-        let m = self.members.get_mut(&from).ok_or(DropReason::UnknownPeer)?;
-        let key = m.keys.as_ref().ok_or(DropReason::Unauthenticated)?;
-        let pn = m.replay.expand(header.packet_number);
-        m.replay.check(pn).map_err(|_| DropReason::Replayed)?;
-        scratch.clear();
-        scratch.extend_from_slice(datagram);
-        let frames = key
-            .joiner_to_sender
-            .open(scratch, pn)
-            .map_err(|_| DropReason::Unauthenticated)?;
-        m.replay.commit(pn);
-        Ok(frames)
-    }
-
-    /// An unsealed datagram's `frames` from `from` at `now`: a first
-    /// handshake message (read here, within the budget), or nothing to act
-    /// on.
-    pub(super) fn on_clear(
-        &mut self,
-        now: Instant,
-        from: SocketAddr,
-        frames: &[u8],
-    ) -> Result<Clear, DropReason> {
-        let Some(Ok(Frame::Handshake(first))) = crate::wire::decode_frames(frames).next() else {
-            return Err(DropReason::Unauthenticated);
-        };
-        if let Some(m) = self.members.get(&from) {
-            return if Some(m.ephemeral) == crate::protection::noise::first_ephemeral(first) {
-                Ok(Clear::Repeat)
-            } else {
-                // Another handshake from a member's address: the member
-                // stays as it is (it leaves, or is evicted, first).
-                Err(DropReason::UnknownSession)
-            };
-        }
-        let (start, read) = &mut self.handshake_budget;
-        if start.is_none_or(|s| now >= s + HANDSHAKE_PERIOD) {
-            *start = Some(now);
-            *read = 0;
-        }
-        if *read >= HANDSHAKES_PER_PERIOD {
-            return Err(DropReason::LimitExceeded);
-        }
-        *read += 1;
-        let seed = self.seeds.next_seed();
-        match Responder::read(&self.protection.credentials, seed, first) {
-            Ok((r, payload)) => {
-                self.answering = Some(r);
-                Ok(Clear::Join(payload))
-            }
-            Err(HandshakeError::NotAllowed) => Err(DropReason::NotAllowed),
-            Err(_) => Err(DropReason::Unauthenticated),
-        }
-    }
-
-    /// The join being read was admitted at `addr`: its handshake is kept
-    /// for the ACCEPT.
-    pub(super) fn admitted(&mut self, addr: SocketAddr) {
-        if let Some(r) = self.answering.take() {
-            let m = MemberKeys {
-                ephemeral: r.ephemeral(),
-                handshake: Some(r),
-                answer: Vec::new(),
-                keys: None,
-                replay: ReplayWindow::default(),
-                epoch: 0,
-            };
-            self.members.insert(addr, m);
-        }
-    }
-
-    /// The join being read is refused with `reason`: the answer that
-    /// tells the joiner (authenticated, so no forger can refuse for us).
-    pub(super) fn refusal(&mut self, reason: &str) -> Option<Vec<u8>> {
-        let r = self.answering.take()?;
-        let mut inner = Vec::new();
-        Frame::Reset(crate::wire::CloseFrame { code: 1, reason }).encode(&mut inner);
-        let mut answer = Vec::new();
-        r.answer(&inner, &mut answer).ok()?;
-        Some(answer)
-    }
-
-    /// Forgets the handshake of a join that was neither admitted nor
-    /// refused (dropped unanswered).
-    pub(super) fn end_join(&mut self) {
-        self.answering = None;
+    /// The joiners: their handshakes, keys, and the join being read
+    /// ([`Joiners`]).
+    pub(super) fn joins(&mut self) -> &mut Joiners {
+        &mut self.members
     }
 
     /// The answer to `addr`'s handshake carrying `accept` (the encoded
@@ -260,33 +118,19 @@ impl SenderKeys {
     /// written once, then repeated.
     pub(super) fn answer(&mut self, addr: SocketAddr, accept: &[u8]) -> Option<&[u8]> {
         let source = self.signer.public_key();
-        let m = self.members.get_mut(&addr)?;
-        if let Some(r) = m.handshake.take() {
-            let mut inner = accept.to_vec();
-            // The key in use, and the next one if it is being handed out.
-            for k in self.group.iter().flatten() {
-                Frame::GroupKey(k.frame()).encode(&mut inner);
-                m.epoch = m.epoch.max(k.epoch);
-            }
-            Frame::SourceKey(source).encode(&mut inner);
-            m.keys = r.answer(&inner, &mut m.answer).ok();
-        }
-        m.keys.as_ref()?;
-        Some(&m.answer)
+        // The key in use, and the next one if it is being handed out.
+        let group: Vec<GroupKeyFrame> = self.group.iter().flatten().map(GroupKey::frame).collect();
+        (self.members.get_mut(&addr)?).answer_join(accept, &group, source)
     }
 
     /// A member at `addr` left at `now`: its keys stay only to seal what
     /// is still queued for it. Unless it `held_everything`, the group key
     /// it knows is replaced (see the module notes).
     pub(super) fn forget(&mut self, now: Instant, addr: SocketAddr, held_everything: bool) {
-        let Some(m) = self.members.remove(&addr) else {
+        let Some(m) = self.members.depart(addr) else {
             return;
         };
-        let knew_key = m.keys.is_some();
-        if self.departed.len() == DEPARTED_KEPT {
-            self.departed.pop_front();
-        }
-        self.departed.push_back((addr, m));
+        let knew_key = m.keys().is_some();
         if knew_key && !held_everything {
             match self.update.as_mut() {
                 // It may also hold the key being handed out.
@@ -296,6 +140,18 @@ impl SenderKeys {
         }
         // It may have been the last one the update waited for.
         self.finish_update_if_confirmed(now);
+    }
+
+    /// A merger member says a member below it left before the end: the
+    /// group key is replaced as if that member had left here.
+    pub(super) fn rekey(&mut self, now: Instant, from: SocketAddr) {
+        if self.members.get(&from).is_none_or(|m| m.keys().is_none()) {
+            return;
+        }
+        match self.update.as_mut() {
+            Some(u) => u.again = true,
+            None => self.start_update(now),
+        }
     }
 
     fn start_update(&mut self, now: Instant) {
@@ -333,7 +189,7 @@ impl SenderKeys {
             return due;
         };
         let late = now >= u.started + KEY_UPDATE_TIMEOUT;
-        let pending = |m: &MemberKeys| m.keys.is_some() && m.epoch < epoch;
+        let pending = |m: &JoinerKeys| m.keys().is_some() && m.epoch < epoch;
         if late {
             due.evict = (self.members.iter())
                 .filter(|(_, m)| pending(m))
@@ -381,8 +237,8 @@ impl SenderKeys {
         };
         if self
             .members
-            .values()
-            .any(|m| m.keys.is_some() && m.epoch < epoch)
+            .iter()
+            .any(|(_, m)| m.keys().is_some() && m.epoch < epoch)
         {
             return;
         }
@@ -441,25 +297,7 @@ impl SenderKeys {
             }
             return true;
         }
-        let key = self
-            .members
-            .get(&to)
-            .or_else(|| {
-                self.departed
-                    .iter()
-                    .rev()
-                    .find(|(a, _)| *a == to)
-                    .map(|(_, m)| m)
-            })
-            .and_then(|m| m.keys.as_ref())
-            .map(|k| &k.sender_to_joiner);
-        match key {
-            Some(key) => {
-                crate::packet::seal(out, start, numbers, key);
-                true
-            }
-            None => false,
-        }
+        crate::packet::seal_unless_clear(out, start, numbers, self.members.sealing_key(&to))
     }
 
     /// The next segment list to multicast (ahead of its segments).
@@ -491,6 +329,18 @@ impl SenderKeys {
 }
 
 impl super::SessionSender {
+    /// Merger member `id` asks for a new group key (REKEY): a member below
+    /// it left before the end.
+    pub(super) fn on_rekey(&mut self, now: Instant, id: crate::session::MemberId) {
+        let Some(addr) = self.members.get(id).map(|m| m.addr()) else {
+            return;
+        };
+        if let Some(k) = self.keys.as_mut() {
+            k.rekey(now, addr);
+        }
+        self.arm_key_update(now);
+    }
+
     /// Member `id` holds the group key of `epoch`.
     pub(super) fn on_group_key_ack(
         &mut self,
