@@ -79,6 +79,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         interface: None,
         source: None,
         merger: None,
+        merger_key: None,
         merger_fallback: Vec::new(),
         output: out.clone(),
         allow_from: Vec::new(),

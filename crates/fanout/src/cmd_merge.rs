@@ -12,6 +12,7 @@
 //! silent, or when its join times out.
 
 use crate::report::{drops_map, peak_rss_bytes, OutputOpts};
+use crate::security_opts::{pin_at, SecurityOpts, Side};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
@@ -29,6 +30,17 @@ const KEEPALIVE: Duration = Duration::from_millis(250);
 
 /// Arguments of `fanout merge`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  # four receivers report here; one merged flow goes to the sender
+  fanout merge --listen 192.0.2.5:7100 --parent 192.0.2.1:6000 --children 4
+  fanout recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 --merger 192.0.2.5:7100 -o out/
+
+  # protected: a pre-shared key on every host, or key pairs per hop
+  fanout merge --listen 192.0.2.5:7100 --parent 192.0.2.1:6000 --psk-file session.psk
+  fanout merge --listen 192.0.2.5:7100 --parent 192.0.2.1:6000 \\
+      --key merger.key --sender-key sender.key.pub --allow-keys children.txt
+  fanout recv ... --merger 192.0.2.5:7100 --key recv.key \\
+      --sender-key sender.key.pub --merger-key merger.key.pub")]
 pub struct MergeArgs {
     /// Local address the children send their feedback to (receivers name it
     /// in `fanout recv --merger`, lower mergers in `--parent`).
@@ -63,8 +75,11 @@ pub struct MergeArgs {
     /// Ancestors above --parent to re-attach to, in order, if the parent
     /// (a merger) falls silent for 1 s: e.g. its parent, ..., the sender.
     /// The subtree continues from its merged position (`docs/mctcp.md`).
-    #[arg(long, value_name = "HOST:PORT,...", value_delimiter = ',')]
-    pub fallback: Vec<String>,
+    /// With --key, `HOST:PORT=KEY` gives each one's public key (64 hex
+    /// digits or a .pub file); one without is pinned by --sender-key.
+    #[arg(long, value_name = "HOST:PORT[=KEY],...", value_delimiter = ',',
+          value_parser = crate::security_opts::parse_peer)]
+    pub fallback: Vec<crate::security_opts::PeerArg>,
     /// Evict a child that sent nothing for this many milliseconds while a
     /// sibling is ahead (a crashed lower merger; 0 = only --child-stall).
     #[arg(long, default_value_t = 2000, value_name = "MS")]
@@ -72,6 +87,8 @@ pub struct MergeArgs {
     /// Exit if no child joined within this many seconds (0 = wait forever).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
     pub wait: u64,
+    #[command(flatten)]
+    pub security: SecurityOpts,
     #[command(flatten)]
     pub out: OutputOpts,
 }
@@ -87,6 +104,8 @@ pub struct MergeReport {
     pub parent: String,
     /// Why the merger stopped.
     pub close: String,
+    /// "none", "psk", "keys" or "keys+psk" (`docs/security.md`).
+    pub protection: &'static str,
     /// From start to end, seconds.
     pub seconds: f64,
     /// Merger counters (children, ACKs in and out, relays, …).
@@ -141,6 +160,8 @@ fn counters(st: &MergerStats) -> BTreeMap<&'static str, u64> {
         ("keepalives", st.keepalives),
         ("children_resumed", st.children_resumed),
         ("reattaches", st.reattaches),
+        ("group_keys_passed", st.group_keys_passed),
+        ("rekeys_sent", st.rekeys_sent),
         ("datagrams_received", st.datagrams_received),
         ("datagrams_sent", st.datagrams_sent),
     ]
@@ -158,6 +179,9 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
     if !args.out.quiet && !args.out.json {
         eprintln!("fanout: merging on {local} for {parent}");
     }
+    args.security
+        .warn_if_unprotected(args.out.quiet || args.out.json);
+    let mut protection = args.security.protection(Side::Merger)?;
     if let Some(tx) = bound {
         let _ = tx.send(local);
     }
@@ -181,11 +205,16 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
         fallback: args
             .fallback
             .iter()
-            .map(|a| crate::cmd_send::resolve(a))
+            .map(|a| {
+                let addr = crate::cmd_send::resolve(&a.addr)?;
+                pin_at(&mut protection, addr, a.key);
+                Ok(addr)
+            })
             .collect::<Result<Vec<_>>>()?,
         child_silence: (args.child_silence_ms > 0)
             .then(|| Duration::from_millis(args.child_silence_ms)),
         token_key: fanout_io::random_token_key(),
+        protection,
         ..MergerConfig::new(parent)
     };
     let start = clock.now();
@@ -209,6 +238,7 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
         listen: local.to_string(),
         parent: parent.to_string(),
         close,
+        protection: args.security.mode(),
         seconds: (clock.now() - start).as_secs_f64(),
         transport: counters(&st),
         drops: drops_map(&st.drops),

@@ -9,6 +9,7 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_transport::protection::noise::{public_key, KEY_LEN};
 use fanout_transport::protection::{Credentials, Protection, PublicKey};
+use std::net::SocketAddr;
 use std::path::Path;
 
 /// Who uses the flags: the two ends of a handshake.
@@ -25,6 +26,9 @@ pub enum Side {
     /// A relay's receiving side: joins its upstream sender (pinned by
     /// `--sender-key`; its `--allow-keys` is for the downstream side).
     RelayIn,
+    /// An ACK merger: joins its parent (pinned by `--sender-key`) and
+    /// answers its children's handshakes (checked against `--allow-keys`).
+    Merger,
 }
 
 /// Flags that protect a session. Without any, the session is unprotected
@@ -44,11 +48,11 @@ pub struct SecurityOpts {
     pub key: Option<Secret>,
     /// recv: the sender's public key (64 hex digits, or its `.pub` file);
     /// a sender without the matching private key cannot complete the
-    /// handshake.
-    #[arg(long, value_name = "KEY|FILE", value_parser = read_public)]
+    /// handshake. merge: the key of its --parent.
+    #[arg(long, value_name = "KEY|FILE", value_parser = parse_public)]
     pub sender_key: Option<PublicKey>,
     /// send: a file of the receivers' public keys allowed to join, one
-    /// per line.
+    /// per line. merge: its children's keys.
     #[arg(long, value_name = "FILE", value_parser = read_allow_list)]
     pub allow_keys: Option<AllowList>,
 }
@@ -107,7 +111,8 @@ fn read_secret(path: &str) -> Result<Secret> {
     Ok(Secret(key))
 }
 
-fn read_public(arg: &str) -> Result<PublicKey> {
+/// A public key: 64 hex digits, or a `.pub` file holding them.
+pub fn parse_public(arg: &str) -> Result<PublicKey> {
     if let Ok(k) = parse_hex_key(arg) {
         return Ok(k);
     }
@@ -126,6 +131,39 @@ fn read_allow_list(path: &str) -> Result<AllowList> {
         .collect::<Result<Vec<_>>>()?;
     ensure!(!keys.is_empty(), "{path} allows no key");
     Ok(AllowList(keys))
+}
+
+/// An address to join, with the public key to pin for it if given
+/// (`HOST:PORT` or `HOST:PORT=KEY`, KEY as 64 hex digits or a `.pub`
+/// file): a merger, or an ancestor taking over from one.
+#[derive(Debug, Clone)]
+pub struct PeerArg {
+    /// `HOST:PORT` (resolved later).
+    pub addr: String,
+    /// The key to pin when joining it.
+    pub key: Option<PublicKey>,
+}
+
+/// Parses a [`PeerArg`].
+pub fn parse_peer(arg: &str) -> Result<PeerArg> {
+    Ok(match arg.split_once('=') {
+        Some((addr, key)) => PeerArg {
+            addr: addr.to_string(),
+            key: Some(parse_public(key).with_context(|| format!("the key of {addr}"))?),
+        },
+        None => PeerArg {
+            addr: arg.to_string(),
+            key: None,
+        },
+    })
+}
+
+/// `protection` pinning `key` for the peer at `addr` (a merger or an
+/// ancestor of one) instead of the sender's key.
+pub fn pin_at(protection: &mut Option<Protection>, addr: SocketAddr, key: Option<PublicKey>) {
+    if let (Some(p), Some(k)) = (protection.as_mut(), key) {
+        p.credentials = std::sync::Arc::new(p.credentials.as_ref().clone().pin_at(addr, k));
+    }
 }
 
 /// Hexadecimal digits of `bytes`.
@@ -167,6 +205,20 @@ impl SecurityOpts {
             c = c.identity(key.0);
         }
         match side {
+            Side::Merger => {
+                if let Some(k) = self.sender_key {
+                    c = c.sender_key(k);
+                }
+                for k in self.allow_keys.iter().flat_map(|a| &a.0) {
+                    c = c.allow(*k);
+                }
+                c.check_joiner().map_err(|why| {
+                    anyhow::anyhow!("{why}: add --sender-key KEY (the parent's public key)")
+                })?;
+                c.check_sender().map_err(|why| {
+                    anyhow::anyhow!("{why}: add --allow-keys FILE (the children's keys)")
+                })?;
+            }
             Side::Sender | Side::RelayOut => {
                 ensure!(
                     side == Side::RelayOut || self.sender_key.is_none(),
@@ -339,5 +391,22 @@ mod tests {
         assert!(relay.credentials(Side::Receiver).is_err());
         assert!(relay.credentials(Side::RelayOut).unwrap().is_some());
         assert!(relay.credentials(Side::RelayIn).unwrap().is_some());
+        // A merger takes both as well, and needs both with keys.
+        assert!(relay.credentials(Side::Merger).unwrap().is_some());
+        let merger_without_children = SecurityOpts {
+            allow_keys: None,
+            ..relay
+        };
+        assert!(merger_without_children.credentials(Side::Merger).is_err());
+    }
+
+    #[test]
+    fn a_peer_may_carry_the_key_to_pin() {
+        let k = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let p = parse_peer(&format!("10.0.0.1:7000={k}")).unwrap();
+        assert_eq!(p.addr, "10.0.0.1:7000");
+        assert_eq!(p.key.unwrap()[0], 0x00);
+        assert!(parse_peer("[2001:db8::1]:7000").unwrap().key.is_none());
+        assert!(parse_peer("10.0.0.1:7000=nonsense").is_err());
     }
 }

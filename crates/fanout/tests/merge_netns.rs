@@ -4,9 +4,12 @@
 //! each receiver joins through one of two ACK mergers (`fanout recv --merger`),
 //! which report to the sender. All four files are identical and verified end to
 //! end, the sender sees two members (the mergers), and it receives fewer ACKs
-//! than the receivers sent. Every wait is bounded; the LAN guard kills what
-//! runs in it and removes it. Skipped without namespaces unless
-//! `FANOUT_NETNS_REQUIRED=1`.
+//! than the receivers sent. The same again with every hop protected by
+//! long-term keys (`docs/security.md`, "Mergers"): the sender allows the
+//! mergers' keys, each merger pins the sender's and allows its receivers',
+//! each receiver pins its merger's and the sender's. Every wait is bounded;
+//! the LAN guard kills what runs in it and removes it. Skipped without
+//! namespaces unless `FANOUT_NETNS_REQUIRED=1`.
 
 mod common;
 use common::{finish, spawn, spawn_group_sender};
@@ -27,19 +30,80 @@ fn merger_addr(lan: &LanTopology, host: usize) -> String {
     format!("{}:6041", lan.host(host).ipv4())
 }
 
-fn receiver(lan: &LanTopology, host: usize, merger: &str, out: &Path) -> NsChild {
-    let extra = ["--merger", merger];
+fn receiver(lan: &LanTopology, host: usize, merger: &str, out: &Path, keys: &[String]) -> NsChild {
+    let extra: Vec<&str> = ["--merger", merger]
+        .into_iter()
+        .chain(keys.iter().map(String::as_str))
+        .collect();
     common::spawn_group_receiver(lan, host, GROUP, SENDER, out, &extra)
 }
 
 #[test]
 fn receivers_report_through_two_mergers_and_all_get_the_file() {
+    report_through_two_mergers(false);
+}
+
+#[test]
+fn protected_receivers_report_through_two_protected_mergers() {
+    report_through_two_mergers(true);
+}
+
+/// A key pair from `fanout keygen` in `dir`: (private key file, .pub).
+fn keygen(dir: &Path, name: &str) -> (String, String) {
+    let key = dir.join(format!("{name}.key"));
+    let ok = std::process::Command::new(common::BIN)
+        .arg("keygen")
+        .arg(&key)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("fanout keygen");
+    assert!(ok.success());
+    let key = key.display().to_string();
+    (key.clone(), format!("{key}.pub"))
+}
+
+/// An allow-list file of `pubs` in `dir`.
+fn allow_list(dir: &Path, name: &str, pubs: &[&str]) -> String {
+    let lines: Vec<String> = pubs
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, lines.concat()).unwrap();
+    path.display().to_string()
+}
+
+fn report_through_two_mergers(protected: bool) {
     if let Some(reason) = require_netns() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let scratch = common::Scratch::new("merge");
+    let scratch = common::Scratch::new(if protected { "merge-keys" } else { "merge" });
     let dir = scratch.path();
+    // Security flags per host (empty: unprotected).
+    let mut flags: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+    if protected {
+        let key = |h: usize| keygen(dir, &format!("host{h}"));
+        let keys: Vec<(String, String)> = (0..7).map(key).collect();
+        let sender_pub = keys[0].1.clone();
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let allow = allow_list(dir, "allow-sender", &[&keys[1].1, &keys[2].1]);
+        flags.insert(0, f(&["--key", &keys[0].0, "--allow-keys", &allow]));
+        for m in [1, 2] {
+            let children: Vec<&str> = (RECEIVERS.iter())
+                .filter(|(_, p)| *p == m)
+                .map(|(h, _)| keys[*h].1.as_str())
+                .collect();
+            let allow = allow_list(dir, &format!("allow-m{m}"), &children);
+            let mine = ["--key", &keys[m].0, "--sender-key", &sender_pub];
+            flags.insert(m, f(&[&mine[..], &["--allow-keys", &allow]].concat()));
+        }
+        for (h, m) in RECEIVERS {
+            let pins = ["--sender-key", &sender_pub, "--merger-key", &keys[m].1];
+            flags.insert(h, f(&[&["--key", keys[h].0.as_str()][..], &pins].concat()));
+        }
+    }
+    let flags_of = |h: usize| flags.get(&h).cloned().unwrap_or_default();
     let src = dir.join("payload.bin");
     let mut data = vec![0u8; FILE_BYTES];
     fanout_core::Rng::new(41).fill(&mut data);
@@ -53,45 +117,58 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
         .iter()
         .map(|&h| {
             let listen = merger_addr(&lan, h);
+            let security = flags_of(h);
+            let security: Vec<&str> = security.iter().map(String::as_str).collect();
             let c = spawn(
                 &lan,
                 h,
                 &[
-                    "merge",
-                    "--listen",
-                    &listen,
-                    "--parent",
-                    SENDER,
-                    "--children",
-                    "2",
-                    // Join upstream by count: a child arriving after the
-                    // join would be a late joiner (catch-up of the prefix,
-                    // tested in merge_tree_netns), which a slow spawn must
-                    // not cause here.
-                    "--join-ms",
-                    "10000",
-                    "--json",
-                    "--quiet",
-                ],
+                    &[
+                        "merge",
+                        "--listen",
+                        &listen,
+                        "--parent",
+                        SENDER,
+                        "--children",
+                        "2",
+                        // Join upstream by count: a child arriving after the
+                        // join would be a late joiner (catch-up of the prefix,
+                        // tested in merge_tree_netns), which a slow spawn must
+                        // not cause here.
+                        "--join-ms",
+                        "10000",
+                        "--json",
+                        "--quiet",
+                    ][..],
+                    &security,
+                ]
+                .concat(),
             );
             (h, c)
         })
         .collect();
     let mut receivers: Vec<(usize, NsChild)> = RECEIVERS
         .iter()
-        .map(|&(h, m)| (h, receiver(&lan, h, &merger_addr(&lan, m), &out(h))))
+        .map(|&(h, m)| {
+            let r = receiver(&lan, h, &merger_addr(&lan, m), &out(h), &flags_of(h));
+            (h, r)
+        })
         .collect();
     let g = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 9));
     let joined = lan
         .wait_for_members(g, 4, Duration::from_secs(5))
         .expect("bridge");
     assert_eq!(joined.len(), 4, "{joined:?}");
-    let mut sender = spawn_group_sender(&lan, 0, &src, GROUP, SENDER, 2, &[]);
+    let security = flags_of(0);
+    let security: Vec<&str> = security.iter().map(String::as_str).collect();
+    let mut sender = spawn_group_sender(&lan, 0, &src, GROUP, SENDER, 2, &security);
     let sent = finish(&mut sender, "sender", Duration::from_secs(60));
     let mut receiver_acks = 0;
     for (h, c) in receivers.iter_mut() {
         let r = finish(c, &format!("receiver on host {h}"), Duration::from_secs(30));
         assert_eq!(r["verified"], true, "host {h}");
+        let mode = if protected { "keys" } else { "none" };
+        assert_eq!(r["protection"], mode, "host {h}");
         assert!(
             std::fs::read(out(*h)).unwrap() == data,
             "host {h}: file differs"
@@ -102,6 +179,11 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
     for (h, c) in mergers.iter_mut() {
         let m = finish(c, &format!("merger on host {h}"), Duration::from_secs(40));
         assert_eq!(m["transport"]["children_joined"], 2, "host {h}: {m}");
+        if protected {
+            assert_eq!(m["protection"], "keys", "host {h}: {m}");
+            let refused = m["drops"].as_object().unwrap();
+            assert!(refused.get("unauthenticated").is_none(), "host {h}: {m}");
+        }
         merged += m["transport"]["acks_out"].as_u64().unwrap();
     }
     assert_eq!(sent["transport"]["members_joined"], 2, "{sent}");
@@ -116,8 +198,9 @@ fn receivers_report_through_two_mergers_and_all_get_the_file() {
     }
     let at_sender = sent["transport"]["acks_received"].as_u64().unwrap();
     eprintln!(
-        "4 MiB through 2 mergers to 4 receivers: {:.2} s ({:.0} Mbit/s); receivers sent \
+        "{}4 MiB through 2 mergers to 4 receivers: {:.2} s ({:.0} Mbit/s); receivers sent \
          {receiver_acks} ACKs, mergers {merged}, the sender received {at_sender}",
+        if protected { "protected: " } else { "" },
         sent["seconds"].as_f64().unwrap(),
         sent["goodput_bps"].as_f64().unwrap() / 1e6,
     );
