@@ -523,3 +523,203 @@ fn a_merger_sends_an_unvalidated_child_address_at_most_three_times_what_it_sent(
         );
     }
 }
+
+mod protected {
+    //! The same for a protected session sender and merger (`docs/wire.md`
+    //! §4.12, mergers): a real protected session sender, a merger, two
+    //! receivers reporting through it; an attacker without the key can only replay
+    //! what it captured or send junk, and a rogue member with the key can
+    //! make fresh handshakes, all with the victim's address.
+
+    use super::*;
+    use fanout_core::drain;
+    use fanout_transport::protection::joining::JoinHandshake;
+    use fanout_transport::protection::{Credentials, Protection};
+    use fanout_transport::wire::{Header, HeaderFlags};
+
+    const PSK: [u8; 32] = [4; 32];
+
+    fn merger_addr() -> SocketAddr {
+        "10.0.2.1:6000".parse().unwrap()
+    }
+
+    fn protection(seed: u8) -> Option<Protection> {
+        Some(Protection::new(Credentials::with_psk(PSK), [seed; 32]))
+    }
+
+    struct Tree {
+        sender: SessionSender,
+        merger: Merger,
+        receivers: Vec<Receiver>,
+        now: Instant,
+        /// Every clear datagram a receiver sent the merger (first
+        /// handshake messages), for the attacker to replay.
+        captured: Vec<Vec<u8>>,
+        to_victim: u64,
+        buf: Vec<u8>,
+    }
+
+    impl Tree {
+        fn new() -> Tree {
+            let now = Instant::ZERO;
+            let mut config = multicast(JoinPolicy::Live);
+            config.transport.protection = protection(1);
+            let merger = Merger::new(
+                MergerConfig {
+                    join: JoinMerge::Count(2),
+                    keepalive: Some(Duration::from_millis(250)),
+                    child_silence: Some(Duration::from_secs(2)),
+                    protection: protection(2),
+                    ..MergerConfig::new(sender_addr())
+                },
+                now,
+            );
+            let receivers = (0..2)
+                .map(|i| {
+                    let mut cfg = SessionConfig::default().transport;
+                    cfg.protection = protection(10 + i);
+                    cfg.feedback_via = Some(merger_addr());
+                    Receiver::join(cfg, sender_addr(), now)
+                })
+                .collect();
+            let mut t = Tree {
+                sender: SessionSender::new(config, SESSION, now),
+                merger,
+                receivers,
+                now,
+                captured: Vec::new(),
+                to_victim: 0,
+                buf: Vec::new(),
+            };
+            for _ in 0..20 {
+                t.step();
+            }
+            assert!(t.merger.is_established());
+            assert_eq!(t.merger.children(), 2);
+            t
+        }
+
+        /// One step of 5 ms: data written, timers run, every datagram
+        /// delivered at once; what goes to the victim is counted.
+        fn step(&mut self) {
+            self.now += STEP;
+            let now = self.now;
+            self.sender.write(&[7u8; CHUNK]);
+            let mut out: Vec<(SocketAddr, SocketAddr, Vec<u8>)> = Vec::new();
+            let buf = &mut self.buf;
+            self.sender.handle_timeout(now);
+            drain(&mut self.sender, now, buf, 10_000, |t, d| {
+                out.push((sender_addr(), t.destination, d.to_vec()))
+            });
+            self.merger.handle_timeout(now);
+            drain(&mut self.merger, now, buf, 10_000, |t, d| {
+                out.push((merger_addr(), t.destination, d.to_vec()))
+            });
+            for (i, r) in self.receivers.iter_mut().enumerate() {
+                r.handle_timeout(now);
+                let mut sink = [0u8; 1 << 16];
+                while r.read(&mut sink) > 0 {}
+                drain(r, now, buf, 10_000, |t, d| {
+                    out.push((receiver_addr(i), t.destination, d.to_vec()))
+                });
+            }
+            for (from, to, d) in out {
+                if to == victim() {
+                    self.to_victim += d.len() as u64;
+                } else if to == sender_addr() {
+                    self.sender.handle_datagram(now, from, &d);
+                } else if to == merger_addr() {
+                    let clear = Header::decode(&d)
+                        .is_ok_and(|(h, _)| !h.flags.contains(HeaderFlags::SEALED));
+                    if clear {
+                        self.captured.push(d.clone());
+                    }
+                    self.merger.handle_datagram(now, from, &d);
+                } else if to == group() {
+                    for r in &mut self.receivers {
+                        r.handle_datagram(now, from, &d);
+                    }
+                } else if let Some(i) = (0..2).find(|&i| receiver_addr(i) == to) {
+                    self.receivers[i].handle_datagram(now, from, &d);
+                }
+            }
+        }
+    }
+
+    /// A fresh first handshake message under the key (what a member
+    /// holding it can make), carrying a CONNECT.
+    fn fresh_handshake(seed: u8) -> Vec<u8> {
+        let mut inner = Vec::new();
+        connect().encode(&mut inner);
+        let creds = Credentials::with_psk(PSK);
+        let j = JoinHandshake::start(&creds, [seed; 32], &inner).unwrap();
+        datagram(0, 0, &[Frame::Handshake(j.first())])
+    }
+
+    #[test]
+    fn protected_senders_and_mergers_send_an_unvalidated_address_at_most_three_times_what_it_sent()
+    {
+        let captured = Tree::new().captured;
+        assert!(!captured.is_empty(), "the children's handshakes were seen");
+        let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
+            (
+                "a child's first message replayed",
+                vec![captured[0].clone()],
+            ),
+            (
+                "a child's first message replayed 10 times",
+                vec![captured[0].clone(); 10],
+            ),
+            (
+                "a fresh handshake (a key holder)",
+                vec![fresh_handshake(77)],
+            ),
+            (
+                "fresh handshakes, 10",
+                (0..10).map(|i| fresh_handshake(100 + i)).collect(),
+            ),
+            (
+                "HANDSHAKE of junk",
+                vec![datagram(0, 0, &[Frame::Handshake(&[0x55; 96])])],
+            ),
+            ("an unsealed CONNECT", vec![datagram(0, 0, &[connect()])]),
+            ("garbage", vec![vec![0xff; 64]]),
+        ];
+        for (name, forged) in cases {
+            for at_sender in [false, true] {
+                let mut t = Tree::new();
+                let mut from_victim = 0u64;
+                for d in &forged {
+                    from_victim += d.len() as u64;
+                    let now = t.now;
+                    if at_sender {
+                        t.sender.handle_datagram(now, victim(), d);
+                    } else {
+                        t.merger.handle_datagram(now, victim(), d);
+                    }
+                    t.step();
+                }
+                let end = t.now + HORIZON;
+                while t.now < end {
+                    t.step();
+                }
+                let who = if at_sender { "sender" } else { "merger" };
+                eprintln!(
+                    "protected {who}, {name}: received {from_victim} B, sent back {} B",
+                    t.to_victim
+                );
+                assert!(
+                    t.to_victim <= AMPLIFICATION_LIMIT * from_victim,
+                    "{who}, {name}: {} B for {from_victim} B",
+                    t.to_victim
+                );
+                assert_eq!(t.merger.children(), 2, "{name}: the forged child is gone");
+                assert_eq!(
+                    t.sender.member_count(),
+                    1,
+                    "{name}: the forged member is gone"
+                );
+            }
+        }
+    }
+}

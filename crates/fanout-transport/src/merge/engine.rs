@@ -737,8 +737,14 @@ impl Merger {
         loop {
             let (to, session_id, body) = self.down.pop_front()?;
             // A child whose address is not validated gets at most 3x what
-            // it sent (`crate::address_budget`).
-            let len = (HEADER_LEN + body.len()) as u64;
+            // it sent (`crate::address_budget`), the seal's tag counted.
+            let sealed = self.keys.is_some() && !crate::packet::travels_in_clear(&body);
+            let tag = if sealed {
+                crate::protection::TAG_LEN
+            } else {
+                0
+            };
+            let len = (HEADER_LEN + body.len() + tag) as u64;
             if self.table.spec.children.try_send(&to, len) == Some(false) {
                 self.stats.amplification_limited += 1;
                 continue;
