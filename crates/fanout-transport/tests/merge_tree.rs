@@ -511,6 +511,69 @@ fn a_multicast_session_completes_through_a_two_level_tree() {
     );
 }
 
+/// A flood of forged joins at a merger (unprotected): the first 16 are
+/// admitted unvalidated (each holds the merged ACK at its start until it
+/// is evicted unanswered, 3 s), every later unproven join gets a stateless
+/// RETRY and leaves no state, so the subtree is held once, not for the
+/// whole flood, and the sender does not evict it as stalled; an honest
+/// receiver joining during the flood comes back with the token and gets
+/// in.
+#[test]
+fn a_join_flood_at_a_merger_gets_stateless_retries_and_the_subtree_completes() {
+    let data = random_data(8 << 20, 15);
+    let multicast = SessionConfig {
+        group: Some(GROUP.parse().unwrap()),
+        ..SessionConfig::default()
+    };
+    let mut tree = Net::new(multicast, data.clone(), Box::new(|_, _, _| false));
+    let m = merger_addr(0);
+    tree.merger(m, merger_config(sender_addr(), 2));
+    for r in 0..2 {
+        tree.receiver_via(receiver_addr(r), m);
+    }
+    let late = receiver_addr(2);
+    let mut forged = 0u32;
+    tree.run(Duration::from_secs(60), |net| {
+        let t = net.now.saturating_duration_since(Instant::ZERO);
+        if t < Duration::from_millis(40) || forged >= 4000 {
+            return;
+        }
+        if forged == 100 {
+            net.receiver_via(late, m);
+        }
+        // Ten joins a step from addresses that never answer.
+        for _ in 0..10 {
+            forged += 1;
+            let from = SocketAddr::from(([10, 9, (forged >> 8) as u8, forged as u8], 7000));
+            net.seq += 1;
+            let at = net.now + HOP;
+            net.wire
+                .insert((at, net.seq), (from, m, datagram(0, forged, &[connect()])));
+        }
+    });
+    // The late receiver starts where the subtree stood when it joined.
+    let late_got = tree.got.remove(&late).unwrap();
+    assert!(
+        !late_got.is_empty() && data.ends_with(&late_got),
+        "the late receiver got in and holds the stream from its start"
+    );
+    tree.check_completed();
+    let st = tree.merger_stats(m);
+    assert!(st.retries_sent > 1000, "{st:?}");
+    // The two, the late one, and the 16 forged joins admitted before the
+    // RETRYs began, evicted unvalidated.
+    assert!(st.children_joined <= 19, "{st:?}");
+    assert_eq!(st.unvalidated_evicted, st.children_joined - 3, "{st:?}");
+    assert_eq!(tree.sender_stats().members_left, 0, "the subtree stayed");
+    eprintln!(
+        "8 MiB through a merger under {forged} forged joins: done at {:.3} s, {} RETRYs, \
+         {} joined",
+        tree.now.as_secs_f64(),
+        st.retries_sent,
+        st.children_joined
+    );
+}
+
 #[test]
 fn losses_below_the_mergers_are_repaired() {
     let data = random_data(400_000, 2);

@@ -149,6 +149,7 @@ fn counters(st: &MergerStats) -> BTreeMap<&'static str, u64> {
         ("unvalidated_evicted", st.unvalidated_evicted),
         ("amplification_limited", st.amplification_limited),
         ("children_refused", st.children_refused),
+        ("retries_sent", st.retries_sent),
         ("unknown_children", st.unknown_children),
         ("acks_in", st.acks_in),
         ("acks_out", st.acks_out),

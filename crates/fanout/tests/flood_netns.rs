@@ -14,8 +14,12 @@
 //! * in a protected session (`--psk-file`), also 1-byte DATA frames to the
 //!   group as the sender, at every offset of the file.
 //!
-//! The honest receivers get the file, the sender's memory stays bounded,
-//! and the victim receives at most three times what was sent in its name
+//! The protected run again with the receivers reporting through an ACK
+//! merger (host 5), the joins and ACKs flooding the merger instead.
+//!
+//! The honest receivers get the file, the sender's (and merger's) memory
+//! stays bounded, and the victim receives at most three times what was
+//! sent in its name
 //! (`docs/wire.md` §4.11); protected, no forged join is even admitted and
 //! every forged datagram is dropped unopened or unauthenticated. The figures are printed. File size: 32 MiB, or
 //! 256 MiB with FANOUT_BIG_TESTS=1. Every wait is bounded; the LAN guard
@@ -143,7 +147,14 @@ fn one_byte_data(session_id: u64, pn: u32, offset: u64) -> Vec<u8> {
 /// The attacker (in its namespace): learns the session id from the group,
 /// then floods the sender (and, with `data`, the group as the sender)
 /// until `stop`.
-fn attack(sender: SocketAddrV4, victim: SocketAddrV4, data: bool, stop: &AtomicBool) -> Flood {
+/// `target` takes the joins and ACKs (the sender, or its merger).
+fn attack(
+    sender: SocketAddrV4,
+    target: SocketAddrV4,
+    victim: SocketAddrV4,
+    data: bool,
+    stop: &AtomicBool,
+) -> Flood {
     let listen = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, GROUP_PORT)).expect("bind group");
     listen
         .join_multicast_v4(&GROUP_IP, &Ipv4Addr::UNSPECIFIED)
@@ -174,15 +185,15 @@ fn attack(sender: SocketAddrV4, victim: SocketAddrV4, data: bool, stop: &AtomicB
             1024 + (rng.next_u64() % 60_000) as u16,
         );
         let (from, to, payload) = match pn % 5 {
-            0 => (victim, sender, connect(pn)),
-            1 => (stranger, sender, connect(pn)),
-            2 => (victim, sender, ack(session_id, pn)),
-            3 => (stranger, sender, ack(session_id, pn)),
+            0 => (victim, target, connect(pn)),
+            1 => (stranger, target, connect(pn)),
+            2 => (victim, target, ack(session_id, pn)),
+            3 => (stranger, target, ack(session_id, pn)),
             _ if data => {
                 let offset = u64::from(pn) * 7919 % file_size() as u64;
                 (sender, group, one_byte_data(session_id, pn, offset))
             }
-            _ => (stranger, sender, ack(session_id, pn)),
+            _ => (stranger, target, ack(session_id, pn)),
         };
         let dest = SocketAddr::V4(to).into();
         if raw.send_to(&forged(from, to, &payload), &dest).is_ok() {
@@ -225,7 +236,7 @@ fn count_arrivals(stop: &AtomicBool) -> u64 {
 
 #[test]
 fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
-    flood(None);
+    flood(None, false);
 }
 
 /// Protected by a pre-shared key, with forged 1-byte DATA to the group on
@@ -233,16 +244,32 @@ fn a_transfer_completes_under_a_flood_of_forged_joins_and_acks() {
 #[test]
 fn a_protected_transfer_completes_under_a_flood_of_forged_joins_acks_and_data() {
     let psk = common::PskFile::new("flood-key", 0x3c);
-    flood(Some(psk.path()));
+    flood(Some(psk.path()), false);
 }
 
-/// One flooded transfer; `psk`: protected by that key file.
-fn flood(psk: Option<&str>) {
+/// The receivers report through a merger, which the joins and ACKs flood;
+/// protected, so no forged child is admitted at the merger. (Unprotected,
+/// such a flood at line rate makes the honest children fall back to the
+/// sender: `docs/security.md`, "What does not hold yet".)
+#[test]
+fn a_protected_transfer_through_a_merger_completes_under_a_flood() {
+    let psk = common::PskFile::new("flood-merger-key", 0x3d);
+    flood(Some(psk.path()), true);
+}
+
+/// One flooded transfer; `psk`: protected by that key file; `merger`: the
+/// receivers report through a merger on host 5, which takes the flood of
+/// joins and ACKs.
+fn flood(psk: Option<&str>, merger: bool) {
     if let Some(reason) = require_netns() {
         eprintln!("skipped: {reason}");
         return;
     }
-    let dir = Scratch::new(if psk.is_some() { "flood-psk" } else { "flood" });
+    let dir = Scratch::new(&format!(
+        "flood{}{}",
+        if psk.is_some() { "-psk" } else { "" },
+        if merger { "-merger" } else { "" }
+    ));
     let src = dir.path().join("payload.bin");
     let mut data = vec![0u8; file_size()];
     fanout_core::Rng::new(71).fill(&mut data);
@@ -250,9 +277,11 @@ fn flood(psk: Option<&str>) {
         .unwrap()
         .write_all(&data)
         .unwrap();
-    let lan = LanTopology::new(5).expect("LAN");
+    let lan = LanTopology::new(6).expect("LAN");
     let sender_ip = lan.host(0).ipv4();
     let sender = SocketAddrV4::new(sender_ip, SENDER_PORT);
+    let merger_addr = SocketAddrV4::new(lan.host(5).ipv4(), SENDER_PORT + 1);
+    let target = if merger { merger_addr } else { sender };
     let victim = SocketAddrV4::new(lan.host(4).ipv4(), VICTIM_PORT);
     let stop = Arc::new(AtomicBool::new(false));
     let victim_count = {
@@ -268,8 +297,16 @@ fn flood(psk: Option<&str>) {
         let stop = stop.clone();
         lan.host(3)
             .netns()
-            .spawn_in(move || attack(sender, victim, protected, &stop))
+            .spawn_in(move || attack(sender, target, victim, protected, &stop))
             .expect("attacker")
+    };
+    let merger_addr = merger_addr.to_string();
+    let mut merger_child =
+        merger.then(|| common::spawn_merger(&lan, 5, &merger_addr, &sender.to_string(), 2, &keys));
+    let via: Vec<&str> = if merger {
+        vec!["--merger", &merger_addr]
+    } else {
+        Vec::new()
     };
     let outs: Vec<_> = (1..=2)
         .map(|i| dir.path().join(format!("got{i}.bin")))
@@ -292,7 +329,7 @@ fn flood(psk: Option<&str>) {
                 "-o",
                 outs[i - 1].to_str().unwrap(),
             ];
-            spawn(&lan, i, &[&args[..], &keys].concat())
+            spawn(&lan, i, &[&args[..], &keys, &via].concat())
         })
         .collect();
     let joined = lan
@@ -300,7 +337,8 @@ fn flood(psk: Option<&str>) {
         .expect("bridge");
     assert!(joined.len() >= 2, "{joined:?}");
     let t0 = Instant::now();
-    let mut send = spawn_group_sender(&lan, 0, &src, GROUP, &sender.to_string(), 2, &keys);
+    let members = if merger { 1 } else { 2 };
+    let mut send = spawn_group_sender(&lan, 0, &src, GROUP, &sender.to_string(), members, &keys);
     let sent = finish(&mut send, "sender", limit());
     let seconds = t0.elapsed().as_secs_f64();
     let reports: Vec<_> = receivers
@@ -308,6 +346,9 @@ fn flood(psk: Option<&str>) {
         .enumerate()
         .map(|(i, r)| finish(r, &format!("receiver {}", i + 1), limit()))
         .collect();
+    let merged = merger_child
+        .as_mut()
+        .map(|m| finish(m, "merger", Duration::from_secs(30)));
     stop.store(true, Ordering::Relaxed);
     let flood = flood.join().expect("attacker");
     let to_victim = victim_count.join().expect("victim");
@@ -336,7 +377,28 @@ fn flood(psk: Option<&str>) {
         sent["drops"],
         flood.as_victim_bytes,
     );
-    assert!(flood.datagrams > 10_000, "the flood ran: {flood:?}");
+    if let Some(m) = &merged {
+        let mt = &m["transport"];
+        let mrss = m["peak_rss_bytes"].as_u64().unwrap_or(0);
+        eprintln!(
+            "merger: {} children joined, {} RETRYs, {} unvalidated evicted, {} refused, {} \
+             datagrams not sent (3x limit), peak RSS {:.1} MiB, drops {}",
+            mt["children_joined"],
+            mt["retries_sent"],
+            mt["unvalidated_evicted"],
+            mt["children_refused"],
+            mt["amplification_limited"],
+            mrss as f64 / (1 << 20) as f64,
+            m["drops"],
+        );
+        // Bounded: at most 256 children and 1 024 queued datagrams.
+        assert!(mrss < 64 << 20, "merger peak RSS {mrss} B");
+        if protected {
+            assert_eq!(mt["children_joined"], 2, "{m}");
+            assert!(m["drops"]["unauthenticated"].as_u64().unwrap() > 0, "{m}");
+        }
+    }
+    assert!(flood.datagrams > 5_000, "the flood ran: {flood:?}");
     assert!(
         to_victim <= 3 * flood.as_victim_bytes,
         "victim got {to_victim} B for {} B",
@@ -348,12 +410,14 @@ fn flood(psk: Option<&str>) {
     if protected {
         // No forged join authenticates: none is admitted, nothing is sent
         // to the victim, and the receivers open no forged DATA.
-        assert_eq!(t["members_joined"], 2, "{sent}");
+        assert_eq!(t["members_joined"], members, "{sent}");
         assert_eq!(to_victim, 0);
-        assert!(
-            sent["drops"]["unauthenticated"].as_u64().unwrap() > 0,
-            "{sent}"
-        );
+        if !merger {
+            assert!(
+                sent["drops"]["unauthenticated"].as_u64().unwrap() > 0,
+                "{sent}"
+            );
+        }
         for r in &reports {
             eprintln!("receiver drops {}", r["drops"]);
             assert!(
@@ -361,6 +425,14 @@ fn flood(psk: Option<&str>) {
                 "{r}"
             );
         }
+    } else if let Some(m) = &merged {
+        // After the first 16 (never in the merged ACK), stateless RETRYs.
+        let retries = m["transport"]["retries_sent"].as_u64().unwrap();
+        assert!(retries > 0, "{m}");
+        assert!(
+            m["transport"]["children_joined"].as_u64().unwrap() <= 18,
+            "{m}"
+        );
     } else {
         assert!(t["unvalidated_evicted"].as_u64().unwrap() > 0, "{sent}");
     }

@@ -12,7 +12,7 @@
 //! namespaces unless `FANOUT_NETNS_REQUIRED=1`.
 
 mod common;
-use common::{finish, spawn, spawn_group_sender};
+use common::{finish, spawn_group_sender};
 use fanout_netns::{require_netns, LanTopology, NsChild};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -119,31 +119,7 @@ fn report_through_two_mergers(protected: bool) {
             let listen = merger_addr(&lan, h);
             let security = flags_of(h);
             let security: Vec<&str> = security.iter().map(String::as_str).collect();
-            let c = spawn(
-                &lan,
-                h,
-                &[
-                    &[
-                        "merge",
-                        "--listen",
-                        &listen,
-                        "--parent",
-                        SENDER,
-                        "--children",
-                        "2",
-                        // Join upstream by count: a child arriving after the
-                        // join would be a late joiner (catch-up of the prefix,
-                        // tested in merge_tree_netns), which a slow spawn must
-                        // not cause here.
-                        "--join-ms",
-                        "10000",
-                        "--json",
-                        "--quiet",
-                    ][..],
-                    &security,
-                ]
-                .concat(),
-            );
+            let c = common::spawn_merger(&lan, h, &listen, SENDER, 2, &security);
             (h, c)
         })
         .collect();

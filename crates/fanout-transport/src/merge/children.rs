@@ -188,6 +188,11 @@ impl ChildTable {
         Some(c.token)
     }
 
+    /// Children given a token that have not come back under it yet.
+    pub fn unvalidated(&self) -> usize {
+        self.validation.len()
+    }
+
     /// Whether a datagram of `bytes` may go to child `addr` now (charged to
     /// its budget while unvalidated); `None` if it is not a child.
     pub fn try_send(&mut self, addr: &SocketAddr, bytes: u64) -> Option<bool> {

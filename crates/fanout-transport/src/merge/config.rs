@@ -108,6 +108,9 @@ pub struct MergerStats {
     pub unvalidated_evicted: u64,
     /// CONNECTs refused (merger full or closed).
     pub children_refused: u64,
+    /// Stateless RETRYs sent under a join flood (unprotected;
+    /// `docs/wire.md` §4.11): the join left no state.
+    pub retries_sent: u64,
     /// Datagrams from addresses that are neither the parent nor a child
     /// (and not a CONNECT): forged or stale, dropped.
     pub unknown_children: u64,

@@ -13,6 +13,7 @@ use super::sent::SentLog;
 use super::spec::MergeTable;
 use crate::event::CloseReason;
 use crate::packet::{PacketBuilder, PacketNumbers};
+use crate::session::RetryGate;
 use crate::wire::{
     accept_header, decode_frames, AcceptFrame, AckFrame, CloseFrame, ConnectFrame, Frame, Header,
     SentFrame, WireTimestamp, HEADER_LEN,
@@ -31,6 +32,11 @@ mod rejoin;
 /// Most datagrams queued toward children; a relay beyond it is dropped and
 /// counted (the parent's retransmission covers it).
 pub const MAX_QUEUED: usize = 4 * MAX_CHILDREN;
+/// Most RETRYs waiting to go out; beyond, unproven joins are dropped
+/// unanswered (`limit_exceeded`; honest joiners try again). They go after
+/// everything for the children, so a join flood cannot starve the
+/// children's keep-alives and relays.
+pub const MAX_QUEUED_RETRIES: usize = MAX_QUEUED / 4;
 
 /// The merger's membership upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,8 +77,13 @@ pub struct Merger {
     /// The token of a parent's (or ancestor's) RETRY: the header id of the
     /// next CONNECTs to it (0 until one came).
     retry_token: u64,
+    /// When unproven joins of children get a RETRY (unprotected, under a
+    /// join flood).
+    retry: crate::session::RetryGate,
     /// Datagrams toward children: (address, session id, frames).
     down: VecDeque<(SocketAddr, u64, Arc<[u8]>)>,
+    /// RETRYs to unproven joiners: (address, header id, token).
+    retries: VecDeque<(SocketAddr, u64, u64)>,
     parent_heard: Instant,
     /// Next scan for stalled children (while established).
     stall_check: Instant,
@@ -112,7 +123,9 @@ impl Merger {
             pending_reset: None,
             confirm_up: false,
             retry_token: 0,
+            retry: crate::session::RetryGate::default(),
             down: VecDeque::new(),
+            retries: VecDeque::new(),
             parent_heard: now,
             stall_check: Instant::MAX,
             numbers: PacketNumbers::default(),
@@ -205,7 +218,18 @@ impl Merger {
     }
 
     fn queue(&mut self, to: SocketAddr, session_id: u64, body: Arc<[u8]>) {
-        if self.down.len() >= MAX_QUEUED {
+        // Half the queue is kept for validated children: datagrams to
+        // addresses that never proved themselves (forged joins, strangers)
+        // must not crowd out the keep-alives and relays of the children
+        // that did.
+        let validated =
+            (self.table.spec.children.get(&to)).is_some_and(|c| c.address.is_validated());
+        let room = if validated {
+            MAX_QUEUED
+        } else {
+            MAX_QUEUED / 2
+        };
+        if self.down.len() >= room {
             self.stats.relay_overflow += 1;
             self.stats.drops.count(DropReason::LimitExceeded);
             return;
@@ -334,7 +358,35 @@ impl Merger {
             .max(base)
     }
 
-    fn admit(&mut self, now: Instant, from: SocketAddr, header_session: u64, c: &ConnectFrame) {
+    /// A CONNECT from `from` (header id `header_session`; `retried`: it
+    /// came back with a RETRY's token). Under a join flood an unprotected
+    /// merger answers an unproven one with a stateless RETRY instead
+    /// ([`RetryGate`]).
+    fn admit(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        header_session: u64,
+        c: &ConnectFrame,
+        retried: bool,
+    ) {
+        let unvalidated = self.table.spec.children.unvalidated();
+        let established = self.up == Up::Established;
+        if self.keys.is_none()
+            && !retried
+            && established
+            && self.retry.under_flood(now, unvalidated)
+        {
+            if self.retries.len() >= MAX_QUEUED_RETRIES {
+                self.stats.drops.count(DropReason::LimitExceeded);
+                return;
+            }
+            let key = &self.config.token_key;
+            let token = self.retry.retry(now, key, self.session_id, from);
+            self.stats.retries_sent += 1;
+            self.retries.push_back((from, header_session, token));
+            return;
+        }
         if self.admit_resume(now, from, header_session, c) {
             return;
         }
@@ -413,16 +465,26 @@ impl Merger {
         let first = decode_frames(body).next();
         let is_connect = matches!(first, Some(Ok(Frame::Connect(_))));
         let Some(child) = self.table.spec.children.get(&from) else {
+            // Back with a RETRY's token: its address is proven.
+            let key = &self.config.token_key;
+            let retried = self.keys.is_none()
+                && RetryGate::is_token(now, key, self.session_id, from, header.session_id);
             match first {
                 Some(Ok(Frame::Connect(c)))
                     if header.session_id == 0
-                        || (self.session_id != 0 && header.session_id == self.session_id) =>
+                        || (self.session_id != 0 && header.session_id == self.session_id)
+                        || retried =>
                 {
-                    self.admit(now, from, header.session_id, &c);
+                    let id = if retried {
+                        self.session_id
+                    } else {
+                        header.session_id
+                    };
+                    self.admit(now, from, id, &c, retried);
                     // A lower merger's CONNECT carries its subtree's count
                     // (a ROSTER summary, `docs/wire.md` §4.8).
                     if self.table.spec.children.get(&from).is_some() {
-                        self.table.spec.children.on_datagram(&from, len, false);
+                        self.table.spec.children.on_datagram(&from, len, retried);
                         for f in decode_frames(body).skip(1) {
                             if let Ok(Frame::Roster(r)) = f {
                                 self.roster.on_page(from, &r, now);
@@ -437,8 +499,6 @@ impl Merger {
             }
             return;
         };
-        let admitted = child.ack.is_some();
-        let child_start = child.start;
         let retried_connect = header.session_id == 0 && is_connect;
         // A child speaks under its token (its ACCEPT gave it), which also
         // proves its address; a CONNECT retried for a lost ACCEPT under 0.
@@ -447,6 +507,8 @@ impl Merger {
             self.stats.drops.count(DropReason::UnknownSession);
             return;
         }
+        let admitted = child.ack.is_some();
+        let child_start = child.start;
         self.table.spec.children.on_datagram(&from, len, echoed);
         self.table.spec.children.touch(&from, now);
         for frame in decode_frames(body) {
@@ -735,7 +797,13 @@ impl Merger {
             }
         }
         loop {
-            let (to, session_id, body) = self.down.pop_front()?;
+            let Some((to, session_id, body)) = self.down.pop_front() else {
+                // Stateless: a RETRY is shorter than the CONNECT it answers.
+                let (to, id, token) = self.retries.pop_front()?;
+                return Some(self.send(buf, id, to, |p| {
+                    p.frame(&Frame::Retry(token));
+                }));
+            };
             // A child whose address is not validated gets at most 3x what
             // it sent (`crate::address_budget`), the seal's tag counted.
             let sealed = self.keys.is_some() && !crate::packet::travels_in_clear(&body);

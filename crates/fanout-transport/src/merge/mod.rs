@@ -85,7 +85,7 @@ mod spec;
 pub use ack_meet::{older_timestamp, AckSummary};
 pub use children::{ChildTable, MAX_CHILDREN};
 pub use config::{MergerConfig, MergerStats};
-pub use engine::{Merger, MAX_QUEUED};
+pub use engine::{Merger, MAX_QUEUED, MAX_QUEUED_RETRIES};
 pub use join::{ConnectSummary, JoinMerge};
 pub use mctcp::{ChildMsg, Mctcp, MctcpTag, Upstream};
 pub use roster::{SubtreeRoster, MAX_MERGER_ROSTER_ENTRIES};

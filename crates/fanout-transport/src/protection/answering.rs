@@ -318,8 +318,8 @@ impl Joiners {
         self.joined.is_empty()
     }
 
-    /// The joiner at `addr` left: its keys stay (among the last
-    /// [`DEPARTED_KEPT`]) only to seal what is still queued for it.
+    /// The joiner at `addr` left: its keys stay (among the
+    /// last 64) only to seal what is still queued for it.
     /// Returns it, if it was kept.
     pub fn depart(&mut self, addr: SocketAddr) -> Option<&JoinerKeys> {
         let j = self.joined.remove(&addr)?;

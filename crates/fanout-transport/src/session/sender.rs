@@ -193,7 +193,7 @@ pub struct SessionSender {
     validated_done: Option<(Instant, Option<MemberId>)>,
     /// Until when unproven joins get a stateless RETRY
     /// ([`super::config::RETRY_MODE_HOLD`] after the last one that did).
-    retry_until: Instant,
+    retry: super::RetryGate,
     closed: Option<CloseReason>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
@@ -269,7 +269,7 @@ impl SessionSender {
             data_open: false,
             finished: false,
             validated_done: None,
-            retry_until: Instant::ZERO,
+            retry: super::RetryGate::default(),
             closed: None,
             events: VecDeque::new(),
             stats: SessionStats::default(),

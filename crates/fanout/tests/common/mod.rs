@@ -84,6 +84,35 @@ pub fn spawn_group_sender(
     spawn(lan, host, &[&args[..], extra].concat())
 }
 
+/// Starts `fanout merge --listen LISTEN --parent PARENT --children N
+/// --join-ms 10000 --json --quiet EXTRA...` on host `host`: it joins
+/// upstream once its `children` asked (by count: a child arriving after
+/// the join would be a late joiner, which a slow spawn must not cause).
+pub fn spawn_merger(
+    lan: &LanTopology,
+    host: usize,
+    listen: &str,
+    parent: &str,
+    children: usize,
+    extra: &[&str],
+) -> NsChild {
+    let children = children.to_string();
+    let args = [
+        "merge",
+        "--listen",
+        listen,
+        "--parent",
+        parent,
+        "--children",
+        &children,
+        "--join-ms",
+        "10000",
+        "--json",
+        "--quiet",
+    ];
+    spawn(lan, host, &[&args[..], extra].concat())
+}
+
 /// Starts `fanout recv --group GROUP --from FROM --interface IP --json
 /// --quiet --idle-timeout 20 -o OUT EXTRA...` on host `host` (IP: the
 /// host's address).
@@ -132,7 +161,7 @@ pub fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::V
     let Some(status) = status else {
         panic!("{what} did not finish within {limit:?}; stderr: {err}; stdout: {out}")
     };
-    assert!(status.success(), "{what} failed: {err}");
+    assert!(status.success(), "{what} failed: {err}; stdout: {out}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
 }
 

@@ -10,11 +10,10 @@ use crate::event::CloseReason;
 use crate::handshake::retry_wait;
 use crate::protection::answering::Clear;
 use crate::recovery::Recovery;
-use crate::session::config::{
-    JoinPolicy, MAX_UNVALIDATED_MEMBERS, RETRY_ABOVE_UNVALIDATED, RETRY_MODE_HOLD, RETRY_WINDOW,
-};
+use crate::session::config::{JoinPolicy, MAX_UNVALIDATED_MEMBERS};
 use crate::session::member::Member;
 use crate::session::timers::Timer;
+use crate::session::RetryGate;
 use crate::wire::{
     accept_header, decode_frames, read_header, ConnectFrame, Frame, Header, HeaderFlags,
     RosterFrame, HEADER_LEN,
@@ -340,29 +339,11 @@ impl SessionSender {
         }
     }
 
-    /// The RETRY token for `addr` at `now`.
-    fn retry_token(&self, now: Instant, addr: SocketAddr) -> u64 {
-        let window =
-            now.saturating_duration_since(Instant::ZERO).as_millis() / RETRY_WINDOW.as_millis();
-        self.config
-            .token_key
-            .token_for_retry(self.session_id, window as u64, addr)
-    }
-
-    /// Whether `id` is a RETRY token this session gave `addr` lately (in
-    /// this window or the last).
+    /// Whether `id` is a RETRY token this session gave `addr` lately
+    /// ([`crate::session::RetryGate`]; an unprotected session only).
     fn is_retry_token(&self, now: Instant, addr: SocketAddr, id: u64) -> bool {
-        if id == 0 || id == self.session_id || self.keys.is_some() {
-            return false;
-        }
-        let window = (now.saturating_duration_since(Instant::ZERO).as_millis()
-            / RETRY_WINDOW.as_millis()) as u64;
-        [window, window.saturating_sub(1)].iter().any(|w| {
-            self.config
-                .token_key
-                .token_for_retry(self.session_id, *w, addr)
-                == id
-        })
+        let key = &self.config.token_key;
+        self.keys.is_none() && RetryGate::is_token(now, key, self.session_id, addr, id)
     }
 
     /// A CONNECT (in a datagram of `len` bytes, under header id
@@ -395,12 +376,12 @@ impl SessionSender {
             .any(|o| o.peer == from && o.repeat);
         let retried = self.is_retry_token(now, from, header_id);
         let unvalidated = self.members.len() - self.members.validated_len();
-        let flood = unvalidated >= RETRY_ABOVE_UNVALIDATED || now < self.retry_until;
+        let flood = self.retry.under_flood(now, unvalidated);
         if !named && !retried && self.keys.is_none() && flood {
             // Stateless: a RETRY no longer than the CONNECT, nothing kept.
-            self.retry_until = now + RETRY_MODE_HOLD;
+            let token = (self.retry).retry(now, &self.config.token_key, self.session_id, from);
             self.stats.retries_sent += 1;
-            self.control(from, Control::Retry(self.retry_token(now, from)));
+            self.control(from, Control::Retry(token));
             return;
         }
         if !named && !retried && unvalidated >= MAX_UNVALIDATED_MEMBERS {
