@@ -919,6 +919,7 @@ impl Receiver {
         let mut scratch = std::mem::take(&mut self.scratch);
         let target = self.join_target();
         let delivered = self.ack_point();
+        let via_merger = self.source().is_some_and(|s| s != from);
         let keys = self.keys.as_mut().expect("protected");
         let clear = &datagram[crate::wire::HEADER_LEN..];
         if header.flags.contains(crate::wire::HeaderFlags::LISTED) {
@@ -952,7 +953,17 @@ impl Receiver {
                 }
                 Ok((_, body)) => {
                     let released = keys.on_pair_frames(body, delivered);
-                    self.on_frames(now, from, header, datagram, body);
+                    // Behind a merger, data comes only from the group,
+                    // under the sender's signed lists: DATA the merger
+                    // relays it could have altered.
+                    let relayed = keys.has_group() && via_merger;
+                    if relayed && has_data(body) {
+                        self.stats.drops.count(DropReason::Unauthenticated);
+                        let kept = without_data(body);
+                        self.on_frames(now, from, header, datagram, &kept);
+                    } else {
+                        self.on_frames(now, from, header, datagram, body);
+                    }
                     self.on_held(now, from, header, datagram, released);
                 }
                 Err(reason) => self.stats.drops.count(reason),
@@ -1108,6 +1119,22 @@ impl Receiver {
         self.stats.acks_sent += 1;
         Some(t)
     }
+}
+
+/// Whether `frames` hold a DATA frame.
+fn has_data(frames: &[u8]) -> bool {
+    decode_frames(frames).any(|f| matches!(f, Ok(Frame::Data(_))))
+}
+
+/// `frames` without their DATA frames.
+fn without_data(frames: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in decode_frames(frames).map_while(Result::ok) {
+        if !matches!(f, Frame::Data(_)) {
+            f.encode(&mut out);
+        }
+    }
+    out
 }
 
 impl Engine for Receiver {

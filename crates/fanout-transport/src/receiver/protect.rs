@@ -121,6 +121,12 @@ impl ReceiverKeys {
         }
     }
 
+    /// Whether the session's group keys were handed over (a multicast
+    /// session).
+    pub(super) fn has_group(&self) -> bool {
+        self.group.iter().any(Option::is_some)
+    }
+
     /// Whether an answer to a handshake is awaited.
     pub(super) fn is_joining(&self) -> bool {
         self.joining.is_under_way()

@@ -114,10 +114,17 @@ impl SessionSender {
                 ids.iter().map(|id| self.roster.weight(id)).sum()
             };
             let receivers = self.roster.receivers(self.members.len());
+            // Protected: a merger's children take data only from the
+            // group, where the sender's signed lists vouch for it (what a
+            // merger relays it could have altered).
+            let for_a_merger =
+                self.keys.is_some() && ids.iter().any(|id| self.roster.is_merger(id));
             let multicast = self.config.group.filter(|_| {
-                self.config
-                    .repair
-                    .multicast_weighted(missing_members, missing, receivers)
+                for_a_merger
+                    || self
+                        .config
+                        .repair
+                        .multicast_weighted(missing_members, missing, receivers)
             });
             if let Some(group) = multicast {
                 let ids = self.repairs.take(start).map(|p| p.ids).unwrap_or_default();
