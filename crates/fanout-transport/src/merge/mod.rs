@@ -16,9 +16,9 @@
 //!   children, its DATA only to those lacking it.
 //! * [`Merger`] — the sans-IO engine ([`fanout_core::Engine`]).
 //!
-//! # The merger on the wire (this increment)
+//! # The merger on the wire
 //!
-//! A merger speaks v1 frames only. To its **children** (receivers created
+//! To its **children** (receivers created
 //! with [`crate::Receiver::join`] pointed at the merger, or lower mergers)
 //! it looks like a session sender: they CONNECT to it, it answers ACCEPT
 //! (with the member id the parent gave the merger, so the subtree's ACK
@@ -33,7 +33,7 @@
 //! only lower the merged ACK (it is a meet), so a forged or inconsistent
 //! child cannot make the sender release data a genuine child lacks.
 //!
-//! # Plan: the sender with mergers (not built yet)
+//! # The sender with mergers
 //!
 //! Today a [`crate::session::SessionSender`] already works with mergers
 //! unchanged in unicast fan-out mode (no group): the merger is one member,
@@ -60,7 +60,9 @@
 //!    lists every receiver with its progress
 //!    ([`crate::session::SessionSender::receivers`]).
 //! 3. **Repairs through the tree.** A unicast repair to a merger member is
-//!    relayed only to the children lacking it (done here); a merger could
+//!    relayed only to the children lacking it (done here; a protected
+//!    session with a group repairs a merger's subtree by multicast
+//!    instead, see 5); a merger could
 //!    also answer a child's loss from a small cache before the sender sees
 //!    it (not in MCTCP; later).
 //! 4. **Crashed mergers** (built): mergers send their
@@ -69,6 +71,11 @@
 //!    CONNECT naming its position, and continues from there; the sender
 //!    evicts a dead merger member after its stall timeout
 //!    (`docs/mctcp.md`, "Crashed mergers").
+//! 5. **Protected hops** (built): with [`MergerConfig::protection`] a
+//!    merger joins its parent in a handshake and answers its children's,
+//!    every datagram of each hop sealed under that pair's keys; it hands
+//!    down the group keys and the sender's source key, passes key updates
+//!    down and REKEY up (`docs/wire.md` §4.12, "Mergers").
 
 mod ack_meet;
 mod children;
