@@ -515,10 +515,10 @@ fn a_multicast_session_completes_through_a_two_level_tree() {
 /// A flood of forged joins at a merger (unprotected): the first 16 are
 /// admitted unvalidated (each holds the merged ACK at its start until it
 /// is evicted unanswered, 3 s), every later unproven join gets a stateless
-/// RETRY and leaves no state, so the subtree is held once, not for the
-/// whole flood, and the sender does not evict it as stalled; an honest
-/// receiver joining during the flood comes back with the token and gets
-/// in.
+/// RETRY (or nothing, beyond 100 per 100 ms) and leaves no state, so the
+/// subtree is held once, not for the whole flood, and the sender does not
+/// evict it as stalled; an honest receiver joining during the flood comes
+/// back with the token and gets in.
 #[test]
 fn a_join_flood_at_a_merger_gets_stateless_retries_and_the_subtree_completes() {
     let data = random_data(8 << 20, 15);
@@ -560,7 +560,14 @@ fn a_join_flood_at_a_merger_gets_stateless_retries_and_the_subtree_completes() {
     );
     tree.check_completed();
     let st = tree.merger_stats(m);
-    assert!(st.retries_sent > 1000, "{st:?}");
+    // Every unproven join after the first 16 got a RETRY, or nothing once
+    // 100 went out within 100 ms.
+    let limited = st.drops.get(fanout_core::stats::DropReason::LimitExceeded);
+    assert!(st.retries_sent >= 100, "{st:?}");
+    assert!(
+        st.retries_sent + limited + 16 >= u64::from(forged),
+        "{st:?}"
+    );
     // The two, the late one, and the 16 forged joins admitted before the
     // RETRYs began, evicted unvalidated.
     assert!(st.children_joined <= 19, "{st:?}");

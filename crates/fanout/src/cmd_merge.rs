@@ -112,6 +112,8 @@ pub struct MergeReport {
     pub transport: BTreeMap<&'static str, u64>,
     /// Input dropped, by reason.
     pub drops: BTreeMap<&'static str, u64>,
+    /// The socket's counters (datagrams, syscalls, refused sends).
+    pub io: BTreeMap<&'static str, u64>,
     /// Peak resident memory of this process, bytes (Linux VmHWM).
     pub peak_rss_bytes: Option<u64>,
 }
@@ -222,7 +224,7 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
     let mut merger = Merger::new(config, start);
     let give_up = (args.wait > 0).then(|| start + Duration::from_secs(args.wait));
     let mut gave_up = false;
-    driver.run(&mut merger, |m, now| {
+    let io = driver.run(&mut merger, |m, now| {
         if m.close_reason().is_some() {
             return true;
         }
@@ -243,6 +245,16 @@ pub fn merge(args: &MergeArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Resul
         seconds: (clock.now() - start).as_secs_f64(),
         transport: counters(&st),
         drops: drops_map(&st.drops),
+        io: [
+            ("datagrams_received", io.datagrams_received),
+            ("datagrams_sent", io.datagrams_sent),
+            ("send_would_block", io.send_would_block),
+            ("send_no_buffer", io.send_no_buffer),
+            ("send_errors", io.send_errors),
+            ("recv_errors", io.recv_errors),
+        ]
+        .into_iter()
+        .collect(),
         peak_rss_bytes: peak_rss_bytes(),
     };
     report.print(args.out.json);

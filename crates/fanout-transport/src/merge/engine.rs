@@ -382,7 +382,10 @@ impl Merger {
                 return;
             }
             let key = &self.config.token_key;
-            let token = self.retry.retry(now, key, self.session_id, from);
+            let Some(token) = self.retry.retry(now, key, self.session_id, from) else {
+                self.stats.drops.count(DropReason::LimitExceeded);
+                return;
+            };
             self.stats.retries_sent += 1;
             self.retries.push_back((from, header_session, token));
             return;

@@ -10,12 +10,24 @@ use super::TokenKey;
 use fanout_core::time::Instant;
 use std::net::SocketAddr;
 
+/// RETRYs sent per [`RETRY_PERIOD`] at most; beyond, unproven joins are
+/// dropped unanswered (honest joiners try again). A flood's joins come
+/// from addresses no host may hold: each answer waits in the kernel for
+/// address resolution, holding the socket's send buffer, and enough of
+/// them would block what the engine sends its members. 100 per 100 ms
+/// answers 1 000 joiners a second.
+pub const RETRIES_PER_PERIOD: u32 = 100;
+/// The period of [`RETRIES_PER_PERIOD`].
+pub const RETRY_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// When an engine answers joins with RETRYs, and its tokens.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RetryGate {
     /// RETRYs go out until then (`RETRY_MODE_HOLD` (10 s) after the last
     /// unproven join that got one).
     until: Option<Instant>,
+    /// Start of the current [`RETRY_PERIOD`] and RETRYs sent in it.
+    budget: (Option<Instant>, u32),
 }
 
 /// The RETRY window `now` falls in.
@@ -31,16 +43,27 @@ impl RetryGate {
     }
 
     /// The token of a RETRY to `addr` at `now` (session `session_id`,
-    /// secret `key`); RETRYs keep going out for `RETRY_MODE_HOLD` (10 s).
+    /// secret `key`), or `None` beyond [`RETRIES_PER_PERIOD`] (the join
+    /// is then dropped unanswered); RETRYs keep going out for
+    /// `RETRY_MODE_HOLD` (10 s).
     pub fn retry(
         &mut self,
         now: Instant,
         key: &TokenKey,
         session_id: u64,
         addr: SocketAddr,
-    ) -> u64 {
+    ) -> Option<u64> {
         self.until = Some(now + RETRY_MODE_HOLD);
-        key.token_for_retry(session_id, window(now), addr)
+        let (start, sent) = &mut self.budget;
+        if start.is_none_or(|s| now >= s + RETRY_PERIOD) {
+            *start = Some(now);
+            *sent = 0;
+        }
+        if *sent >= RETRIES_PER_PERIOD {
+            return None;
+        }
+        *sent += 1;
+        Some(key.token_for_retry(session_id, window(now), addr))
     }
 
     /// Whether `id` is a token a RETRY gave `addr` lately (in the window

@@ -379,9 +379,13 @@ impl SessionSender {
         let flood = self.retry.under_flood(now, unvalidated);
         if !named && !retried && self.keys.is_none() && flood {
             // Stateless: a RETRY no longer than the CONNECT, nothing kept.
-            let token = (self.retry).retry(now, &self.config.token_key, self.session_id, from);
-            self.stats.retries_sent += 1;
-            self.control(from, Control::Retry(token));
+            match (self.retry).retry(now, &self.config.token_key, self.session_id, from) {
+                Some(token) => {
+                    self.stats.retries_sent += 1;
+                    self.control(from, Control::Retry(token));
+                }
+                None => self.stats.drops.count(DropReason::LimitExceeded),
+            }
             return;
         }
         if !named && !retried && unvalidated >= MAX_UNVALIDATED_MEMBERS {
