@@ -830,6 +830,10 @@ impl Merger {
 impl Engine for Merger {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         self.stats.datagrams_received += 1;
+        if matches!(self.up, Up::Closed(_)) {
+            self.stats.drops.count(DropReason::SessionClosed);
+            return;
+        }
         if self.keys.is_some() {
             self.on_protected(now, from, datagram);
             return;
@@ -841,10 +845,6 @@ impl Engine for Merger {
                 return;
             }
         };
-        if matches!(self.up, Up::Closed(_)) {
-            self.stats.drops.count(DropReason::SessionClosed);
-            return;
-        }
         if self.rejoin_target() == Some(from) && self.on_rejoin_reply(now, header, body) {
             return;
         }

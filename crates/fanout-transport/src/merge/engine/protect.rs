@@ -18,7 +18,7 @@
 //! asks its parent for a new one (REKEY), which passes it on up to the
 //! session sender.
 
-use super::{Merger, Up};
+use super::Merger;
 use crate::protection::answering::{Clear, Joiners};
 use crate::protection::joining::Joining;
 use crate::protection::{open_sealed, PairKeys, Protection, ReplayWindow, SeedStream};
@@ -363,9 +363,9 @@ impl MergerKeys {
 }
 
 impl Merger {
-    /// A datagram of a protected session: sealed from the parent or a
-    /// child, or in the clear — the answer to our handshake, a child's
-    /// handshake.
+    /// A datagram of a protected session (the merger not closed): sealed
+    /// from the parent or a child, or in the clear — the answer to our
+    /// handshake, a child's handshake.
     pub(super) fn on_protected(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         let header = match crate::wire::read_header(datagram) {
             Ok(h) => h,
@@ -374,10 +374,6 @@ impl Merger {
                 return;
             }
         };
-        if matches!(self.up, Up::Closed(_)) {
-            self.stats.drops.count(DropReason::SessionClosed);
-            return;
-        }
         let mut scratch = std::mem::take(&mut self.scratch);
         let upstream = from == self.config.parent || self.rejoin_target() == Some(from);
         let keys = self.keys.as_mut().expect("protected");
