@@ -1368,8 +1368,8 @@ mod protected {
 
     /// A rogue merger holding the key: it joins the sender as a member
     /// (learning the group keys and the source key), answers a receiver's
-    /// handshake with them, then sends it DATA of its own making under
-    /// their pair key. The receiver takes data only from the group: every
+    /// handshake with them, then sends it DATA and a coded REPAIR of its
+    /// own making under their pair key. The receiver takes data only from the group: every
     /// forged DATA is dropped and counted, and what it reads is the
     /// sender's stream.
     #[test]
@@ -1478,10 +1478,27 @@ mod protected {
                 got.extend_from_slice(&chunk[..n]);
             }
         }
+        // And a coded repair symbol of its making for the stream's start.
+        let block = fanout_transport::fec::BlockGeometry::new(0, 4, 1000, 1000, 1 << 40).unwrap();
+        let symbol = [0xEEu8; 1000];
+        let repair = Frame::Repair(fanout_transport::wire::RepairFrame {
+            block,
+            id: 0,
+            symbol: &symbol,
+        });
+        child.handle_datagram(now, rogue, &sealed(to_child, 42, 20, &[repair]));
+        let mut chunk = [0u8; 65536];
+        loop {
+            let n = child.read(&mut chunk);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..n]);
+        }
         assert!(!got.is_empty(), "the sender's data arrived");
         assert!(got == stream[..got.len()], "nothing but the sender's bytes");
         let drops = child.stats().drops.get(DropReason::Unauthenticated);
-        assert!(drops >= 3, "every forged DATA counted: {drops}");
+        assert!(drops >= 4, "every forged DATA and REPAIR counted: {drops}");
         assert!(!child.is_closed());
     }
 

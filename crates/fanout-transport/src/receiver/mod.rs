@@ -954,8 +954,8 @@ impl Receiver {
                 Ok((_, body)) => {
                     let released = keys.on_pair_frames(body, delivered);
                     // Behind a merger, data comes only from the group,
-                    // under the sender's signed lists: DATA the merger
-                    // relays it could have altered.
+                    // under the sender's signed lists: DATA (or REPAIR)
+                    // the merger relays it could have altered.
                     let relayed = keys.has_group() && via_merger;
                     if relayed && has_data(body) {
                         self.stats.drops.count(DropReason::Unauthenticated);
@@ -1121,16 +1121,21 @@ impl Receiver {
     }
 }
 
-/// Whether `frames` hold a DATA frame.
-fn has_data(frames: &[u8]) -> bool {
-    decode_frames(frames).any(|f| matches!(f, Ok(Frame::Data(_))))
+/// Whether `f` carries stream bytes (DATA, or a coded REPAIR symbol).
+fn is_data(f: &Frame<'_>) -> bool {
+    matches!(f, Frame::Data(_) | Frame::Repair(_))
 }
 
-/// `frames` without their DATA frames.
+/// Whether `frames` carry stream bytes.
+fn has_data(frames: &[u8]) -> bool {
+    decode_frames(frames).any(|f| f.is_ok_and(|f| is_data(&f)))
+}
+
+/// `frames` without those that carry stream bytes.
 fn without_data(frames: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     for f in decode_frames(frames).map_while(Result::ok) {
-        if !matches!(f, Frame::Data(_)) {
+        if !is_data(&f) {
             f.encode(&mut out);
         }
     }
