@@ -1354,6 +1354,18 @@ mod protected {
         d
     }
 
+    /// Appends what `r` has to read to `got`.
+    fn read_into(r: &mut Receiver, got: &mut Vec<u8>) {
+        let mut chunk = [0u8; 65536];
+        loop {
+            let n = r.read(&mut chunk);
+            if n == 0 {
+                return;
+            }
+            got.extend_from_slice(&chunk[..n]);
+        }
+    }
+
     /// The first frame of a clear datagram, if it is a HANDSHAKE.
     fn handshake_in(d: &[u8]) -> Option<Vec<u8>> {
         let (h, body) = Header::decode(d).ok()?;
@@ -1469,14 +1481,7 @@ mod protected {
                     child.handle_datagram(now, sender_addr(), &d);
                 }
             }
-            let mut chunk = [0u8; 65536];
-            loop {
-                let n = child.read(&mut chunk);
-                if n == 0 {
-                    break;
-                }
-                got.extend_from_slice(&chunk[..n]);
-            }
+            read_into(&mut child, &mut got);
         }
         // And a coded repair symbol of its making for the stream's start.
         let block = fanout_transport::fec::BlockGeometry::new(0, 4, 1000, 1000, 1 << 40).unwrap();
@@ -1487,14 +1492,7 @@ mod protected {
             symbol: &symbol,
         });
         child.handle_datagram(now, rogue, &sealed(to_child, 42, 20, &[repair]));
-        let mut chunk = [0u8; 65536];
-        loop {
-            let n = child.read(&mut chunk);
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&chunk[..n]);
-        }
+        read_into(&mut child, &mut got);
         assert!(!got.is_empty(), "the sender's data arrived");
         assert!(got == stream[..got.len()], "nothing but the sender's bytes");
         let drops = child.stats().drops.get(DropReason::Unauthenticated);
