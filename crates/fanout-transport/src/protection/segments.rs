@@ -205,9 +205,11 @@ pub struct SegmentLists {
     max_segments: usize,
     /// The stream offset up to which segments are listed.
     listed_to: u64,
-    /// Listed segments by offset: `(payload length, fin, message end)`;
-    /// the session sends them exactly so.
-    listed: BTreeMap<u64, (u64, bool, bool)>,
+    /// Listed segments not yet released, by increasing offset: `(offset,
+    /// (payload length, fin, message end))`; the session sends them
+    /// exactly so. Appended at the back, released from the front, searched
+    /// by bisection (one lookup per multicast datagram sent).
+    listed: VecDeque<(u64, (u64, bool, bool))>,
     /// Lists of data not yet released, oldest first, for requests.
     kept: VecDeque<SegmentList>,
     /// Lists to multicast before their segments.
@@ -224,7 +226,7 @@ impl SegmentLists {
                 / (fanout_core::codec::varint_size(max_datagram as u64) + SEGMENT_HASH_LEN))
                 .clamp(1, MAX_LIST_SEGMENTS),
             listed_to: 0,
-            listed: BTreeMap::new(),
+            listed: VecDeque::new(),
             kept: VecDeque::new(),
             pending: VecDeque::new(),
         }
@@ -244,7 +246,10 @@ impl SegmentLists {
     /// The listed segment at `offset`, if one is: `(payload length, fin,
     /// message end)`.
     pub fn listed(&self, offset: u64) -> Option<(u64, bool, bool)> {
-        self.listed.get(&offset).copied()
+        let i = self.listed.partition_point(|(o, _)| *o < offset);
+        self.listed
+            .get(i)
+            .and_then(|&(o, entry)| (o == offset).then_some(entry))
     }
 
     /// Whether a list waits to go out.
@@ -269,7 +274,7 @@ impl SegmentLists {
         debug_assert!(list.start >= self.listed_to);
         debug_assert_eq!(list.segments.len(), flags.len());
         for ((o, s), (fin, message_end)) in list.iter().zip(flags) {
-            self.listed.insert(o, (s.len, *fin, *message_end));
+            self.listed.push_back((o, (s.len, *fin, *message_end)));
         }
         // A FIN alone (length 0) still occupies its offset.
         self.listed_to = list.end() + u64::from(list.segments.last().is_some_and(|s| s.len == 0));
@@ -298,11 +303,11 @@ impl SegmentLists {
         while self.kept.front().is_some_and(|l| l.end() < base) {
             self.kept.pop_front();
         }
-        while let Some((&o, &(len, _, _))) = self.listed.first_key_value() {
+        while let Some(&(o, (len, _, _))) = self.listed.front() {
             if o + len >= base {
                 break;
             }
-            self.listed.remove(&o);
+            self.listed.pop_front();
         }
     }
 }
