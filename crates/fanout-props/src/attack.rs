@@ -475,6 +475,7 @@ impl Attackers {
                 4 => Frame::Skip(SkipFrame {
                     offset: offset(c, v) / 2,
                     len: length(c, v) / 2,
+                    ends_message: c.u8() & 1 == 1,
                 })
                 .encode(out),
                 5 => Frame::UpstreamAck(UpstreamAckFrame {

@@ -64,6 +64,11 @@ pub struct TransportConfig {
     /// unprotected session (`docs/security.md`). Session senders and their
     /// direct members only so far: mergers refuse it.
     pub protection: Option<crate::protection::Protection>,
+    /// A real-time receiver ([`crate::realtime`]): it takes SKIPs from its
+    /// sender — bytes that will never come — and reads whole messages
+    /// ([`crate::Receiver::read_message`]). Off: a SKIP is refused
+    /// (`unexpected_frame`), so a reliable stream never gets a hole.
+    pub realtime: bool,
 }
 
 impl Default for TransportConfig {
@@ -84,6 +89,7 @@ impl Default for TransportConfig {
             feedback_fallback: Vec::new(),
             parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
             protection: None,
+            realtime: false,
         }
     }
 }

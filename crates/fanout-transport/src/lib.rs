@@ -19,6 +19,7 @@ pub mod handshake;
 pub mod merge;
 mod packet;
 pub mod protection;
+pub mod realtime;
 mod reattach;
 mod receiver;
 mod recovery;

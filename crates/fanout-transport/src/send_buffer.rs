@@ -50,6 +50,11 @@ impl SendBuffer {
         }
     }
 
+    /// Bytes it holds at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Bytes held (written, not yet released).
     pub fn len(&self) -> usize {
         self.bytes.len()

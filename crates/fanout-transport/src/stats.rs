@@ -18,6 +18,14 @@ pub struct ReceiverStats {
     /// Re-attachments to an ancestor after the feedback merger fell
     /// silent (`crate::reattach`).
     pub reattaches: u64,
+    /// Stream bytes the sender skipped (SKIP, real-time mode): never to
+    /// come.
+    pub skipped_bytes: u64,
+    /// Whole messages read (real-time mode).
+    pub messages_read: u64,
+    /// Messages dropped because some of their bytes were skipped
+    /// (real-time mode).
+    pub messages_dropped: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }

@@ -17,7 +17,7 @@ use crate::recv_buffer::{RecvBuffer, Refused};
 use crate::stats::ReceiverStats;
 use crate::upstream::{UpstreamOut, UpstreamSendStats, UpstreamStatus};
 use crate::wire::{
-    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, WireTimestamp,
+    decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, SkipFrame, WireTimestamp,
     MAX_SACK_RANGES,
 };
 use fanout_core::ack_policy::{slot_phase, AckScheduler};
@@ -160,6 +160,9 @@ pub struct Receiver {
     /// When the datagram being processed arrived, if it waited for its
     /// signed list (source authentication) and is processed later.
     arrived: Option<Instant>,
+    /// Message ends and skipped bytes of a real-time receiver
+    /// ([`TransportConfig::realtime`]).
+    messages: Option<Box<crate::realtime::MessageBounds>>,
 }
 
 impl Receiver {
@@ -215,6 +218,11 @@ impl Receiver {
                 .map(|p| Box::new(protect::ReceiverKeys::new(p))),
             scratch: Vec::new(),
             arrived: None,
+            messages: config.realtime.then(|| {
+                Box::new(crate::realtime::MessageBounds::new(
+                    config.recv_window_bytes,
+                ))
+            }),
             config,
         }
     }
@@ -305,6 +313,36 @@ impl Receiver {
             self.acks.request_immediate();
         }
         n
+    }
+
+    /// Reads the next whole message into `out` (replacing its contents) — a
+    /// real-time receiver ([`TransportConfig::realtime`]) only. Messages
+    /// any of whose bytes the sender skipped are dropped on the way
+    /// (counted as `messages_dropped`). False when no whole message is
+    /// readable now (or not a real-time receiver).
+    pub fn read_message(&mut self, out: &mut Vec<u8>) -> bool {
+        loop {
+            let Some(next) = self
+                .messages
+                .as_ref()
+                .and_then(|b| b.next(self.buffer.read_pos(), self.buffer.rcv_nxt(), self.fin))
+            else {
+                return false;
+            };
+            out.clear();
+            out.resize((next.range.end - next.range.start) as usize, 0);
+            let n = self.read(out);
+            debug_assert_eq!(n, out.len(), "a whole message lies below RCV.NXT");
+            if let Some(b) = self.messages.as_mut() {
+                b.release_below(self.buffer.read_pos());
+            }
+            if next.damaged {
+                self.stats.messages_dropped += 1;
+                continue;
+            }
+            self.stats.messages_read += 1;
+            return true;
+        }
     }
 
     /// Bytes readable now.
@@ -526,6 +564,17 @@ impl Receiver {
             self.stats.drops.count(DropReason::BeyondWindow);
             return;
         }
+        if let Some(b) = self.messages.as_mut() {
+            if d.message_end && range.end > self.buffer.read_pos() {
+                if !b.has_room() {
+                    // Comes again (or is skipped) once earlier messages
+                    // were read.
+                    self.stats.drops.count(DropReason::LimitExceeded);
+                    return;
+                }
+                b.on_message_end(range.end);
+            }
+        }
         let nxt_before = self.buffer.rcv_nxt();
         let mut duplicate = false;
         if !d.payload.is_empty() {
@@ -567,6 +616,37 @@ impl Receiver {
             .on_segment(now, out_of_order || filled_gap || duplicate || d.fin);
     }
 
+    /// The sender gave up `[offset, offset + len)` (real-time mode): the
+    /// hole is filled with nothing, so RCV.NXT moves on, and the messages
+    /// it touched are dropped when read.
+    fn on_skip(&mut self, now: Instant, s: &SkipFrame) {
+        let range = s.offset..s.offset + s.len;
+        if self.fin.is_some_and(|f| range.end > f) || range.end > self.buffer.window_end() {
+            self.stats.drops.count(DropReason::BeyondWindow);
+            return;
+        }
+        if range.end <= self.buffer.read_pos() {
+            self.stats.drops.count(DropReason::Duplicate);
+            return;
+        }
+        let nxt_before = self.buffer.rcv_nxt();
+        // Only the bytes this receiver lacks damage its messages: a SKIP
+        // multicast for others' losses changes nothing here.
+        let gaps = self.buffer.gaps_in(range.clone());
+        self.stats.skipped_bytes += self.buffer.skip(range.clone());
+        if let Some(b) = self.messages.as_mut() {
+            for gap in gaps {
+                b.on_skip(gap, false);
+            }
+            if s.ends_message {
+                b.on_message_end(range.end);
+            }
+        }
+        // Like a segment filling a gap: acknowledged at once.
+        self.acks
+            .on_segment(now, self.buffer.rcv_nxt() > nxt_before);
+    }
+
     fn handle_frames(&mut self, now: Instant, body: &[u8]) {
         for frame in decode_frames(body) {
             let Ok(frame) = frame else {
@@ -575,6 +655,7 @@ impl Receiver {
             };
             match frame {
                 Frame::Data(d) => self.on_data(now, &d),
+                Frame::Skip(f) if self.messages.is_some() => self.on_skip(now, &f),
                 Frame::Repair(f) => self.on_repair(now, &f),
                 Frame::Ping => self.acks.request_immediate(),
                 Frame::Close(_) => {

@@ -96,6 +96,9 @@ pub struct SessionConfig {
     /// simulator only: a runtime on a real network injects a random one
     /// (`fanout_io::random_token_key`, as the CLI and the library API do).
     pub token_key: TokenKey,
+    /// Real-time mode ([`crate::realtime`]): messages through a pushed
+    /// queue, no stale retransmission. `None`: a reliable stream.
+    pub realtime: Option<crate::realtime::RealtimeSend>,
 }
 
 /// Members admitted but not validated yet, at most; joins beyond are
@@ -159,6 +162,7 @@ impl Default for SessionConfig {
             feedback_budget_pps: super::feedback::DEFAULT_FEEDBACK_BUDGET_PPS,
             outlier_eviction: Some(OutlierEviction::default()),
             token_key: TokenKey::from_seed(0),
+            realtime: None,
         }
     }
 }

@@ -59,7 +59,9 @@ pub use policy::{rank_at, FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 pub use repair_queue::MAX_QUEUED_REPAIRS;
 pub use retry_gate::{RetryGate, RETRIES_PER_PERIOD, RETRY_PERIOD};
 pub use roster::{ReceiverProgress, MAX_SESSION_ROSTER_ENTRIES};
-pub use sender::{SessionEvent, SessionSender, SessionStats, MAX_OFFERS, MAX_PENDING_CONTROL};
+pub use sender::{
+    RealtimeStats, SessionEvent, SessionSender, SessionStats, MAX_OFFERS, MAX_PENDING_CONTROL,
+};
 pub use snapshot::MemberSnapshot;
 pub use upstream::{UpstreamStats, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_RANGES, MAX_UPSTREAM_WINDOW};
 

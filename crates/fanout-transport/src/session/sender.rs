@@ -39,8 +39,11 @@ mod admission;
 mod coded;
 mod feedback;
 mod protect;
+mod realtime;
 mod repair;
 mod transmit;
+
+pub use realtime::RealtimeStats;
 
 use admission::Offers;
 pub use admission::MAX_OFFERS;
@@ -153,6 +156,11 @@ pub struct SessionStats {
     /// Segment lists sent again by unicast to members that missed them
     /// (protected multicast, `docs/wire.md` §4.12, listed data).
     pub segment_lists_resent: u64,
+    /// SKIPs sent instead of stale repairs (real-time mode,
+    /// [`crate::realtime`]).
+    pub skips_sent: u64,
+    /// Stream bytes those SKIPs named (summed over SKIPs).
+    pub skipped_bytes: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }
@@ -216,6 +224,9 @@ pub struct SessionSender {
     keys: Option<Box<protect::SenderKeys>>,
     /// Where a sealed datagram is opened.
     scratch: Vec<u8>,
+    /// The pushed queue and sent messages of a real-time session
+    /// ([`realtime`]); `None` for a reliable stream.
+    realtime: Option<Box<realtime::RealtimeOut>>,
 }
 
 impl SessionSender {
@@ -284,6 +295,9 @@ impl SessionSender {
                 .clone()
                 .map(|p| Box::new(protect::SenderKeys::new(p, config.transport.max_datagram))),
             scratch: Vec::new(),
+            realtime: config
+                .realtime
+                .map(|m| Box::new(realtime::RealtimeOut::new(m, config.transport.max_datagram))),
             config,
         }
     }
@@ -345,6 +359,7 @@ impl SessionSender {
         if let Some(k) = self.keys.as_mut() {
             k.release_below(offset);
         }
+        self.realtime_release(offset);
     }
 
     /// Aborts the session: every member gets RESET with `reason`.
@@ -388,9 +403,13 @@ impl SessionSender {
         }
     }
 
-    /// No more data: the stream ends after what was written.
+    /// No more data: the stream ends after what was written (in a
+    /// real-time session, after the messages still queued).
     pub fn finish(&mut self) {
-        self.buffer.finish();
+        match self.realtime.as_mut() {
+            Some(rt) => rt.finish(),
+            None => self.buffer.finish(),
+        }
     }
 
     /// Next application event.

@@ -216,6 +216,9 @@ pub struct SkipFrame {
     pub offset: u64,
     /// Number of skipped bytes.
     pub len: u64,
+    /// A message ends where the skipped bytes end (the sender widens a
+    /// skip to whole messages; `docs/wire.md` §4.5).
+    pub ends_message: bool,
 }
 
 /// Graceful close or abortive reset, with a code and a human reason.
@@ -440,7 +443,16 @@ impl<'a> Frame<'a> {
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
-                Frame::Skip(SkipFrame { offset, len })
+                let ends_message = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::Invalid("skip.flags")),
+                };
+                Frame::Skip(SkipFrame {
+                    offset,
+                    len,
+                    ends_message,
+                })
             }
             T_CLOSE => Frame::Close(decode_close(r)?),
             T_RESET => Frame::Reset(decode_close(r)?),
@@ -598,6 +610,7 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_SKIP);
                 out.put_varint(s.offset);
                 out.put_varint(s.len);
+                out.put_u8(u8::from(s.ends_message));
             }
             Frame::Close(c) | Frame::Reset(c) => {
                 out.put_u8(if matches!(self, Frame::Close(_)) {
@@ -799,7 +812,7 @@ mod tests {
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));
-            roundtrip(&Frame::Skip(SkipFrame { offset: off, len }));
+            roundtrip(&Frame::Skip(SkipFrame { offset: off, len, ends_message: len % 2 == 0 }));
             roundtrip(&Frame::UpstreamAck(UpstreamAckFrame { cumulative: off, window: len, timestamp_echo: timestamp }));
             roundtrip(&Frame::Ping);
             roundtrip(&Frame::Padding);

@@ -1,10 +1,10 @@
-//! Golden vectors: the exact bytes of one DATA and one ACK datagram, and
-//! of one UPSTREAM and one UPSTREAM_ACK datagram, as printed in
-//! `docs/wire.md` §6. A change here is a wire format change.
+//! Golden vectors: the exact bytes of one DATA and one ACK datagram, of
+//! one UPSTREAM and one UPSTREAM_ACK datagram, and of the handshake and
+//! SKIP frames, as printed in `docs/wire.md` §6. A change here is a wire format change.
 
 use super::{
     AcceptFrame, AckFrame, CatchUpFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
-    OfferFrame, SentFrame, UpstreamAckFrame, UpstreamFrame, WireTimestamp,
+    OfferFrame, SentFrame, SkipFrame, UpstreamAckFrame, UpstreamFrame, WireTimestamp,
 };
 
 const SESSION_ID: u64 = 0x0123_4567_89ab_cdef;
@@ -223,6 +223,28 @@ fn handshake_frames() {
         concat!(
             "0d",   // SENT
             "44b0", // end 1200
+        )
+    );
+}
+
+/// A real-time sender gives up a lost message: bytes 1200..2600, at whose
+/// end the message ends (`docs/wire.md` §4.5).
+#[test]
+fn skip_frame() {
+    let mut out = Vec::new();
+    Frame::Skip(SkipFrame {
+        offset: 1200,
+        len: 1400,
+        ends_message: true,
+    })
+    .encode(&mut out);
+    assert_eq!(
+        hex(&out),
+        concat!(
+            "05",   // SKIP
+            "44b0", // offset 1200
+            "4578", // length 1400
+            "01",   // a message ends at its end
         )
     );
 }

@@ -126,8 +126,17 @@ impl SessionSender {
                         .repair
                         .multicast_weighted(missing_members, missing, receivers)
             });
+            // Real-time: a stale loss gets a SKIP of its messages instead
+            // of its bytes, by the same way a repair would take.
+            let skip = self.stale_skip(now, &range);
             if let Some(group) = multicast {
                 let ids = self.repairs.take(start).map(|p| p.ids).unwrap_or_default();
+                if let Some((skipped, ends_message)) = skip {
+                    for id in ids {
+                        self.update_member(now, id, |m| m.on_repair_sent(range.clone(), now));
+                    }
+                    return Some(self.write_skip(skipped, ends_message, group, out));
+                }
                 self.stats.multicast_repair_members += ids.len() as u64;
                 for id in ids {
                     self.update_member(now, id, |m| m.on_repair_sent(range.clone(), now));
@@ -145,6 +154,9 @@ impl SessionSender {
                 m.on_repair_sent(range.clone(), now);
                 m.addr()
             })?;
+            if let Some((skipped, ends_message)) = skip {
+                return Some(self.write_skip(skipped, ends_message, addr, out));
+            }
             self.stats.unicast_repairs += 1;
             self.stats.repair_bytes += range.end.min(self.buffer.end()) - range.start;
             return Some(self.write_data(now, range, addr, out));

@@ -330,6 +330,7 @@ impl SessionSender {
         if !self.data_may_flow(now) {
             return None;
         }
+        self.feed_realtime(now);
         let data_end = self.buffer.end();
         let fin = self.buffer.fin();
         if self.snd_nxt >= data_end && fin.is_none_or(|f| self.snd_nxt > f) {

@@ -1,0 +1,50 @@
+//! Real-time delivery: messages that must arrive in time rather than
+//! completely (TCP-CM; TCP-RTM of TCP-SMO §II).
+//!
+//! * The application writes messages that never block
+//!   ([`crate::session::SessionSender::send_message`]) into a pushed queue
+//!   ([`queue`], TCP-CM §3.1): P-FIFO or P-LIFO, dropping the oldest when
+//!   full. A message shorter than a segment is never merged with another;
+//!   a longer one is split into full segments and a remainder (TCP-CM
+//!   §3.3).
+//! * No stale retransmission: a lost segment of a message without a
+//!   deadline is never sent again (TCP-CM §3.2); one with a deadline is
+//!   repaired only while the repair can still arrive in time (TCP-RTM:
+//!   deadline minus half the round trip). Instead of the data, the sender
+//!   sends SKIP naming the lost messages; the receiver fills the hole and
+//!   goes on.
+//! * Receivers in real-time mode ([`crate::TransportConfig::realtime`])
+//!   read whole messages ([`crate::Receiver::read_message`],
+//!   [`reader`]); a message any of whose bytes were skipped is dropped and
+//!   counted.
+//!
+//! Congestion control is the session's own and unchanged: a loss still
+//! cuts the window (TCP-CM §3.2).
+
+pub mod outgoing;
+pub mod queue;
+pub mod reader;
+
+pub use outgoing::SentMessages;
+pub use queue::{PushedQueue, QueueLimit, QueueOrder, QueueStats, QueuedMessage};
+pub use reader::MessageBounds;
+
+/// A session sender's real-time mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RealtimeSend {
+    /// Which queued message goes next.
+    pub order: QueueOrder,
+    /// How long the queue may grow.
+    pub limit: QueueLimit,
+}
+
+impl RealtimeSend {
+    /// TCP-CM's defaults for datagrams of `max_datagram` bytes: P-FIFO,
+    /// 100 datagrams' worth.
+    pub fn with_defaults(max_datagram: usize) -> Self {
+        RealtimeSend {
+            order: QueueOrder::Fifo,
+            limit: QueueLimit::Bytes(queue::DEFAULT_QUEUE_DATAGRAMS * max_datagram),
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Reading a real-time stream message by message (TCP-CM §3.3 framing):
+//! where messages end, and which bytes were skipped, so that only whole
+//! messages reach the application and a damaged one is dropped as one.
+//!
+//! A message ends where a segment flagged MSG_END ends, or where a SKIP
+//! that ends a message ends (the sender widens every SKIP to whole
+//! messages, `docs/wire.md` §4.5). The bytes between the read position and
+//! the next known end are one message; if any of them was skipped, it is
+//! damaged and dropped whole.
+
+use fanout_core::RangeSet;
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+/// Message ends held per byte of receive window at most: 1 per 64 bytes
+/// (a sender's smallest honest message is far longer on average).
+pub const WINDOW_BYTES_PER_MESSAGE_END: usize = 64;
+
+/// The next message at the read position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextMessage {
+    /// Its bytes in the stream.
+    pub range: Range<u64>,
+    /// Some of them were skipped: drop it.
+    pub damaged: bool,
+}
+
+/// Message ends and skipped bytes above the read position.
+#[derive(Debug)]
+pub struct MessageBounds {
+    ends: BTreeSet<u64>,
+    skipped: RangeSet,
+    max_ends: usize,
+}
+
+impl MessageBounds {
+    /// Bounds for a receive window of `window_bytes`.
+    pub fn new(window_bytes: usize) -> Self {
+        MessageBounds {
+            ends: BTreeSet::new(),
+            skipped: RangeSet::new(),
+            max_ends: (window_bytes / WINDOW_BYTES_PER_MESSAGE_END).max(1024),
+        }
+    }
+
+    /// Whether one more end may be remembered (a segment that would add
+    /// one beyond the cap is refused and comes again).
+    pub fn has_room(&self) -> bool {
+        self.ends.len() < self.max_ends
+    }
+
+    /// A message ends at `offset`.
+    pub fn on_message_end(&mut self, offset: u64) {
+        if self.has_room() {
+            self.ends.insert(offset);
+        }
+    }
+
+    /// `range` was skipped (bytes this receiver lacked when the sender's
+    /// SKIP came); its end ends a message if `ends_message`.
+    pub fn on_skip(&mut self, range: Range<u64>, ends_message: bool) {
+        if range.is_empty() {
+            return;
+        }
+        if ends_message {
+            self.on_message_end(range.end);
+        }
+        self.skipped.insert(range);
+    }
+
+    /// Skipped bytes remembered (above the read position).
+    pub fn skipped_bytes(&self) -> u64 {
+        self.skipped.len()
+    }
+
+    /// The message starting at `read_pos` if all of it arrived (or was
+    /// skipped) below `rcv_nxt`; `fin` (the stream's end, if known) ends
+    /// the last one.
+    pub fn next(&self, read_pos: u64, rcv_nxt: u64, fin: Option<u64>) -> Option<NextMessage> {
+        let end = self
+            .ends
+            .range(read_pos + 1..)
+            .next()
+            .copied()
+            .or(fin.filter(|&f| f > read_pos))?;
+        if end > rcv_nxt {
+            return None;
+        }
+        Some(NextMessage {
+            range: read_pos..end,
+            damaged: self.skipped.overlap_len(read_pos..end) > 0,
+        })
+    }
+
+    /// Forgets everything below `read_pos` (read).
+    pub fn release_below(&mut self, read_pos: u64) {
+        while self.ends.first().is_some_and(|&e| e <= read_pos) {
+            self.ends.pop_first();
+        }
+        self.skipped.remove_below(read_pos);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_messages_come_out_and_a_skipped_one_is_damaged() {
+        let mut b = MessageBounds::new(1 << 20);
+        b.on_message_end(100);
+        b.on_message_end(300);
+        b.on_skip(100..300, true);
+        b.on_message_end(400);
+        assert_eq!(
+            b.next(0, 400, None),
+            Some(NextMessage {
+                range: 0..100,
+                damaged: false
+            })
+        );
+        b.release_below(100);
+        assert!(b.next(100, 400, None).unwrap().damaged);
+        b.release_below(300);
+        assert_eq!(b.next(300, 399, None), None, "not all of it arrived");
+        assert!(!b.next(300, 400, None).unwrap().damaged);
+    }
+
+    #[test]
+    fn a_skip_that_ends_a_message_keeps_the_next_one_whole() {
+        // The segment carrying the first message's end was lost: the SKIP
+        // says where it ended, so the second message still comes out.
+        let mut b = MessageBounds::new(1 << 20);
+        b.on_skip(0..1400, true);
+        b.on_message_end(1500);
+        assert!(b.next(0, 1500, None).unwrap().damaged);
+        b.release_below(1400);
+        assert_eq!(b.next(1400, 1500, None).unwrap().range, 1400..1500);
+        assert!(!b.next(1400, 1500, None).unwrap().damaged);
+    }
+
+    #[test]
+    fn the_end_of_the_stream_ends_the_last_message() {
+        let b = MessageBounds::new(1 << 20);
+        assert_eq!(b.next(0, 50, Some(50)).unwrap().range, 0..50);
+        assert_eq!(b.next(50, 50, Some(50)), None);
+    }
+
+    #[test]
+    fn ends_are_capped() {
+        let mut b = MessageBounds::new(0);
+        for e in 1..=2000 {
+            b.on_message_end(e);
+        }
+        assert!(!b.has_room());
+        assert_eq!(b.ends.len(), 1024);
+    }
+}

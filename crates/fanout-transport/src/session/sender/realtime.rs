@@ -1,0 +1,177 @@
+//! Real-time sending ([`crate::realtime`]): messages through the pushed
+//! queue into the send buffer one at a time, and SKIP instead of a repair
+//! that is stale (TCP-CM §3.2) or would come too late (TCP-RTM).
+
+use super::SessionSender;
+use crate::packet::PacketBuilder;
+use crate::realtime::{PushedQueue, QueueLimit, QueueStats, RealtimeSend, SentMessages};
+use crate::wire::{Frame, SkipFrame};
+use fanout_core::time::Instant;
+use fanout_core::Transmit;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// A real-time session's queue and the messages it sent.
+#[derive(Debug)]
+pub(super) struct RealtimeOut {
+    limit: QueueLimit,
+    queue: PushedQueue,
+    sent: SentMessages,
+    /// Messages longer than the whole send buffer, dropped.
+    too_long: u64,
+    /// The application finished: the stream ends once the queue is empty.
+    finishing: bool,
+}
+
+impl RealtimeOut {
+    pub(super) fn new(mode: RealtimeSend, max_datagram: usize) -> Self {
+        let bytes = match mode.limit {
+            QueueLimit::Bytes(n) => n,
+            // Until a rate is known: one datagram.
+            QueueLimit::Time(_) => max_datagram,
+        };
+        RealtimeOut {
+            limit: mode.limit,
+            queue: PushedQueue::new(mode.order, bytes),
+            sent: SentMessages::default(),
+            too_long: 0,
+            finishing: false,
+        }
+    }
+
+    /// The application writes no more messages.
+    pub(super) fn finish(&mut self) {
+        self.finishing = true;
+    }
+}
+
+/// Counters of a real-time session's sending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RealtimeStats {
+    /// The pushed queue's.
+    pub queue: QueueStats,
+    /// Messages dropped because they are longer than the send buffer.
+    pub too_long: u64,
+    /// Messages queued now, and their bytes.
+    pub queued_messages: usize,
+    /// Bytes of the messages queued now.
+    pub queued_bytes: usize,
+}
+
+impl SessionSender {
+    /// Writes one message of a real-time session ([`crate::realtime`]):
+    /// it never blocks — the pushed queue drops its oldest messages to make
+    /// room. Past `deadline` (if any) the message is of no use: it is
+    /// dropped from the queue, and a lost segment of it is not repaired
+    /// once a repair could no longer arrive before it (TCP-RTM); without
+    /// a deadline a lost segment is never repaired (TCP-CM). False if the
+    /// session is not real-time or is closed (nothing queued).
+    pub fn send_message(&mut self, now: Instant, msg: &[u8], deadline: Option<Instant>) -> bool {
+        if self.closed.is_some() {
+            return false;
+        }
+        let Some(rt) = self.realtime.as_mut().filter(|rt| !rt.finishing) else {
+            return false;
+        };
+        if !msg.is_empty() {
+            rt.queue.push(now, msg.to_vec(), deadline);
+        }
+        true
+    }
+
+    /// The real-time queue's counters (`None` unless real-time).
+    pub fn realtime_stats(&self) -> Option<RealtimeStats> {
+        let rt = self.realtime.as_ref()?;
+        Some(RealtimeStats {
+            queue: *rt.queue.stats(),
+            too_long: rt.too_long,
+            queued_messages: rt.queue.len(),
+            queued_bytes: rt.queue.bytes(),
+        })
+    }
+
+    /// Moves the next queued message into the send buffer once everything
+    /// before it was sent, if the buffer has room for it (else it waits in
+    /// the queue, which keeps dropping its oldest).
+    pub(super) fn feed_realtime(&mut self, now: Instant) {
+        let rate = self.pacer.rate_bytes_per_sec();
+        let max_datagram = self.config.transport.max_datagram;
+        let Some(rt) = self.realtime.as_mut() else {
+            return;
+        };
+        if self.snd_nxt < self.buffer.end() || self.buffer.fin().is_some() {
+            return;
+        }
+        if let QueueLimit::Time(d) = rt.limit {
+            let bytes = (rate as f64 * d.as_secs_f64()) as usize;
+            rt.queue.set_limit_bytes(now, bytes.max(max_datagram));
+        }
+        while let Some(len) = rt.queue.next_len(now) {
+            if len > self.buffer.capacity() {
+                rt.queue.take(now);
+                rt.too_long += 1;
+                continue;
+            }
+            if len > self.buffer.free() {
+                return;
+            }
+            let m = rt.queue.take(now).expect("a next message");
+            let start = self.buffer.end();
+            if self.buffer.write_message(&m.bytes) {
+                rt.sent.push(start..start + len as u64, m.deadline);
+            }
+            return;
+        }
+        if rt.finishing {
+            self.buffer.finish();
+        }
+    }
+
+    /// Forgets sent messages below `offset` (released).
+    pub(super) fn realtime_release(&mut self, offset: u64) {
+        if let Some(rt) = self.realtime.as_mut() {
+            rt.sent.release_below(offset);
+        }
+    }
+
+    /// If the lost bytes `range` are not worth repairing at `now`, what to
+    /// skip instead: the whole messages they touch (as far as sent) and
+    /// whether that ends a message.
+    pub(super) fn stale_skip(
+        &self,
+        now: Instant,
+        range: &Range<u64>,
+    ) -> Option<(Range<u64>, bool)> {
+        let rt = self.realtime.as_ref()?;
+        let half_rtt = self.session_rtt() / 2;
+        rt.sent
+            .is_stale(range, now, half_rtt)
+            .then(|| rt.sent.widen(range.clone(), self.snd_nxt))
+    }
+
+    /// Writes a SKIP of `range` to `to`.
+    pub(super) fn write_skip(
+        &mut self,
+        range: Range<u64>,
+        ends_message: bool,
+        to: SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> Transmit {
+        let mut p = PacketBuilder::new(
+            out,
+            &mut self.numbers,
+            self.session_id,
+            to.ip().is_multicast(),
+        );
+        p.frame(&Frame::Skip(SkipFrame {
+            offset: range.start,
+            len: range.end - range.start,
+            ends_message,
+        }));
+        p.finish();
+        self.stats.datagrams_sent += 1;
+        self.stats.skips_sent += 1;
+        self.stats.skipped_bytes += range.end - range.start;
+        Transmit { destination: to }
+    }
+}

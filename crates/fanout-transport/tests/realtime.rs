@@ -1,0 +1,396 @@
+//! Story tests of real-time sessions (TCP-CM, TCP-RTM; `fanout_transport::realtime`):
+//! messages through a pushed queue, lost ones skipped instead of repaired
+//! (or repaired only while in time), receivers reading whole messages.
+
+use fanout_core::time::Instant;
+use fanout_core::{drain, Engine, Rng};
+use fanout_transport::realtime::{QueueLimit, QueueOrder, RealtimeSend};
+use fanout_transport::session::{SessionConfig, SessionSender};
+use fanout_transport::wire::{decode_frames, Frame, Header};
+use fanout_transport::{Receiver, TransportConfig};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const ONE_WAY: Duration = Duration::from_millis(10);
+const GROUP: &str = "239.1.1.1:7000";
+const SENDER: &str = "10.0.0.1:5000";
+
+fn member_addr(i: usize) -> SocketAddr {
+    format!("10.0.1.{}:7000", i + 1).parse().unwrap()
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::ZERO + Duration::from_millis(ms)
+}
+
+/// A message: its number, then bytes that depend on it, `len` in all.
+fn message(id: u32, len: usize) -> Vec<u8> {
+    let mut m: Vec<u8> = (0..len)
+        .map(|i| (i as u32 ^ id.wrapping_mul(31)) as u8)
+        .collect();
+    m[..4].copy_from_slice(&id.to_be_bytes());
+    m
+}
+
+fn id_of(m: &[u8]) -> u32 {
+    u32::from_be_bytes(m[..4].try_into().unwrap())
+}
+
+/// What the sender's application writes: at `at`, a message of `len`
+/// bytes, its deadline `budget` later (none without).
+struct Schedule {
+    every: Duration,
+    count: u32,
+    len: fn(u32) -> usize,
+    budget: Option<Duration>,
+}
+
+struct Net {
+    now: Instant,
+    sender: SessionSender,
+    members: Vec<Receiver>,
+    got: Vec<Vec<Vec<u8>>>,
+    wire: BTreeMap<(Instant, u64), (Option<usize>, Vec<u8>)>,
+    seq: u64,
+    rng: Rng,
+    /// Probability (per mille) that a datagram from the sender to a member
+    /// is lost, independently per member.
+    loss_per_mille: u64,
+    /// Data bytes the sender put on the wire, by kind.
+    data_datagrams: u64,
+    skip_datagrams: u64,
+}
+
+fn realtime_receiver() -> TransportConfig {
+    TransportConfig {
+        realtime: true,
+        ..TransportConfig::default()
+    }
+}
+
+impl Net {
+    fn new(n: usize, mode: RealtimeSend, loss_per_mille: u64, seed: u64) -> Net {
+        let config = SessionConfig {
+            group: Some(GROUP.parse().unwrap()),
+            wait_for_members: n,
+            realtime: Some(mode),
+            ..SessionConfig::default()
+        };
+        Net {
+            now: Instant::ZERO,
+            sender: SessionSender::new(config, 42, Instant::ZERO),
+            members: (0..n)
+                .map(|_| {
+                    Receiver::join(realtime_receiver(), SENDER.parse().unwrap(), Instant::ZERO)
+                })
+                .collect(),
+            got: vec![Vec::new(); n],
+            wire: BTreeMap::new(),
+            seq: 0,
+            rng: Rng::new(seed),
+            loss_per_mille,
+            data_datagrams: 0,
+            skip_datagrams: 0,
+        }
+    }
+
+    fn pump(&mut self) -> Option<Instant> {
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        let mut next = drain(&mut self.sender, self.now, &mut buf, 256, |t, b| {
+            out.push((t.destination, b.to_vec()))
+        });
+        let group: SocketAddr = GROUP.parse().unwrap();
+        for (dest, bytes) in out {
+            match first_frame(&bytes) {
+                Some(Kind::Data) => self.data_datagrams += 1,
+                Some(Kind::Skip) => self.skip_datagrams += 1,
+                None => {}
+            }
+            for i in 0..self.members.len() {
+                if dest != group && dest != member_addr(i) {
+                    continue;
+                }
+                if self.rng.below(1000) < self.loss_per_mille {
+                    continue;
+                }
+                self.seq += 1;
+                self.wire
+                    .insert((self.now + ONE_WAY, self.seq), (Some(i), bytes.clone()));
+            }
+        }
+        for i in 0..self.members.len() {
+            let mut m = Vec::new();
+            while self.members[i].read_message(&mut m) {
+                self.got[i].push(std::mem::take(&mut m));
+            }
+            let mut acks = Vec::new();
+            let t = drain(&mut self.members[i], self.now, &mut buf, 64, |_, b| {
+                acks.push(b.to_vec())
+            });
+            for bytes in acks {
+                self.seq += 1;
+                self.wire
+                    .insert((self.now + ONE_WAY, self.seq), (None, bytes));
+            }
+            next = [next, t].into_iter().flatten().min();
+        }
+        next
+    }
+
+    /// Runs the schedule, then until every member finished (or `limit`).
+    fn run(&mut self, s: &Schedule, limit: Duration) {
+        let end = Instant::ZERO + limit;
+        let mut written = 0u32;
+        // Messages start once every member joined (a lost CONNECT is sent
+        // again a second later).
+        let mut start = None;
+        while self.now < end {
+            if start.is_none() && self.sender.stats().members_joined == self.members.len() as u64 {
+                start = Some(self.now + Duration::from_millis(50));
+            }
+            let start = start.unwrap_or(end);
+            while written < s.count && start + s.every * written <= self.now {
+                let id = written;
+                let deadline = s.budget.map(|b| self.now + b);
+                assert!(self
+                    .sender
+                    .send_message(self.now, &message(id, (s.len)(id)), deadline));
+                written += 1;
+                if written == s.count {
+                    self.sender.finish();
+                }
+            }
+            let timer = self.pump();
+            if self.members.iter().all(|m| m.is_finished()) && self.wire.is_empty() {
+                return;
+            }
+            let next_write = (written < s.count).then(|| start + s.every * written);
+            let wire = self.wire.keys().next().map(|k| k.0);
+            let next = [timer, wire, next_write]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(end);
+            self.now = self.now.max(next.min(end));
+            while let Some(e) = self.wire.first_entry() {
+                if e.key().0 > self.now {
+                    break;
+                }
+                let (to, bytes) = e.remove();
+                match to {
+                    Some(i) => {
+                        self.members[i].handle_datagram(self.now, SENDER.parse().unwrap(), &bytes)
+                    }
+                    None => {
+                        // An ACK: from which member is in its token; the
+                        // harness sends each member's own.
+                        let from = self
+                            .members
+                            .iter()
+                            .position(|m| header_id(&bytes) == Some(m.token()))
+                            .map(member_addr)
+                            .unwrap_or_else(|| member_addr(0));
+                        self.sender.handle_datagram(self.now, from, &bytes)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every member's messages are whole and in the order `ordered` allows,
+    /// none twice; returns how many each got.
+    fn check_messages(&self, len: fn(u32) -> usize, increasing: bool) -> Vec<usize> {
+        self.got
+            .iter()
+            .map(|msgs| {
+                let mut last: Option<u32> = None;
+                for m in msgs {
+                    let id = id_of(m);
+                    assert_eq!(m, &message(id, len(id)), "message {id} whole and intact");
+                    if let Some(l) = last {
+                        assert!(
+                            if increasing { id > l } else { id < l },
+                            "message {id} after {l}"
+                        );
+                    }
+                    last = Some(id);
+                }
+                msgs.len()
+            })
+            .collect()
+    }
+}
+
+enum Kind {
+    Data,
+    Skip,
+}
+
+fn first_frame(bytes: &[u8]) -> Option<Kind> {
+    let (_, body) = Header::decode(bytes).ok()?;
+    match decode_frames(body).next()?.ok()? {
+        Frame::Data(d) if !d.payload.is_empty() => Some(Kind::Data),
+        Frame::Skip(_) => Some(Kind::Skip),
+        _ => None,
+    }
+}
+
+fn header_id(bytes: &[u8]) -> Option<u64> {
+    Header::decode(bytes).ok().map(|(h, _)| h.session_id)
+}
+
+/// Messages of 300 to 3000 bytes: some shorter than a segment, some split.
+fn mixed_len(id: u32) -> usize {
+    300 + (id as usize * 677) % 2700
+}
+
+#[test]
+fn without_deadlines_no_lost_segment_is_sent_again_and_every_other_message_arrives_whole() {
+    // TCP-CM: 4 members losing 2% each; 1000 messages at 100 per second.
+    let mut net = Net::new(4, RealtimeSend::with_defaults(1452), 20, 1);
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 1000,
+        len: mixed_len,
+        budget: None,
+    };
+    net.run(&s, Duration::from_secs(30));
+    assert!(
+        net.members.iter().all(|m| m.is_finished()),
+        "every member read to the end"
+    );
+    let counts = net.check_messages(mixed_len, true);
+    let st = net.sender.stats();
+    assert_eq!(st.repair_bytes, 0, "no stale retransmission");
+    assert!(st.skips_sent > 0);
+    for (i, m) in net.members.iter().enumerate() {
+        let rs = m.stats();
+        assert_eq!(rs.messages_read as usize, counts[i]);
+        assert_eq!(
+            rs.messages_read + rs.messages_dropped,
+            1000,
+            "member {i}: every message read or dropped"
+        );
+        // 5% of datagrams lost; a message of up to 3 segments.
+        assert!(
+            rs.messages_dropped > 10 && rs.messages_dropped < 200,
+            "member {i}: {rs:?}"
+        );
+    }
+    let q = net.sender.realtime_stats().unwrap();
+    assert_eq!(q.queue.discarded, 0, "the queue never filled: {q:?}");
+}
+
+#[test]
+fn with_deadlines_a_loss_is_repaired_while_in_time() {
+    // TCP-RTM: RTT 20 ms, each message's deadline 300 ms after it was
+    // written: every loss can be repaired in time, so nothing is skipped.
+    let mut net = Net::new(4, RealtimeSend::with_defaults(1452), 20, 2);
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 1000,
+        len: mixed_len,
+        budget: Some(Duration::from_millis(300)),
+    };
+    net.run(&s, Duration::from_secs(30));
+    assert!(net.members.iter().all(|m| m.is_finished()));
+    let counts = net.check_messages(mixed_len, true);
+    assert!(counts.iter().all(|&c| c == 1000), "{counts:?}");
+    let st = net.sender.stats();
+    assert!(st.repair_bytes > 0);
+    assert_eq!(st.skips_sent, 0);
+}
+
+#[test]
+fn a_deadline_shorter_than_half_the_round_trip_is_never_repaired() {
+    // Deadline 5 ms after writing, half the round trip is 10 ms: a repair
+    // could never arrive in time, so every loss is skipped.
+    let mut net = Net::new(2, RealtimeSend::with_defaults(1452), 20, 3);
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 400,
+        len: mixed_len,
+        budget: Some(Duration::from_millis(5)),
+    };
+    net.run(&s, Duration::from_secs(30));
+    assert!(net.members.iter().all(|m| m.is_finished()));
+    net.check_messages(mixed_len, true);
+    let st = net.sender.stats();
+    assert_eq!(st.repair_bytes, 0);
+    assert!(st.skips_sent > 0);
+    // Messages that waited past their deadline in the queue never went.
+    let q = net.sender.realtime_stats().unwrap().queue;
+    assert_eq!(q.taken + q.expired, 400);
+    for m in &net.members {
+        assert!(m.stats().messages_dropped > 0);
+        assert_eq!(
+            m.stats().messages_read + m.stats().messages_dropped,
+            q.taken
+        );
+    }
+}
+
+#[test]
+fn lifo_sends_the_newest_first_and_a_full_queue_drops_the_oldest() {
+    // 100 messages written before the members joined: P-LIFO with room
+    // for 20 keeps the newest 20 and sends them newest first.
+    let mode = RealtimeSend {
+        order: QueueOrder::Lifo,
+        limit: QueueLimit::Bytes(20 * 1000),
+    };
+    let mut net = Net::new(2, mode, 0, 4);
+    for id in 0..100 {
+        assert!(net
+            .sender
+            .send_message(Instant::ZERO, &message(id, 1000), None));
+    }
+    net.sender.finish();
+    let s = Schedule {
+        every: Duration::from_millis(1),
+        count: 0,
+        len: |_| 1000,
+        budget: None,
+    };
+    net.run(&s, Duration::from_secs(10));
+    assert!(net.members.iter().all(|m| m.is_finished()));
+    let counts = net.check_messages(|_| 1000, false);
+    assert_eq!(counts, vec![20, 20]);
+    assert_eq!(id_of(&net.got[0][0]), 99);
+    let q = net.sender.realtime_stats().unwrap();
+    assert_eq!(q.queue.discarded, 80);
+}
+
+#[test]
+fn a_reliable_receiver_refuses_a_skip() {
+    use fanout_core::stats::DropReason;
+    use fanout_transport::wire::SkipFrame;
+    // A member of a reliable session must never get a hole: a SKIP from
+    // its own sender is dropped and counted.
+    let mut r = Receiver::join(
+        TransportConfig::default(),
+        SENDER.parse().unwrap(),
+        Instant::ZERO,
+    );
+    let mut out = Vec::new();
+    Header {
+        flags: Default::default(),
+        session_id: 0,
+        packet_number: 1,
+    }
+    .encode(&mut out);
+    Frame::Skip(SkipFrame {
+        offset: 0,
+        len: 100,
+        ends_message: true,
+    })
+    .encode(&mut out);
+    r.handle_datagram(at(1), SENDER.parse().unwrap(), &out);
+    assert_eq!(r.stats().skipped_bytes, 0);
+    let drops = &r.stats().drops;
+    assert!(
+        drops.get(DropReason::UnexpectedFrame) + drops.get(DropReason::UnknownPeer) > 0,
+        "{drops:?}"
+    );
+}
