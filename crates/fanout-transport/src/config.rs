@@ -69,6 +69,11 @@ pub struct TransportConfig {
     /// ([`crate::Receiver::read_message`]). Off: a SKIP is refused
     /// (`unexpected_frame`), so a reliable stream never gets a hole.
     pub realtime: bool,
+    /// A real-time receiver's latency budget (TCP-RTM): a hole is skipped
+    /// by the receiver itself once the first data behind it has waited
+    /// this long, so that data is delivered in time even if the sender's
+    /// SKIP or repair does not come. `None`: only the sender skips.
+    pub realtime_latency: Option<Duration>,
 }
 
 impl Default for TransportConfig {
@@ -90,6 +95,7 @@ impl Default for TransportConfig {
             parent_silence: crate::reattach::DEFAULT_PARENT_SILENCE,
             protection: None,
             realtime: false,
+            realtime_latency: None,
         }
     }
 }

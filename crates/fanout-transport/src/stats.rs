@@ -21,6 +21,9 @@ pub struct ReceiverStats {
     /// Stream bytes the sender skipped (SKIP, real-time mode): never to
     /// come.
     pub skipped_bytes: u64,
+    /// Stream bytes this receiver gave up itself: the data behind them had
+    /// waited its latency budget (real-time mode, TCP-RTM).
+    pub late_skipped_bytes: u64,
     /// Whole messages read (real-time mode).
     pub messages_read: u64,
     /// Messages dropped because some of their bytes were skipped

@@ -57,20 +57,36 @@ struct Net {
     /// Probability (per mille) that a datagram from the sender to a member
     /// is lost, independently per member.
     loss_per_mille: u64,
-    /// Data bytes the sender put on the wire, by kind.
-    data_datagrams: u64,
+    /// DATA datagrams that carried bytes sent before (repairs), and SKIPs,
+    /// as seen on the wire.
+    resent_data: u64,
     skip_datagrams: u64,
+    /// Repairs and SKIPs never reach this member.
+    no_repairs_to: Option<usize>,
+    /// One past the highest stream byte sent.
+    sent_end: u64,
 }
 
-fn realtime_receiver() -> TransportConfig {
+fn realtime_receiver(latency: Option<Duration>) -> TransportConfig {
     TransportConfig {
         realtime: true,
+        realtime_latency: latency,
         ..TransportConfig::default()
     }
 }
 
 impl Net {
     fn new(n: usize, mode: RealtimeSend, loss_per_mille: u64, seed: u64) -> Net {
+        Self::with_latency(n, mode, loss_per_mille, seed, None)
+    }
+
+    fn with_latency(
+        n: usize,
+        mode: RealtimeSend,
+        loss_per_mille: u64,
+        seed: u64,
+        latency: Option<Duration>,
+    ) -> Net {
         let config = SessionConfig {
             group: Some(GROUP.parse().unwrap()),
             wait_for_members: n,
@@ -82,7 +98,11 @@ impl Net {
             sender: SessionSender::new(config, 42, Instant::ZERO),
             members: (0..n)
                 .map(|_| {
-                    Receiver::join(realtime_receiver(), SENDER.parse().unwrap(), Instant::ZERO)
+                    Receiver::join(
+                        realtime_receiver(latency),
+                        SENDER.parse().unwrap(),
+                        Instant::ZERO,
+                    )
                 })
                 .collect(),
             got: vec![Vec::new(); n],
@@ -90,8 +110,10 @@ impl Net {
             seq: 0,
             rng: Rng::new(seed),
             loss_per_mille,
-            data_datagrams: 0,
+            resent_data: 0,
             skip_datagrams: 0,
+            no_repairs_to: None,
+            sent_end: 0,
         }
     }
 
@@ -103,16 +125,27 @@ impl Net {
         });
         let group: SocketAddr = GROUP.parse().unwrap();
         for (dest, bytes) in out {
-            match first_frame(&bytes) {
-                Some(Kind::Data) => self.data_datagrams += 1,
-                Some(Kind::Skip) => self.skip_datagrams += 1,
-                None => {}
-            }
+            let kind = first_frame(&bytes);
+            let resent = match kind {
+                Some(Kind::Data(range)) => {
+                    let again = range.start < self.sent_end;
+                    self.resent_data += u64::from(again);
+                    self.sent_end = self.sent_end.max(range.end);
+                    again
+                }
+                Some(Kind::Skip) => {
+                    self.skip_datagrams += 1;
+                    true
+                }
+                None => false,
+            };
             for i in 0..self.members.len() {
                 if dest != group && dest != member_addr(i) {
                     continue;
                 }
-                if self.rng.below(1000) < self.loss_per_mille {
+                if self.rng.below(1000) < self.loss_per_mille
+                    || (resent && self.no_repairs_to == Some(i))
+                {
                     continue;
                 }
                 self.seq += 1;
@@ -224,14 +257,14 @@ impl Net {
 }
 
 enum Kind {
-    Data,
+    Data(std::ops::Range<u64>),
     Skip,
 }
 
 fn first_frame(bytes: &[u8]) -> Option<Kind> {
     let (_, body) = Header::decode(bytes).ok()?;
     match decode_frames(body).next()?.ok()? {
-        Frame::Data(d) if !d.payload.is_empty() => Some(Kind::Data),
+        Frame::Data(d) if !d.payload.is_empty() => Some(Kind::Data(d.range())),
         Frame::Skip(_) => Some(Kind::Skip),
         _ => None,
     }
@@ -264,7 +297,8 @@ fn without_deadlines_no_lost_segment_is_sent_again_and_every_other_message_arriv
     let counts = net.check_messages(mixed_len, true);
     let st = net.sender.stats();
     assert_eq!(st.repair_bytes, 0, "no stale retransmission");
-    assert!(st.skips_sent > 0);
+    assert_eq!(net.resent_data, 0, "no data on the wire twice");
+    assert!(st.skips_sent > 0 && net.skip_datagrams >= st.skips_sent);
     for (i, m) in net.members.iter().enumerate() {
         let rs = m.stats();
         assert_eq!(rs.messages_read as usize, counts[i]);
@@ -299,7 +333,7 @@ fn with_deadlines_a_loss_is_repaired_while_in_time() {
     let counts = net.check_messages(mixed_len, true);
     assert!(counts.iter().all(|&c| c == 1000), "{counts:?}");
     let st = net.sender.stats();
-    assert!(st.repair_bytes > 0);
+    assert!(st.repair_bytes > 0 && net.resent_data > 0);
     assert_eq!(st.skips_sent, 0);
 }
 
@@ -330,6 +364,36 @@ fn a_deadline_shorter_than_half_the_round_trip_is_never_repaired() {
             q.taken
         );
     }
+}
+
+#[test]
+fn a_receiver_with_a_latency_budget_skips_a_hole_the_sender_does_not() {
+    // Deadlines 10 s out: the sender repairs every loss, but no repair
+    // reaches member 0. With a 100 ms budget it gives up each hole
+    // itself once the data behind it waited 100 ms, and reads on.
+    let mut net = Net::with_latency(
+        2,
+        RealtimeSend::with_defaults(1452),
+        20,
+        5,
+        Some(Duration::from_millis(100)),
+    );
+    net.no_repairs_to = Some(0);
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 500,
+        len: mixed_len,
+        budget: Some(Duration::from_secs(10)),
+    };
+    net.run(&s, Duration::from_secs(60));
+    net.check_messages(mixed_len, true);
+    let r0 = net.members[0].stats();
+    assert!(r0.late_skipped_bytes > 0, "{r0:?}");
+    assert!(r0.messages_dropped > 0);
+    assert!(
+        net.members[0].is_finished(),
+        "member 0 read to the end: {r0:?}"
+    );
 }
 
 #[test]

@@ -7,10 +7,17 @@
 //! messages, `docs/wire.md` §4.5). The bytes between the read position and
 //! the next known end are one message; if any of them was skipped, it is
 //! damaged and dropped whole.
+//!
+//! With a latency budget, the receiver also skips a hole by itself
+//! (TCP-RTM): once the first data that arrived beyond it has waited the
+//! budget, waiting longer for the hole would make that data late, so the
+//! hole is given up and the data behind it delivered.
 
+use fanout_core::time::Instant;
 use fanout_core::RangeSet;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
+use std::time::Duration;
 
 /// Message ends held per byte of receive window at most: 1 per 64 bytes
 /// (a sender's smallest honest message is far longer on average).
@@ -31,15 +38,53 @@ pub struct MessageBounds {
     ends: BTreeSet<u64>,
     skipped: RangeSet,
     max_ends: usize,
+    /// How long data beyond a hole may wait for it (`None`: only the
+    /// sender skips).
+    latency: Option<Duration>,
+    /// When data beyond RCV.NXT arrived, by the offset it starts at (the
+    /// first arrival of each out-of-order range; at most one entry per
+    /// held range, so bounded like them).
+    arrivals: BTreeMap<u64, Instant>,
 }
 
 impl MessageBounds {
-    /// Bounds for a receive window of `window_bytes`.
-    pub fn new(window_bytes: usize) -> Self {
+    /// Bounds for a receive window of `window_bytes`; with a `latency`,
+    /// holes are skipped once data behind them has waited that long.
+    pub fn new(window_bytes: usize, latency: Option<Duration>) -> Self {
         MessageBounds {
             ends: BTreeSet::new(),
             skipped: RangeSet::new(),
             max_ends: (window_bytes / WINDOW_BYTES_PER_MESSAGE_END).max(1024),
+            latency,
+            arrivals: BTreeMap::new(),
+        }
+    }
+
+    /// Data starting a held range at `start` above RCV.NXT arrived at `now`
+    /// (kept only if no earlier arrival is known for that range).
+    pub fn on_arrival_beyond(&mut self, held: Range<u64>, now: Instant) {
+        if self.latency.is_some() && self.arrivals.range(held.clone()).next().is_none() {
+            self.arrivals.insert(held.start, now);
+        }
+    }
+
+    /// When the hole at `rcv_nxt` is to be skipped, if `next_held` (the
+    /// first range held beyond it) exists: its earliest arrival plus the
+    /// latency.
+    pub fn hole_deadline(&self, next_held: Option<Range<u64>>) -> Option<Instant> {
+        let latency = self.latency?;
+        let first = self.arrivals.range(next_held?).map(|(_, &t)| t).min()?;
+        Some(first + latency)
+    }
+
+    /// Forgets arrivals below `rcv_nxt` (the holes before them are gone).
+    pub fn on_rcv_nxt(&mut self, rcv_nxt: u64) {
+        while self
+            .arrivals
+            .first_key_value()
+            .is_some_and(|(&o, _)| o < rcv_nxt)
+        {
+            self.arrivals.pop_first();
         }
     }
 
@@ -107,7 +152,7 @@ mod tests {
 
     #[test]
     fn whole_messages_come_out_and_a_skipped_one_is_damaged() {
-        let mut b = MessageBounds::new(1 << 20);
+        let mut b = MessageBounds::new(1 << 20, None);
         b.on_message_end(100);
         b.on_message_end(300);
         b.on_skip(100..300, true);
@@ -130,7 +175,7 @@ mod tests {
     fn a_skip_that_ends_a_message_keeps_the_next_one_whole() {
         // The segment carrying the first message's end was lost: the SKIP
         // says where it ended, so the second message still comes out.
-        let mut b = MessageBounds::new(1 << 20);
+        let mut b = MessageBounds::new(1 << 20, None);
         b.on_skip(0..1400, true);
         b.on_message_end(1500);
         assert!(b.next(0, 1500, None).unwrap().damaged);
@@ -141,14 +186,29 @@ mod tests {
 
     #[test]
     fn the_end_of_the_stream_ends_the_last_message() {
-        let b = MessageBounds::new(1 << 20);
+        let b = MessageBounds::new(1 << 20, None);
         assert_eq!(b.next(0, 50, Some(50)).unwrap().range, 0..50);
         assert_eq!(b.next(50, 50, Some(50)), None);
     }
 
     #[test]
+    fn a_hole_is_skipped_once_the_data_behind_it_waited_the_latency() {
+        let at = |ms| Instant::ZERO + Duration::from_millis(ms);
+        let mut b = MessageBounds::new(1 << 20, Some(Duration::from_millis(80)));
+        assert_eq!(b.hole_deadline(None), None, "no hole");
+        b.on_arrival_beyond(1000..2000, at(10));
+        b.on_arrival_beyond(1000..3000, at(20)); // the range grew: still 10
+        assert_eq!(b.hole_deadline(Some(1000..3000)), Some(at(90)));
+        b.on_arrival_beyond(5000..6000, at(30));
+        b.on_rcv_nxt(3000);
+        assert_eq!(b.hole_deadline(Some(5000..6000)), Some(at(110)));
+        let none = MessageBounds::new(1 << 20, None);
+        assert_eq!(none.hole_deadline(Some(5000..6000)), None);
+    }
+
+    #[test]
     fn ends_are_capped() {
-        let mut b = MessageBounds::new(0);
+        let mut b = MessageBounds::new(0, None);
         for e in 1..=2000 {
             b.on_message_end(e);
         }

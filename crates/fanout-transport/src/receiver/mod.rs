@@ -221,6 +221,7 @@ impl Receiver {
             messages: config.realtime.then(|| {
                 Box::new(crate::realtime::MessageBounds::new(
                     config.recv_window_bytes,
+                    config.realtime_latency,
                 ))
             }),
             config,
@@ -611,6 +612,14 @@ impl Receiver {
         }
         let out_of_order = d.offset > nxt_before;
         let filled_gap = !out_of_order && self.buffer.rcv_nxt() > range.end;
+        if let Some(b) = self.messages.as_mut() {
+            b.on_rcv_nxt(self.buffer.rcv_nxt());
+            if out_of_order && !duplicate {
+                if let Some(held) = self.buffer.held_range_containing(d.offset) {
+                    b.on_arrival_beyond(held, arrived);
+                }
+            }
+        }
         self.most_recent = Some(range);
         self.acks
             .on_segment(now, out_of_order || filled_gap || duplicate || d.fin);
@@ -645,6 +654,35 @@ impl Receiver {
         // Like a segment filling a gap: acknowledged at once.
         self.acks
             .on_segment(now, self.buffer.rcv_nxt() > nxt_before);
+    }
+
+    /// When the hole at RCV.NXT is to be skipped by this receiver (a
+    /// real-time receiver with a latency budget, TCP-RTM).
+    fn hole_deadline(&self) -> Option<Instant> {
+        let b = self.messages.as_ref()?;
+        b.hole_deadline(self.buffer.out_of_order().next())
+    }
+
+    /// Skips every hole whose data behind it has waited the latency budget:
+    /// RCV.NXT moves past it, the ACK says so, and the messages it damaged
+    /// are dropped when read.
+    fn skip_late_holes(&mut self, now: Instant) {
+        while let Some(deadline) = self.hole_deadline() {
+            if deadline > now {
+                return;
+            }
+            let hole =
+                self.buffer.rcv_nxt()..self.buffer.out_of_order().next().map_or(0, |r| r.start);
+            if hole.is_empty() {
+                return;
+            }
+            self.stats.late_skipped_bytes += self.buffer.skip(hole.clone());
+            if let Some(b) = self.messages.as_mut() {
+                b.on_skip(hole, false);
+                b.on_rcv_nxt(self.buffer.rcv_nxt());
+            }
+            self.acks.request_immediate();
+        }
     }
 
     fn handle_frames(&mut self, now: Instant, body: &[u8]) {
@@ -1271,6 +1309,7 @@ impl Engine for Receiver {
                 self.keys
                     .as_ref()
                     .and_then(|k| k.segments_request_deadline()),
+                self.hole_deadline(),
             ]
             .into_iter()
             .flatten()
@@ -1295,6 +1334,9 @@ impl Engine for Receiver {
                 self.close(CloseReason::HandshakeTimeout);
             }
             return;
+        }
+        if self.state == State::Established {
+            self.skip_late_holes(now);
         }
         match self.state {
             State::Established if self.chain().is_some() => {
