@@ -65,6 +65,10 @@ struct Net {
     no_repairs_to: Option<usize>,
     /// One past the highest stream byte sent.
     sent_end: u64,
+    /// The first datagram with a FIN and no data to this member is lost,
+    /// and every CLOSE: it must see the end of the stream by itself.
+    drop_first_fin_to: Option<usize>,
+    fins_dropped: u64,
 }
 
 fn realtime_receiver(latency: Option<Duration>) -> TransportConfig {
@@ -114,6 +118,8 @@ impl Net {
             skip_datagrams: 0,
             no_repairs_to: None,
             sent_end: 0,
+            drop_first_fin_to: None,
+            fins_dropped: 0,
         }
     }
 
@@ -126,7 +132,7 @@ impl Net {
         let group: SocketAddr = GROUP.parse().unwrap();
         for (dest, bytes) in out {
             let kind = first_frame(&bytes);
-            let resent = match kind {
+            let resent = match &kind {
                 Some(Kind::Data(range)) => {
                     let again = range.start < self.sent_end;
                     self.resent_data += u64::from(again);
@@ -137,7 +143,7 @@ impl Net {
                     self.skip_datagrams += 1;
                     true
                 }
-                None => false,
+                Some(Kind::Fin | Kind::Close) | None => false,
             };
             for i in 0..self.members.len() {
                 if dest != group && dest != member_addr(i) {
@@ -147,6 +153,16 @@ impl Net {
                     || (resent && self.no_repairs_to == Some(i))
                 {
                     continue;
+                }
+                if self.drop_first_fin_to == Some(i) {
+                    match kind {
+                        Some(Kind::Fin) if self.fins_dropped == 0 => {
+                            self.fins_dropped += 1;
+                            continue;
+                        }
+                        Some(Kind::Close) => continue,
+                        _ => {}
+                    }
                 }
                 self.seq += 1;
                 self.wire
@@ -258,14 +274,19 @@ impl Net {
 
 enum Kind {
     Data(std::ops::Range<u64>),
+    /// A FIN without data.
+    Fin,
     Skip,
+    Close,
 }
 
 fn first_frame(bytes: &[u8]) -> Option<Kind> {
     let (_, body) = Header::decode(bytes).ok()?;
     match decode_frames(body).next()?.ok()? {
         Frame::Data(d) if !d.payload.is_empty() => Some(Kind::Data(d.range())),
+        Frame::Data(d) if d.fin => Some(Kind::Fin),
         Frame::Skip(_) => Some(Kind::Skip),
+        Frame::Close(_) => Some(Kind::Close),
         _ => None,
     }
 }
@@ -424,6 +445,27 @@ fn lifo_sends_the_newest_first_and_a_full_queue_drops_the_oldest() {
     assert_eq!(id_of(&net.got[0][0]), 99);
     let q = net.sender.realtime_stats().unwrap();
     assert_eq!(q.queue.discarded, 80);
+}
+
+#[test]
+fn a_fin_lost_after_the_last_message_was_read_still_ends_the_stream() {
+    // Member 0 read every message, then its FIN was lost, and no CLOSE
+    // reaches it: the FIN's repair (it is never skipped) ends its stream.
+    let mut net = Net::new(2, RealtimeSend::with_defaults(1452), 0, 6);
+    net.drop_first_fin_to = Some(0);
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 50,
+        len: mixed_len,
+        budget: None,
+    };
+    net.run(&s, Duration::from_secs(30));
+    assert!(
+        net.fins_dropped > 0,
+        "the FIN went in a datagram of its own"
+    );
+    assert!(net.members.iter().all(|m| m.is_finished()));
+    assert_eq!(net.check_messages(mixed_len, true), vec![50, 50]);
 }
 
 #[test]

@@ -10,6 +10,11 @@
 //! receive window, which slows the session down to it (slowest-receiver
 //! release), and stdin is read no faster than the session sends.
 //!
+//! Real time ([`crate::realtime_opts`]): `stream send --latency MS` (or
+//! `--queue`, `--queue-ms`) sends the input as messages that never wait
+//! for the network and skips lost data once too late; `stream recv
+//! --latency MS` writes the whole messages that came in time.
+//!
 //! Session relay (TCP-SMO §IV.B, [`fanout_app::upstream_relay`]): `stream recv
 //! --upstream` sends the receiver's stdin to the sender on its own
 //! connection; `stream send --echo-upstream` re-multicasts each complete
@@ -18,6 +23,7 @@
 
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::pipe::{InputFeed, OutputDrain, CHUNK_BYTES};
+use crate::realtime_opts::{receiver_line, sender_line, RealtimeSendOpts, StatsLines, StatsOpts};
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, require_completed, OutputOpts, TransferReport,
@@ -71,6 +77,13 @@ pub enum StreamCommand {
          segment, otherwise by unicast"
     )),
     mut_arg("stall_timeout", |a| a.help("Evict a receiver that makes no progress for this long")),
+    after_help = "Examples:\n  \
+      # every byte of a pipe, to each receiver that joins the group\n  \
+      tar c dir | fanout stream send --group 239.1.2.3:7000 --bind 192.0.2.1:6000\n\n  \
+      # live video: in time rather than complete, 200 ms of latency\n  \
+      ffmpeg -re -i in.mp4 -c copy -f mpegts - | \\\n      \
+      fanout stream send --group 239.1.2.3:7000 --bind 192.0.2.1:6000 --latency 200\n  \
+      fanout stream recv --group 239.1.2.3:7000 --from 192.0.2.1:6000 --latency 200 | ffplay -"
 )]
 pub struct StreamSendArgs {
     /// Multicast to every receiver that joins this group (`fanout stream
@@ -101,6 +114,8 @@ pub struct StreamSendArgs {
     pub out: OutputOpts,
     #[command(flatten)]
     pub net: TransportOpts,
+    #[command(flatten, next_help_heading = "Real time")]
+    pub realtime: RealtimeSendOpts,
 }
 
 /// Arguments of `fanout stream recv`.
@@ -134,6 +149,14 @@ pub struct StreamRecvArgs {
     /// upstream only; receiving goes on until the session ends.
     #[arg(long)]
     pub upstream: bool,
+    /// Receive a real-time stream (`stream send --latency`): write only
+    /// whole messages, in order, leaving out those the sender skipped; and
+    /// skip a hole itself once the data behind it has waited MS
+    /// milliseconds.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub latency: Option<u64>,
+    #[command(flatten)]
+    pub stats: StatsOpts,
     /// `--json` prints the report on stderr (stdout carries the stream).
     #[command(flatten)]
     pub out: OutputOpts,
@@ -147,6 +170,9 @@ pub fn stream_send(
     input: impl Read + Send + 'static,
 ) -> Result<TransferReport> {
     args.session.validate()?;
+    if args.realtime.enabled() && (args.echo_upstream || args.upstream_out.is_some()) {
+        bail!("--echo-upstream and --upstream-out need a reliable stream: drop --latency, --queue and --queue-ms");
+    }
     let spec = SessionSpec {
         group: args.group,
         unicast: args.unicast,
@@ -156,11 +182,15 @@ pub fn stream_send(
     let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let config = args.session.config(
+    let mut config = args.session.config(
         args.net.transport(Side::Sender)?,
         delivery.group(),
         JoinPolicy::Live,
     );
+    config.realtime = args.realtime.mode(config.transport.max_datagram);
+    let mut messages = args.realtime.enabled().then(|| args.realtime.messages());
+    let mut stats = StatsLines::open(&args.realtime.stats)?;
+    let mut stats_error = None;
     let mut session = SessionSender::new(config, random_session_id(), clock.now());
     let mut feed = InputFeed::spawn(input, driver.waker());
     args.net.security.warn_if_unprotected(args.out.quiet);
@@ -189,7 +219,17 @@ pub fn stream_send(
         &mut delivery,
         |s| s,
         |s, now| {
-            feed.feed(s);
+            match messages.as_mut() {
+                Some(m) => {
+                    let mut sink = m.sink(s, now);
+                    feed.feed(&mut sink);
+                    sink.flush();
+                }
+                None => feed.feed(s),
+            }
+            if let Some(Err(e)) = stats.as_mut().map(|l| l.tick(now, |t| sender_line(t, s))) {
+                stats_error.get_or_insert(e);
+            }
             view.poll_events(s);
             if let Some(r) = relay.as_mut() {
                 let events = view.take_upstream();
@@ -213,6 +253,12 @@ pub fn stream_send(
     if let Some(e) = relay_error {
         return Err(e);
     }
+    if let Some(l) = stats.as_mut() {
+        l.last(clock.now(), |t| sender_line(t, &session))?;
+    }
+    if let Some(e) = stats_error {
+        return Err(e);
+    }
     if let Some(r) = relay.as_mut() {
         r.finish();
         if let Some(out) = relay_out.as_mut() {
@@ -233,7 +279,12 @@ pub fn stream_send(
         session.close_reason(),
         &session.stats().drops,
         format_args!("stream to {}", delivery.peer_label()),
-    )?;
+    )
+    .map_err(|e| match view.last_left() {
+        // Say why, not only that everyone left.
+        Some(last) => anyhow::anyhow!("{e:#}; the last receiver to leave, {last}"),
+        None => e,
+    })?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let bytes = feed.bytes();
@@ -254,6 +305,17 @@ pub fn stream_send(
     ]
     .into_iter()
     .collect();
+    if let Some(rt) = session.realtime_stats() {
+        transport.extend([
+            ("messages_written", rt.queue.queued),
+            ("messages_sent", rt.queue.taken),
+            ("queue_discarded", rt.queue.discarded),
+            ("queue_expired", rt.queue.expired),
+            ("skips_sent", st.skips_sent),
+            ("skipped_bytes", st.skipped_bytes),
+            ("repair_bytes", st.repair_bytes),
+        ]);
+    }
     if let Some(r) = &relay {
         let (c, up) = (r.counters(), session.upstream_stats());
         transport.extend([
@@ -318,6 +380,12 @@ pub fn stream_recv(
     if args.wait > 0 {
         transport.handshake_timeout = Duration::from_secs(args.wait);
     }
+    if let Some(ms) = args.latency {
+        transport.realtime = true;
+        transport.realtime_latency = Some(Duration::from_millis(ms));
+    }
+    let mut stats = StatsLines::open(&args.stats)?;
+    let mut stats_error = None;
     let mut receiver = Receiver::join(transport, from, clock.now());
     let mut out = OutputDrain::spawn(output, driver.waker());
     let mut up_feed = upstream.map(|input| InputFeed::spawn(input, driver.waker()));
@@ -347,21 +415,39 @@ pub fn stream_recv(
                     break;
                 }
             }
-            let n = r.read(&mut buf);
-            if n == 0 {
+            let chunk = if args.latency.is_some() {
+                let mut m = Vec::new();
+                r.read_message(&mut m).then_some(m)
+            } else {
+                let n = r.read(&mut buf);
+                (n > 0).then(|| buf[..n].to_vec())
+            };
+            let Some(chunk) = chunk else {
                 drained = true;
                 break;
-            }
-            if let Err(e) = out.push(buf[..n].to_vec()) {
+            };
+            if let Err(e) = out.push(chunk) {
                 r.reset(3, "receiver's output failed");
                 app_error = Some(e);
             }
+        }
+        if let Some(Err(e)) = stats
+            .as_mut()
+            .map(|l| l.tick(now, |t| receiver_line(t, r, out.bytes())))
+        {
+            stats_error.get_or_insert(e);
         }
         bar.set_position(out.bytes());
         (r.is_closed() && drained) || app_error.is_some()
     });
     bar.finish_and_clear();
     let io = io?;
+    if let Some(l) = stats.as_mut() {
+        l.last(clock.now(), |t| receiver_line(t, &receiver, out.bytes()))?;
+    }
+    if let Some(e) = stats_error {
+        return Err(e);
+    }
     let flushed = out.finish();
     if let Some(e) = app_error {
         return Err(e);
@@ -380,6 +466,14 @@ pub fn stream_recv(
     let st = receiver.stats();
     let mut transport = receiver_counters(st);
     transport.insert("start_offset", receiver.start_offset());
+    if args.latency.is_some() {
+        transport.extend([
+            ("messages_read", st.messages_read),
+            ("messages_dropped", st.messages_dropped),
+            ("skipped_bytes", st.skipped_bytes),
+            ("late_skipped_bytes", st.late_skipped_bytes),
+        ]);
+    }
     transport.insert("recv_syscalls", io.recv_syscalls);
     if let Some(f) = up_feed.as_mut() {
         if let Some(e) = f.take_error() {

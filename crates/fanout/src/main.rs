@@ -13,6 +13,7 @@ mod cmd_stream;
 mod net_opts;
 mod pipe;
 mod progress;
+mod realtime_opts;
 mod recv_counters;
 mod report;
 mod security_opts;

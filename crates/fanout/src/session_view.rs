@@ -217,6 +217,12 @@ impl SessionView {
     pub fn left_dropped(&self) -> u64 {
         self.left_dropped
     }
+
+    /// The last receiver that left and why (`ADDR: reason`), if any did.
+    pub fn last_left(&self) -> Option<String> {
+        let m = self.left.last()?;
+        Some(format!("{}: {}", m.addr, m.left.as_deref().unwrap_or("")))
+    }
 }
 
 /// The report entry of a member still in the session.

@@ -10,50 +10,21 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+#[path = "common/loopback.rs"]
+mod loopback;
+use loopback::{free_addr, Proc, LIMIT};
+
 mod common;
 
 use std::io::{Read, Write};
-use std::net::UdpSocket;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fanout");
-/// Bound on any one process.
-const LIMIT: Duration = Duration::from_secs(60);
-
-/// A child killed (by its PID) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    /// Waits (bounded) and returns whether it succeeded.
-    fn wait_ok(&mut self) -> bool {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.success();
-            }
-            assert!(start.elapsed() < LIMIT, "process did not finish in time");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-/// A loopback address with a port free right now.
-fn free_addr() -> String {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap().to_string()
-}
 
 fn random(len: usize, seed: u64) -> Vec<u8> {
     let mut v = vec![0u8; len];

@@ -308,12 +308,18 @@ impl Receiver {
                 }
             }
         }
+        self.finish_if_read_to_end();
+        n
+    }
+
+    /// The whole stream was read: linger (answering retransmissions) and
+    /// tell the application.
+    fn finish_if_read_to_end(&mut self) {
         if self.fin == Some(self.buffer.read_pos()) && self.state == State::Established {
             self.state = State::Lingering { until: None };
             self.events.push_back(Event::Finished);
             self.acks.request_immediate();
         }
-        n
     }
 
     /// Reads the next whole message into `out` (replacing its contents) — a
@@ -328,6 +334,8 @@ impl Receiver {
                 .as_ref()
                 .and_then(|b| b.next(self.buffer.read_pos(), self.buffer.rcv_nxt(), self.fin))
             else {
+                // The FIN may have come after the last message was read.
+                self.finish_if_read_to_end();
                 return false;
             };
             out.clear();
@@ -694,6 +702,17 @@ impl Receiver {
             match frame {
                 Frame::Data(d) => self.on_data(now, &d),
                 Frame::Skip(f) if self.messages.is_some() => self.on_skip(now, &f),
+                // A real-time sender gives up bytes this reliable receiver
+                // must have: it cannot go on, and says why.
+                Frame::Skip(_) if self.peer.is_some() => {
+                    self.stats.drops.count(DropReason::UnexpectedFrame);
+                    self.reset(
+                        4,
+                        "the sender streams in real time (it skips lost data); \
+                         this receiver takes every byte",
+                    );
+                    return;
+                }
                 Frame::Repair(f) => self.on_repair(now, &f),
                 Frame::Ping => self.acks.request_immediate(),
                 Frame::Close(_) => {

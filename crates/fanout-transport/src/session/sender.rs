@@ -620,6 +620,13 @@ impl SessionSender {
         self.controller.window(&self.members.view())
     }
 
+    /// The rate the session may send at now (its pacing rate: the session
+    /// window per round trip, within the controller's cap), in bytes per
+    /// second: what a real-time source (an encoder) should follow.
+    pub fn allowed_rate_bytes_per_sec(&self) -> u64 {
+        self.pacer.rate_bytes_per_sec()
+    }
+
     /// The session RTT (pacing): the largest member RTT, or a percentile.
     pub fn session_rtt(&self) -> std::time::Duration {
         let ns = |k: Option<u64>| std::time::Duration::from_nanos(k.unwrap_or(0));

@@ -5,7 +5,7 @@
 use super::SessionSender;
 use crate::packet::PacketBuilder;
 use crate::realtime::{PushedQueue, QueueLimit, QueueStats, RealtimeSend, SentMessages};
-use crate::wire::{Frame, SkipFrame};
+use crate::wire::{DataFrame, Frame, SkipFrame, WireTimestamp};
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
 use std::net::SocketAddr;
@@ -134,44 +134,67 @@ impl SessionSender {
         }
     }
 
-    /// If the lost bytes `range` are not worth repairing at `now`, what to
-    /// skip instead: the whole messages they touch (as far as sent) and
-    /// whether that ends a message.
-    pub(super) fn stale_skip(
-        &self,
-        now: Instant,
-        range: &Range<u64>,
-    ) -> Option<(Range<u64>, bool)> {
+    /// If the lost `range` is not worth repairing at `now`, what to send
+    /// instead ([`Skip`]). A lost FIN alone is repaired as usual.
+    pub(super) fn stale_skip(&self, now: Instant, range: &Range<u64>) -> Option<Skip> {
         let rt = self.realtime.as_ref()?;
+        let data = range.start..range.end.min(self.buffer.end());
+        if data.is_empty() {
+            return None;
+        }
         let half_rtt = self.session_rtt() / 2;
-        rt.sent
-            .is_stale(range, now, half_rtt)
-            .then(|| rt.sent.widen(range.clone(), self.snd_nxt))
+        if !rt.sent.is_stale(&data, now, half_rtt) {
+            return None;
+        }
+        let (skipped, ends_message) = rt.sent.widen(data.clone(), self.snd_nxt);
+        let fin = self.buffer.fin() == Some(data.end) && range.end > data.end;
+        Some(Skip {
+            range: skipped,
+            ends_message,
+            fin,
+        })
     }
 
-    /// Writes a SKIP of `range` to `to`.
+    /// Writes `skip` to `to` at `now`.
     pub(super) fn write_skip(
         &mut self,
-        range: Range<u64>,
-        ends_message: bool,
+        now: Instant,
+        skip: Skip,
         to: SocketAddr,
         out: &mut Vec<u8>,
     ) -> Transmit {
-        let mut p = PacketBuilder::new(
-            out,
-            &mut self.numbers,
-            self.session_id,
-            to.ip().is_multicast(),
-        );
+        let multicast = to.ip().is_multicast();
+        let mut p = PacketBuilder::new(out, &mut self.numbers, self.session_id, multicast);
         p.frame(&Frame::Skip(SkipFrame {
-            offset: range.start,
-            len: range.end - range.start,
-            ends_message,
+            offset: skip.range.start,
+            len: skip.range.end - skip.range.start,
+            ends_message: skip.ends_message,
         }));
+        if skip.fin {
+            p.frame(&Frame::Data(DataFrame {
+                offset: skip.range.end,
+                timestamp: WireTimestamp::at(now),
+                fin: true,
+                message_end: false,
+                payload: &[],
+            }));
+        }
         p.finish();
         self.stats.datagrams_sent += 1;
         self.stats.skips_sent += 1;
-        self.stats.skipped_bytes += range.end - range.start;
+        self.stats.skipped_bytes += skip.range.end - skip.range.start;
         Transmit { destination: to }
     }
+}
+
+/// What a real-time sender sends instead of a stale repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Skip {
+    /// The whole messages the lost bytes touch, as far as sent.
+    pub(super) range: Range<u64>,
+    /// A message ends at `range.end`.
+    pub(super) ends_message: bool,
+    /// The lost range held the FIN too: it goes along (an empty DATA with
+    /// FIN at `range.end`), as the end of the stream is never skipped.
+    pub(super) fin: bool,
 }

@@ -131,11 +131,11 @@ impl SessionSender {
             let skip = self.stale_skip(now, &range);
             if let Some(group) = multicast {
                 let ids = self.repairs.take(start).map(|p| p.ids).unwrap_or_default();
-                if let Some((skipped, ends_message)) = skip {
+                if let Some(skip) = skip {
                     for id in ids {
                         self.update_member(now, id, |m| m.on_repair_sent(range.clone(), now));
                     }
-                    return Some(self.write_skip(skipped, ends_message, group, out));
+                    return Some(self.write_skip(now, skip, group, out));
                 }
                 self.stats.multicast_repair_members += ids.len() as u64;
                 for id in ids {
@@ -154,8 +154,8 @@ impl SessionSender {
                 m.on_repair_sent(range.clone(), now);
                 m.addr()
             })?;
-            if let Some((skipped, ends_message)) = skip {
-                return Some(self.write_skip(skipped, ends_message, addr, out));
+            if let Some(skip) = skip {
+                return Some(self.write_skip(now, skip, addr, out));
             }
             self.stats.unicast_repairs += 1;
             self.stats.repair_bytes += range.end.min(self.buffer.end()) - range.start;

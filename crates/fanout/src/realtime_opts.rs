@@ -1,0 +1,281 @@
+//! `fanout stream` in real time ([`fanout_transport::realtime`]): the
+//! flags, the input cut into messages, and the statistics lines.
+//!
+//! With `--latency`, `--queue` or `--queue-ms`, `stream send` reads its
+//! input as messages of `--message-size` bytes (MPEG-TS: 7 packets of 188)
+//! that never wait for the network: they go through the pushed queue,
+//! and a lost segment is skipped rather than sent again once too late.
+//! `stream recv --latency` writes the whole messages that arrived in time,
+//! in order; those the sender skipped are left out.
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use fanout_app::StreamSink;
+use fanout_core::time::Instant;
+use fanout_transport::realtime::{QueueLimit, QueueOrder, RealtimeSend};
+use fanout_transport::session::SessionSender;
+use fanout_transport::Receiver;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Input bytes per message by default: 7 MPEG-TS packets (what SRT and
+/// ffmpeg's `udp` output carry per datagram).
+pub const DEFAULT_MESSAGE_SIZE: u64 = 7 * 188;
+
+/// Which queued message goes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QueueArg {
+    /// Oldest first (P-FIFO): every message in order, later when congested.
+    Fifo,
+    /// Newest first (P-LIFO): the freshest message first when congested.
+    Lifo,
+}
+
+/// Real-time flags of `stream send`.
+#[derive(Debug, Args)]
+pub struct RealtimeSendOpts {
+    /// Real time with a latency budget (TCP-RTM): each message is of use
+    /// for MS milliseconds after it is read from the input; a lost segment
+    /// is repaired only while the repair can still arrive in time, else
+    /// receivers skip it. Receivers run `stream recv --latency MS`.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub latency: Option<u64>,
+    /// Real time through a pushed queue (TCP-CM): writes never wait for
+    /// the network; a full queue drops its oldest message. Without
+    /// --latency, a lost segment is never sent again. [default with
+    /// --latency: fifo]
+    #[arg(long, value_enum, value_name = "ORDER")]
+    pub queue: Option<QueueArg>,
+    /// Queue length in milliseconds at the current sending rate [default:
+    /// 100 datagrams' worth of bytes].
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub queue_ms: Option<u64>,
+    /// Input bytes per message in real time (a message is never merged
+    /// with another; what remains when the input pauses goes as a shorter
+    /// one).
+    #[arg(long, default_value_t = DEFAULT_MESSAGE_SIZE, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub message_size: u64,
+    #[command(flatten)]
+    pub stats: StatsOpts,
+}
+
+/// Where and how often statistics lines go.
+#[derive(Debug, Args)]
+pub struct StatsOpts {
+    /// Write one JSON object per line of statistics to FILE every
+    /// --stats-interval (created or truncated; `-` for stderr).
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// Milliseconds between statistics lines.
+    #[arg(long, default_value_t = 1000, value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub stats_interval: u64,
+}
+
+impl RealtimeSendOpts {
+    /// Whether any real-time flag was given.
+    pub fn enabled(&self) -> bool {
+        self.latency.is_some() || self.queue.is_some() || self.queue_ms.is_some()
+    }
+
+    /// The session's real-time mode, if enabled.
+    pub fn mode(&self, max_datagram: usize) -> Option<RealtimeSend> {
+        if !self.enabled() {
+            return None;
+        }
+        let mut mode = RealtimeSend::with_defaults(max_datagram);
+        if self.queue == Some(QueueArg::Lifo) {
+            mode.order = QueueOrder::Lifo;
+        }
+        if let Some(ms) = self.queue_ms {
+            mode.limit = QueueLimit::Time(Duration::from_millis(ms));
+        }
+        Some(mode)
+    }
+
+    /// The input cut into messages for `session`.
+    pub fn messages(&self) -> Messages {
+        Messages {
+            size: self.message_size as usize,
+            latency: self.latency.map(Duration::from_millis),
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// Input bytes waiting to make up a message.
+#[derive(Debug)]
+pub struct Messages {
+    size: usize,
+    latency: Option<Duration>,
+    pending: Vec<u8>,
+}
+
+impl Messages {
+    /// A sink that writes into `session` at `now`, message by message.
+    pub fn sink<'a>(&'a mut self, session: &'a mut SessionSender, now: Instant) -> MessageSink<'a> {
+        MessageSink {
+            m: self,
+            session,
+            now,
+        }
+    }
+}
+
+/// [`StreamSink`] of a real-time session: takes every byte, cuts it into
+/// messages of the configured size, each with its deadline.
+pub struct MessageSink<'a> {
+    m: &'a mut Messages,
+    session: &'a mut SessionSender,
+    now: Instant,
+}
+
+impl MessageSink<'_> {
+    fn send(&mut self, len: usize) {
+        let deadline = self.m.latency.map(|l| self.now + l);
+        let msg: Vec<u8> = self.m.pending.drain(..len).collect();
+        self.session.send_message(self.now, &msg, deadline);
+    }
+
+    /// Sends what remains as a shorter message (the input paused).
+    pub fn flush(&mut self) {
+        if !self.m.pending.is_empty() {
+            self.send(self.m.pending.len());
+        }
+    }
+}
+
+impl StreamSink for MessageSink<'_> {
+    fn write_message(&mut self, msg: &[u8]) -> bool {
+        self.flush();
+        let deadline = self.m.latency.map(|l| self.now + l);
+        self.session.send_message(self.now, msg, deadline)
+    }
+
+    fn write(&mut self, data: &[u8]) -> usize {
+        self.m.pending.extend_from_slice(data);
+        while self.m.pending.len() >= self.m.size {
+            self.send(self.m.size);
+        }
+        data.len()
+    }
+
+    fn writable(&self) -> usize {
+        usize::MAX
+    }
+
+    fn finish(&mut self) {
+        self.flush();
+        self.session.finish();
+    }
+
+    fn abort(&mut self, reason: &str) {
+        self.session.abort(reason);
+    }
+}
+
+/// Statistics lines, one JSON object each, every interval.
+pub struct StatsLines {
+    out: Box<dyn Write + Send>,
+    every: Duration,
+    next: Option<Instant>,
+    started: Option<Instant>,
+}
+
+impl StatsLines {
+    /// Lines to `opts.stats` (`None` if not asked for).
+    pub fn open(opts: &StatsOpts) -> Result<Option<StatsLines>> {
+        let Some(path) = &opts.stats else {
+            return Ok(None);
+        };
+        let out: Box<dyn Write + Send> = if path.as_os_str() == "-" {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            ))
+        };
+        Ok(Some(StatsLines {
+            out,
+            every: Duration::from_millis(opts.stats_interval),
+            next: None,
+            started: None,
+        }))
+    }
+
+    /// Writes a line made by `line` (given the seconds since the first
+    /// call) if one is due at `now`.
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        line: impl FnOnce(f64) -> serde_json::Value,
+    ) -> Result<()> {
+        let started = *self.started.get_or_insert(now);
+        if self.next.is_some_and(|n| now < n) {
+            return Ok(());
+        }
+        self.next = Some(now + self.every);
+        let t = now.saturating_duration_since(started).as_secs_f64();
+        writeln!(self.out, "{}", line(t)).context("cannot write statistics")?;
+        self.out.flush().context("cannot write statistics")
+    }
+
+    /// Writes the last line (at the end, whatever the interval).
+    pub fn last(
+        &mut self,
+        now: Instant,
+        line: impl FnOnce(f64) -> serde_json::Value,
+    ) -> Result<()> {
+        self.next = None;
+        self.tick(now, line)
+    }
+}
+
+/// A statistics line of a real-time sender.
+pub fn sender_line(t: f64, s: &SessionSender) -> serde_json::Value {
+    let st = s.stats();
+    let rt = s.realtime_stats().unwrap_or_default();
+    let q = rt.queue;
+    let dropped = q.discarded + q.expired;
+    serde_json::json!({
+        "t": (t * 1000.0).round() / 1000.0,
+        "role": "stream-send",
+        "messages_written": q.queued,
+        "messages_sent": q.taken,
+        "queued_messages": rt.queued_messages,
+        "queued_bytes": rt.queued_bytes,
+        "queue_discarded": q.discarded,
+        "queue_expired": q.expired,
+        "queue_dropped_mean_age_ms": if dropped == 0 { 0.0 } else { q.discarded_age_us as f64 / dropped as f64 / 1000.0 },
+        "queue_dropped_max_age_ms": q.max_discarded_age_us as f64 / 1000.0,
+        "data_segments": st.data_segments,
+        "repairs": st.unicast_repairs + st.multicast_repairs,
+        "repair_bytes": st.repair_bytes,
+        "skips_sent": st.skips_sent,
+        "skipped_bytes": st.skipped_bytes,
+        "rtt_ms": s.session_rtt().as_secs_f64() * 1000.0,
+        "allowed_rate_bps": s.allowed_rate_bytes_per_sec() * 8,
+        "members": s.member_count(),
+    })
+}
+
+/// A statistics line of a real-time receiver (`bytes` written out).
+pub fn receiver_line(t: f64, r: &Receiver, bytes: u64) -> serde_json::Value {
+    let st = r.stats();
+    serde_json::json!({
+        "t": (t * 1000.0).round() / 1000.0,
+        "role": "stream-recv",
+        "bytes_out": bytes,
+        "messages_read": st.messages_read,
+        "messages_dropped": st.messages_dropped,
+        "skipped_bytes": st.skipped_bytes,
+        "late_skipped_bytes": st.late_skipped_bytes,
+        "payload_bytes_received": st.payload_bytes_received,
+        "duplicate_bytes": st.duplicate_bytes,
+        "datagrams_received": st.datagrams_received,
+        "acks_sent": st.acks_sent,
+    })
+}

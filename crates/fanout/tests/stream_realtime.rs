@@ -1,0 +1,215 @@
+//! `fanout stream` in real time, the real binary over real UDP on
+//! loopback (127.0.0.1 only; every child killed by PID on drop, every
+//! wait bounded): with 2% of datagrams dropped at the receiver, a pushed
+//! queue without deadlines skips every loss and the receiver writes the
+//! other messages whole and in order; with a latency budget the losses are
+//! repaired in time; a receiver of every byte refuses a real-time sender
+//! with a reason.
+
+#[path = "common/loopback.rs"]
+mod loopback;
+use loopback::{free_addr, Proc};
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+const MESSAGE: usize = 1316;
+
+fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = pipe.read_to_end(&mut out);
+        out
+    })
+}
+
+fn json_in(text: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(text);
+    let i = text
+        .find('{')
+        .unwrap_or_else(|| panic!("no JSON in {text}"));
+    serde_json::from_str(&text[i..]).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `count` distinct messages of [`MESSAGE`] bytes.
+fn messages(count: usize) -> Vec<Vec<u8>> {
+    let mut all = vec![0u8; count * MESSAGE];
+    fanout_core::Rng::new(7).fill(&mut all);
+    all.chunks(MESSAGE).map(<[u8]>::to_vec).collect()
+}
+
+struct Run {
+    sender_ok: bool,
+    /// The sender's report (null if it failed).
+    sent: serde_json::Value,
+    sender_err: String,
+    /// The receiver's report, or its error as a JSON string.
+    received: serde_json::Value,
+    receiver_ok: bool,
+    out: Vec<u8>,
+    stats_lines: Vec<serde_json::Value>,
+}
+
+/// Streams `msgs` (one every 2 ms) from `stream send --unicast <send>` to
+/// one `stream recv <recv>` that drops 2% of what arrives.
+fn run(send: &[&str], recv: &[&str], msgs: &[Vec<u8>]) -> Run {
+    let bind = free_addr();
+    let dir = std::env::temp_dir().join(format!(
+        "fanout-rt-{}-{}",
+        std::process::id(),
+        bind.replace([':', '.'], "-")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stats = dir.join("recv-stats.jsonl");
+    let mut rx = Command::new(BIN)
+        .args(["stream", "recv", "--from", &bind, "--listen", "127.0.0.1:0"])
+        .args([
+            "--json",
+            "--quiet",
+            "--idle-timeout",
+            "20",
+            "--inject-loss",
+            "0.02",
+        ])
+        .args([
+            "--stats",
+            stats.to_str().unwrap(),
+            "--stats-interval",
+            "200",
+        ])
+        .args(recv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx_out = read_all(rx.stdout.take().unwrap());
+    let rx_err = read_all(rx.stderr.take().unwrap());
+    let mut rx = Proc(rx);
+    let mut tx = Command::new(BIN)
+        .args([
+            "stream",
+            "send",
+            "--unicast",
+            "--bind",
+            &bind,
+            "--wait-for",
+            "1",
+        ])
+        .args(["--json", "--quiet", "--idle-timeout", "20"])
+        .args(send)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = tx.stdin.take().unwrap();
+    let tx_out = read_all(tx.stdout.take().unwrap());
+    let tx_err = read_all(tx.stderr.take().unwrap());
+    let mut tx = Proc(tx);
+    // Give the receiver time to join before the first message (the
+    // queue's messages would otherwise wait, and expire under --latency).
+    std::thread::sleep(Duration::from_millis(300));
+    for m in msgs {
+        // A sender whose only receiver left ends: stop writing then.
+        if stdin.write_all(m).and_then(|()| stdin.flush()).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(stdin);
+    let sender_ok = tx.wait_ok();
+    let receiver_ok = rx.wait_ok();
+    let stats_lines = std::fs::read_to_string(&stats)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    let rx_err = rx_err.join().unwrap();
+    Run {
+        sender_ok,
+        sent: if sender_ok {
+            json_in(&tx_out.join().unwrap())
+        } else {
+            serde_json::Value::Null
+        },
+        sender_err: String::from_utf8_lossy(&tx_err.join().unwrap()).into_owned(),
+        received: if receiver_ok {
+            json_in(&rx_err)
+        } else {
+            String::from_utf8_lossy(&rx_err).into()
+        },
+        receiver_ok,
+        out: rx_out.join().unwrap(),
+        stats_lines,
+    }
+}
+
+/// The positions in `msgs` of the messages `out` is made of (panics on a
+/// piece that is no whole message).
+fn positions(out: &[u8], msgs: &[Vec<u8>]) -> Vec<usize> {
+    assert_eq!(out.len() % MESSAGE, 0, "whole messages only");
+    out.chunks(MESSAGE)
+        .map(|m| {
+            msgs.iter()
+                .position(|x| x == m)
+                .expect("a message of the input")
+        })
+        .collect()
+}
+
+#[test]
+fn a_pushed_queue_skips_every_loss_and_the_rest_arrives_whole_in_order() {
+    let msgs = messages(1000);
+    let r = run(&["--queue", "fifo"], &["--latency", "200"], &msgs);
+    assert!(r.sender_ok && r.receiver_ok, "failed: {}", r.received);
+    let t = &r.sent["transport"];
+    assert_eq!(t["messages_written"], 1000);
+    assert_eq!(t["repair_bytes"], 0, "no stale retransmission: {t}");
+    assert!(t["skips_sent"].as_u64().unwrap() > 0, "{t}");
+    let at = positions(&r.out, &msgs);
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "in order, none twice");
+    let rt = &r.received["transport"];
+    assert_eq!(rt["messages_read"].as_u64().unwrap() as usize, at.len());
+    let dropped = rt["messages_dropped"].as_u64().unwrap();
+    assert!(dropped > 0 && dropped < 100, "{rt}");
+    assert_eq!(
+        rt["messages_read"].as_u64().unwrap() + dropped,
+        t["messages_sent"].as_u64().unwrap()
+    );
+    // Statistics lines while it ran, the last one the final counts.
+    assert!(r.stats_lines.len() >= 3, "{:?}", r.stats_lines);
+    let last = r.stats_lines.last().unwrap();
+    assert_eq!(last["messages_read"], rt["messages_read"]);
+}
+
+#[test]
+fn with_a_latency_budget_losses_are_repaired_in_time() {
+    let msgs = messages(600);
+    let r = run(&["--latency", "500"], &["--latency", "500"], &msgs);
+    assert!(r.sender_ok && r.receiver_ok, "failed: {}", r.received);
+    let t = &r.sent["transport"];
+    assert!(t["repair_bytes"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(t["skips_sent"], 0, "{t}");
+    let at = positions(&r.out, &msgs);
+    assert_eq!(at.len() as u64, t["messages_sent"].as_u64().unwrap());
+    assert!(at.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn a_receiver_of_every_byte_refuses_a_real_time_sender_with_the_reason() {
+    let msgs = messages(600);
+    let r = run(&["--queue", "fifo"], &[], &msgs);
+    assert!(
+        !r.receiver_ok,
+        "a reliable receiver cannot take skipped data"
+    );
+    let err = r.received.as_str().unwrap();
+    assert!(err.contains("real time"), "{err}");
+    // The sender saw its only receiver leave, and says why.
+    assert!(!r.sender_ok);
+    assert!(r.sender_err.contains("real time"), "{}", r.sender_err);
+}
