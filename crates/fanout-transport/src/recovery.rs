@@ -72,6 +72,10 @@ pub struct Recovery {
     recovery_point: Option<u64>,
     /// RACK.xmit_ts: latest transmission time among delivered segments.
     rack_sent_at: Option<Instant>,
+    /// RACK.end_seq: the end of that segment; of segments sent at the same
+    /// instant (a batch), those ending lower were sent before it (RFC 8985
+    /// §6.2, `RACK_sent_after`).
+    rack_end: u64,
     /// RACK.rtt: the RTT of that delivery.
     rack_rtt: Duration,
     rto_deadline: Option<Instant>,
@@ -98,6 +102,7 @@ impl Recovery {
             cc,
             recovery_point: None,
             rack_sent_at: None,
+            rack_end: 0,
             rack_rtt: Duration::ZERO,
             rto_deadline: None,
             rack_deadline: None,
@@ -265,7 +270,7 @@ impl Recovery {
         max_ack_delay: Duration,
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
-        let mut delivered_latest: Option<Instant> = None;
+        let mut delivered_latest: Option<(Instant, u64)> = None;
         let mut newly_acked = 0u64;
         // Whole segments only (segment boundaries never change).
         let mut cum = ack.cumulative;
@@ -331,14 +336,18 @@ impl Recovery {
             self.repairs.retain(|(r, t)| {
                 let done = r.end <= cum || sacked.contains_range(r.clone());
                 if done && now - *t >= min_rtt {
-                    delivered_latest = delivered_latest.max(Some(*t));
+                    delivered_latest = delivered_latest.max(Some((*t, r.end)));
                 }
                 !done
             });
         }
-        if let Some(t) = delivered_latest {
-            if self.rack_sent_at.is_none_or(|r| t >= r) {
+        if let Some((t, end)) = delivered_latest {
+            if self
+                .rack_sent_at
+                .is_none_or(|r| (t, end) >= (r, self.rack_end))
+            {
                 self.rack_sent_at = Some(t);
+                self.rack_end = end;
                 self.rack_rtt = now - t;
             }
         }
@@ -407,6 +416,7 @@ impl Recovery {
         let Some(rack_sent_at) = self.rack_sent_at else {
             return newly;
         };
+        let rack_end = self.rack_end;
         // RFC 8985 §6.2: reo_wnd = min_rtt/4, or 0 once DupThresh (3)
         // segments were SACKed above the hole (the RFC 6675 trigger).
         let reo_wnd = if self.sacked_bytes >= 3 * mss {
@@ -428,7 +438,9 @@ impl Recovery {
                 {
                     continue;
                 }
-                if seg.sent_at >= rack_sent_at {
+                // RFC 8985 §6.2 RACK_sent_after: later, or at the same
+                // instant and ending higher.
+                if (seg.sent_at, seg.end) > (rack_sent_at, self.rack_end) {
                     if seg.first_sent_at < rack_sent_at {
                         // Multicast again since: that copy may still be
                         // on its way; later holes may be overdue.
@@ -450,7 +462,8 @@ impl Recovery {
         // Lost repairs: sent before the latest delivery and overdue.
         let mut lost_repairs = Vec::new();
         self.repairs.retain(|(r, t)| {
-            let overdue = *t < rack_sent_at && now >= *t + self.rack_rtt + reo_wnd;
+            let overdue =
+                (*t, r.end) < (rack_sent_at, rack_end) && now >= *t + self.rack_rtt + reo_wnd;
             if overdue {
                 lost_repairs.push(r.clone());
             }

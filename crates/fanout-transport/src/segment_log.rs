@@ -109,11 +109,13 @@ impl SegmentLog {
     /// SACKing a segment multicast again may have received either copy;
     /// taking the later one would date the delivery after copies of other
     /// segments still in flight to it and declare them lost (its own
-    /// repairs are dated separately, `Member::on_ack`).
-    pub fn latest_first_sent_within(&self, range: Range<u64>) -> Option<Instant> {
+    /// repairs are dated separately, `Member::on_ack`). With it, that
+    /// segment's end: RACK orders segments sent at the same instant (one
+    /// batch) by it (RFC 8985 §6.2).
+    pub fn latest_first_sent_within(&self, range: Range<u64>) -> Option<(Instant, u64)> {
         let end = self.below(range.end);
         let last = self.segs.get(end.checked_sub(1)?)?;
-        (last.start >= range.start).then_some(last.first_sent_at)
+        (last.start >= range.start).then_some((last.first_sent_at, last.end))
     }
 
     /// Forgets segments wholly below `offset` (released by every member).
@@ -151,15 +153,27 @@ mod tests {
         }
         assert_eq!(log.containing(25).map(|s| s.start), Some(20));
         assert_eq!(log.containing(50), None);
-        assert_eq!(log.latest_first_sent_within(0..35), Some(at(2)));
+        assert_eq!(
+            log.latest_first_sent_within(0..35).map(|l| l.0),
+            Some(at(2))
+        );
         assert_eq!(log.overlapping(15..31).count(), 3);
         assert!(!log.on_multicast_repair(10, at(9)));
         assert_eq!(log.containing(15).map(|s| s.sent_at), Some(at(9)));
         // Delivery evidence stays the first transmission.
-        assert_eq!(log.latest_first_sent_within(0..20), Some(at(1)));
-        assert_eq!(log.latest_first_sent_within(0..50), Some(at(4)));
+        assert_eq!(
+            log.latest_first_sent_within(0..20).map(|l| l.0),
+            Some(at(1))
+        );
+        assert_eq!(
+            log.latest_first_sent_within(0..50).map(|l| l.0),
+            Some(at(4))
+        );
         assert_eq!(log.latest_first_sent_within(11..20), None);
-        assert_eq!(log.latest_first_sent_within(5..35), Some(at(2)));
+        assert_eq!(
+            log.latest_first_sent_within(5..35).map(|l| l.0),
+            Some(at(2))
+        );
         assert!(log.on_multicast_repair(10, at(10)));
         // Lookups agree with a scan, for every offset (segments of two sizes).
         let mut mixed = SegmentLog::default();

@@ -256,3 +256,18 @@ fn an_echo_from_the_future_gives_no_rtt_sample() {
     assert!(on_ack(&mut r, 70, &future, &log, 4 * SEG).progressed);
     assert_eq!(r.srtt(), 60 * MS);
 }
+
+#[test]
+fn a_hole_in_a_batch_sent_at_one_instant_is_lost_once_later_ones_are_sacked() {
+    // Five segments handed out in one batch share their send time; the
+    // first is lost and the others SACKed. RFC 8985 §6.2 orders segments
+    // of one instant by sequence: the hole was sent before them, so it is
+    // lost now — not left to the retransmission timer.
+    let mut log = SegmentLog::default();
+    for k in 0..5 {
+        log.push(k * SEG..(k + 1) * SEG, at(0));
+    }
+    let mut r = recovery();
+    let out = on_ack(&mut r, 60, &ack(0, 0, vec![SEG..5 * SEG]), &log, 5 * SEG);
+    assert_eq!(out.newly_lost, vec![0..SEG]);
+}
