@@ -248,6 +248,10 @@ pub struct RunFigures {
     pub links: Vec<LinkFigures>,
     /// One-to-many sessions.
     pub sessions: Vec<SessionFigures>,
+    /// Live real-time flows (filled by the caller that built them,
+    /// [`crate::session_live::live_figures`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<crate::session_live::LiveFigures>,
 }
 
 /// Computes the figures of `sim` over `[from, to]`; `trace_hash` is the
@@ -322,6 +326,7 @@ pub fn figures(
         flows: flow_figs,
         links,
         sessions: session_figs,
+        live: Vec::new(),
     }
 }
 

@@ -135,12 +135,18 @@ impl Engine for BulkSession {
 
 impl SimApp for BulkSession {
     fn probe(&self) -> AppProbe {
-        AppProbe {
-            delivered_bytes: self.server.bytes_acked_by_all(),
-            cwnd_bytes: Some(self.server.cwnd()),
-            srtt: None,
-            rate_bps: None,
-        }
+        session_probe(&self.server)
+    }
+}
+
+/// A session sender's sample: what every member acknowledged, the session
+/// window.
+pub(crate) fn session_probe(s: &SessionSender) -> AppProbe {
+    AppProbe {
+        delivered_bytes: s.bytes_acked_by_all(),
+        cwnd_bytes: Some(s.cwnd()),
+        srtt: None,
+        rate_bps: None,
     }
 }
 
@@ -263,7 +269,7 @@ impl SessionFlow {
 /// `fair = { ... }`: the essentially-fair window's parameters.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FairSpec {
+pub(crate) struct FairSpec {
     #[serde(default = "half")]
     percentile: f64,
     #[serde(default = "one")]
@@ -283,7 +289,10 @@ fn one() -> f64 {
 }
 
 /// `window_policy` and `fair` → the session's window policy.
-fn window_policy(name: Option<&str>, fair: Option<&FairSpec>) -> Result<WindowPolicy, String> {
+pub(crate) fn window_policy(
+    name: Option<&str>,
+    fair: Option<&FairSpec>,
+) -> Result<WindowPolicy, String> {
     match name.unwrap_or("min") {
         "min" => Ok(WindowPolicy::Minimum),
         "fair" => {

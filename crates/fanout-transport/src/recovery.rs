@@ -222,6 +222,11 @@ impl Recovery {
                 self.repairs.pop_front();
             }
             self.repairs.push_back((range, now));
+            // The timer runs from the latest transmission (RFC 9002
+            // §6.2.1; Linux re-arms it when it retransmits the head): a
+            // repair sent less than an RTO before it would fire has not
+            // had its round trip yet.
+            self.rto_deadline = Some(now + self.rtt.rto());
         }
     }
 

@@ -46,12 +46,16 @@ struct Schedule {
     budget: Option<Duration>,
 }
 
+/// Datagrams in flight, by arrival: `(to member, or None for the sender;
+/// the member that sent it, if to the sender; bytes)`.
+type Wire = BTreeMap<(Instant, u64), (Option<usize>, usize, Vec<u8>)>;
+
 struct Net {
     now: Instant,
     sender: SessionSender,
     members: Vec<Receiver>,
     got: Vec<Vec<Vec<u8>>>,
-    wire: BTreeMap<(Instant, u64), (Option<usize>, Vec<u8>)>,
+    wire: Wire,
     seq: u64,
     rng: Rng,
     /// Probability (per mille) that a datagram from the sender to a member
@@ -166,7 +170,7 @@ impl Net {
                 }
                 self.seq += 1;
                 self.wire
-                    .insert((self.now + ONE_WAY, self.seq), (Some(i), bytes.clone()));
+                    .insert((self.now + ONE_WAY, self.seq), (Some(i), 0, bytes.clone()));
             }
         }
         for i in 0..self.members.len() {
@@ -181,7 +185,7 @@ impl Net {
             for bytes in acks {
                 self.seq += 1;
                 self.wire
-                    .insert((self.now + ONE_WAY, self.seq), (None, bytes));
+                    .insert((self.now + ONE_WAY, self.seq), (None, i, bytes));
             }
             next = [next, t].into_iter().flatten().min();
         }
@@ -227,20 +231,13 @@ impl Net {
                 if e.key().0 > self.now {
                     break;
                 }
-                let (to, bytes) = e.remove();
+                let (to, from_member, bytes) = e.remove();
                 match to {
                     Some(i) => {
                         self.members[i].handle_datagram(self.now, SENDER.parse().unwrap(), &bytes)
                     }
                     None => {
-                        // An ACK: from which member is in its token; the
-                        // harness sends each member's own.
-                        let from = self
-                            .members
-                            .iter()
-                            .position(|m| header_id(&bytes) == Some(m.token()))
-                            .map(member_addr)
-                            .unwrap_or_else(|| member_addr(0));
+                        let from = member_addr(from_member);
                         self.sender.handle_datagram(self.now, from, &bytes)
                     }
                 }
@@ -289,10 +286,6 @@ fn first_frame(bytes: &[u8]) -> Option<Kind> {
         Frame::Close(_) => Some(Kind::Close),
         _ => None,
     }
-}
-
-fn header_id(bytes: &[u8]) -> Option<u64> {
-    Header::decode(bytes).ok().map(|(h, _)| h.session_id)
 }
 
 /// Messages of 300 to 3000 bytes: some shorter than a segment, some split.

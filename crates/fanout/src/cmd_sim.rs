@@ -6,6 +6,7 @@ use fanout_core::Instant;
 use fanout_sim::analysis::{figures, RunFigures};
 use fanout_sim::scenario::BuiltinFlows;
 use fanout_sim::session_flow::SessionFlows;
+use fanout_sim::session_live::{live_figures, LiveFlows};
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::Scenario;
 use std::path::{Path, PathBuf};
@@ -62,8 +63,12 @@ pub fn simulate_window(
     let mut builtin = BuiltinFlows;
     let mut transfers = TransferFlows::default();
     let mut sessions = SessionFlows::default();
+    let mut live = LiveFlows::default();
     let (sim, report) = scenario
-        .run(out, &mut [&mut builtin, &mut transfers, &mut sessions])
+        .run(
+            out,
+            &mut [&mut builtin, &mut transfers, &mut sessions, &mut live],
+        )
         .with_context(|| format!("seed {}", scenario.seed))?;
     let end = until
         .and_then(|u| Duration::try_from_secs_f64(u.max(0.0)).ok())
@@ -72,14 +77,16 @@ pub fn simulate_window(
         .unwrap_or_default()
         .min(end / 2);
     let end = Instant::ZERO + end;
-    Ok(figures(
+    let mut f = figures(
         &sim,
         &transfers,
         &sessions,
         report.trace_hash,
         Instant::ZERO + warm,
         end,
-    ))
+    );
+    f.live = live_figures(&sim, &live);
+    Ok(f)
 }
 
 /// Prints figures for people.
@@ -169,6 +176,25 @@ pub fn print_human(f: &RunFigures) {
                 l.complete
             );
         }
+    }
+    for l in &f.live {
+        println!(
+            "  live: {} members, {} messages written; perceived loss mean {:.3}% / max {:.3}%; \
+             delay p50 {:.1} / p99 {:.1} / max {:.1} ms, {} late; reordering index {:.2}",
+            l.members,
+            l.written,
+            l.mean_perceived_loss * 100.0,
+            l.max_perceived_loss * 100.0,
+            l.delay_p50_ms,
+            l.delay_p99_ms,
+            l.delay_max_ms,
+            l.late,
+            l.reordering_index
+        );
+        println!(
+            "    sender: {} SKIPs, {} B repaired, {} messages dropped from its queue; {} recoveries, {} RTOs",
+            l.skips_sent, l.repair_bytes, l.queue_dropped, l.recovery_episodes, l.rto_events
+        );
     }
     for l in f.links.iter().filter(|l| l.utilisation > 0.01) {
         println!(

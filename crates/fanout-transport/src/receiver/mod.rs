@@ -711,7 +711,6 @@ impl Receiver {
                         "the sender streams in real time (it skips lost data); \
                          this receiver takes every byte",
                     );
-                    return;
                 }
                 Frame::Repair(f) => self.on_repair(now, &f),
                 Frame::Ping => self.acks.request_immediate(),

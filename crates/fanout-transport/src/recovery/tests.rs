@@ -271,3 +271,24 @@ fn a_hole_in_a_batch_sent_at_one_instant_is_lost_once_later_ones_are_sacked() {
     let out = on_ack(&mut r, 60, &ack(0, 0, vec![SEG..5 * SEG]), &log, 5 * SEG);
     assert_eq!(out.newly_lost, vec![0..SEG]);
 }
+
+#[test]
+fn a_repair_restarts_the_retransmission_timer() {
+    // Segment 1 is lost; the timer was started when segment 0 was acked.
+    // The repair goes out later: the timer must give it a whole RTO.
+    let log = log_of(5);
+    let mut r = recovery();
+    on_ack(&mut r, 50, &ack(SEG, 0, vec![]), &log, 5 * SEG);
+    let started = r.rto_deadline().unwrap();
+    on_ack(
+        &mut r,
+        80,
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        &log,
+        5 * SEG,
+    );
+    assert!(r.is_lost(SEG..2 * SEG));
+    let repair_at = started.saturating_sub(Duration::from_millis(10));
+    r.on_repair_sent(SEG..2 * SEG, repair_at);
+    assert_eq!(r.rto_deadline(), Some(repair_at + r.rtt().rto()));
+}
