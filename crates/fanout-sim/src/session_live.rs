@@ -354,6 +354,14 @@ pub struct LiveFigures {
     pub delay_p99_ms: f64,
     /// See `delay_p50_ms`.
     pub delay_max_ms: f64,
+    /// Mean delay from writing to reading, milliseconds.
+    pub delay_mean_ms: f64,
+    /// Jitter: the mean difference between consecutive messages' delays,
+    /// milliseconds, averaged over members (TCP-CM §4's jitter).
+    pub jitter_ms: f64,
+    /// Messages read per second by the average member, times their size:
+    /// what it received, bit/s over the time messages were written.
+    pub delivered_bps: f64,
     /// Reordering index (TCP-CM §4): the mean, over messages read, of how
     /// many places each moved from its send order, averaged over members.
     pub reordering_index: f64,
@@ -404,6 +412,13 @@ pub fn live_figures(sim: &Simulator, flows: &LiveFlows) -> Vec<LiveFigures> {
                 .map(|m| reordering_index(m.got()))
                 .sum::<f64>()
                 / members.len().max(1) as f64;
+            let jitter_ms = members.iter().map(|m| jitter(m.got())).sum::<f64>()
+                / members.len().max(1) as f64
+                * 1000.0;
+            let read: usize = members.iter().map(|m| m.got().len()).sum();
+            let span = source.interval.as_secs_f64() * written.max(1) as f64;
+            let delivered_bps =
+                read as f64 / members.len().max(1) as f64 * (source.message * 8) as f64 / span;
             let st = source.session().stats();
             let q = source.session().realtime_stats().unwrap_or_default().queue;
             Some(LiveFigures {
@@ -415,7 +430,12 @@ pub fn live_figures(sim: &Simulator, flows: &LiveFlows) -> Vec<LiveFigures> {
                 delay_p50_ms: pick(0.5),
                 delay_p99_ms: pick(0.99),
                 delay_max_ms: pick(1.0),
+                delay_mean_ms: delays.iter().map(Duration::as_secs_f64).sum::<f64>()
+                    / delays.len().max(1) as f64
+                    * 1000.0,
                 reordering_index: reordering,
+                jitter_ms,
+                delivered_bps,
                 queue_dropped: q.discarded + q.expired,
                 skips_sent: st.skips_sent,
                 repair_bytes: st.repair_bytes,
@@ -424,6 +444,19 @@ pub fn live_figures(sim: &Simulator, flows: &LiveFlows) -> Vec<LiveFigures> {
             })
         })
         .collect()
+}
+
+/// The mean absolute difference between consecutive delays of `got`, in
+/// seconds.
+pub fn jitter(got: &[(u64, Duration)]) -> f64 {
+    if got.len() < 2 {
+        return 0.0;
+    }
+    let sum: f64 = got
+        .windows(2)
+        .map(|w| (w[1].1.as_secs_f64() - w[0].1.as_secs_f64()).abs())
+        .sum();
+    sum / (got.len() - 1) as f64
 }
 
 /// TCP-CM §4's reordering index of messages read in the order `got`: the

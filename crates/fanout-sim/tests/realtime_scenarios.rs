@@ -66,3 +66,54 @@ fn without_deadlines_losses_are_skipped_not_repaired() {
     );
     assert_eq!(f.reordering_index, 0.0);
 }
+
+/// TCP-CM §5 (scenarios/realtime/tcp-cm-4tcp-lan.toml, 5 simulated minutes
+/// instead of 30): two 1 Mbit/s media flows and four NewReno flows through
+/// a 4.5 Mbit/s RED bottleneck. The media flows get between 0.8 and 1.25
+/// times the TCP flows' mean rate; under this congestion P-FIFO's messages
+/// take over 2 s on average (its 300 KB queue), P-LIFO's under 0.2 s (the
+/// paper's averages: 2.30–4.81 s and 0.092–0.162 s).
+#[test]
+fn tcp_cm_shares_a_red_bottleneck_and_lifo_keeps_delay_low() {
+    use fanout_core::Instant;
+    use fanout_sim::analysis::figures;
+    use fanout_sim::transfer::TransferFlows;
+    use std::time::Duration;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/realtime/tcp-cm-4tcp-lan.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("duration = \"1800s\"", "duration = \"300s\"");
+    let mut mean = Vec::new();
+    for order in ["fifo", "lifo"] {
+        let text = text.replace("queue = \"fifo\"", &format!("queue = \"{order}\""));
+        let sc = Scenario::from_toml(&text, "tcp-cm").unwrap();
+        let (mut transfers, mut live) = (TransferFlows::default(), LiveFlows::default());
+        let (sim, report) = sc
+            .run(None, &mut [&mut BuiltinFlows, &mut transfers, &mut live])
+            .unwrap();
+        let sessions = fanout_sim::session_flow::SessionFlows::default();
+        let f = figures(
+            &sim,
+            &transfers,
+            &sessions,
+            report.trace_hash,
+            Instant::ZERO + Duration::from_secs(60),
+            Instant::ZERO + Duration::from_secs(300),
+        );
+        let tcp = f.flows.iter().map(|x| x.goodput_bps).sum::<f64>() / f.flows.len() as f64;
+        let media = live_figures(&sim, &live);
+        assert_eq!((f.flows.len(), media.len()), (4, 2));
+        for m in &media {
+            let ratio = m.delivered_bps / tcp;
+            assert!(
+                (0.8..=1.25).contains(&ratio),
+                "{order}: media {m:?}, TCP {tcp}"
+            );
+            assert_eq!(m.repair_bytes, 0, "no stale retransmission");
+        }
+        mean.push(media.iter().map(|m| m.delay_mean_ms).fold(0.0, f64::max));
+    }
+    assert!(mean[0] > 2000.0, "P-FIFO mean delay {} ms", mean[0]);
+    assert!(mean[1] < 200.0, "P-LIFO mean delay {} ms", mean[1]);
+}

@@ -179,16 +179,18 @@ pub fn print_human(f: &RunFigures) {
     }
     for l in &f.live {
         println!(
-            "  live: {} members, {} messages written; perceived loss mean {:.3}% / max {:.3}%; \
-             delay p50 {:.1} / p99 {:.1} / max {:.1} ms, {} late; reordering index {:.2}",
+            "  live: {} members, {} messages written, {:.3} Mbit/s delivered each; perceived loss mean {:.3}% / max {:.3}%; \
+             delay p50 {:.1} / p99 {:.1} / max {:.1} ms, {} late; jitter {:.1} ms; reordering index {:.2}",
             l.members,
             l.written,
+            l.delivered_bps / 1e6,
             l.mean_perceived_loss * 100.0,
             l.max_perceived_loss * 100.0,
             l.delay_p50_ms,
             l.delay_p99_ms,
             l.delay_max_ms,
             l.late,
+            l.jitter_ms,
             l.reordering_index
         );
         println!(
