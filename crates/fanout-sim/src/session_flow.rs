@@ -295,6 +295,7 @@ pub(crate) fn window_policy(
 ) -> Result<WindowPolicy, String> {
     match name.unwrap_or("min") {
         "min" => Ok(WindowPolicy::Minimum),
+        "equation" => Ok(WindowPolicy::Equation),
         "fair" => {
             let f = fair.cloned().unwrap_or(FairSpec {
                 percentile: half(),
@@ -319,7 +320,7 @@ pub(crate) fn window_policy(
                 scaling,
             })
         }
-        other => Err(format!("window_policy: `{other}` (min or fair)")),
+        other => Err(format!("window_policy: `{other}` (min, fair or equation)")),
     }
 }
 

@@ -117,3 +117,30 @@ fn tcp_cm_shares_a_red_bottleneck_and_lifo_keeps_delay_low() {
     assert!(mean[0] > 2000.0, "P-FIFO mean delay {} ms", mean[0]);
     assert!(mean[1] < 200.0, "P-LIFO mean delay {} ms", mean[1]);
 }
+
+/// The equation-based rate (`window_policy = "equation"`, RFC 5348 at the
+/// receiver's loss event rate; not the default) on
+/// scenarios/realtime/srt-bar.toml: a 2 Mbit/s stream over 20 ms with 2%
+/// loss and a 4-RTT budget loses nothing and delivers nothing late; the
+/// default window, whose sawtooth dips below the stream's rate after each
+/// loss, loses 1.6% (docs/experiments/realtime.md).
+#[test]
+fn an_equation_rate_carries_a_stream_through_two_percent_loss_in_four_round_trips() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/realtime/srt-bar.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let run = |extra: &str| {
+        let sc = Scenario::from_toml(&format!("{text}{extra}"), "srt-bar").unwrap();
+        let mut flows = LiveFlows::default();
+        let (sim, _) = sc.run(None, &mut [&mut BuiltinFlows, &mut flows]).unwrap();
+        live_figures(&sim, &flows).remove(0)
+    };
+    let eq = run("window_policy = \"equation\"\n");
+    assert!(eq.mean_perceived_loss <= 0.001, "{eq:?}");
+    assert_eq!(eq.late, 0, "{eq:?}");
+    let window = run("");
+    assert!(
+        window.mean_perceived_loss > eq.mean_perceived_loss,
+        "{window:?}"
+    );
+}

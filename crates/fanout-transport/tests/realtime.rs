@@ -352,15 +352,16 @@ fn with_deadlines_a_loss_is_repaired_while_in_time() {
 }
 
 #[test]
-fn a_deadline_shorter_than_half_the_round_trip_is_never_repaired() {
-    // Deadline 5 ms after writing, half the round trip is 10 ms: a repair
-    // could never arrive in time, so every loss is skipped.
+fn a_deadline_shorter_than_a_repair_takes_is_never_repaired() {
+    // Deadline 15 ms after writing: a message arrives in time (10 ms one
+    // way), a repair never could (the loss shows a round trip later), so
+    // every loss is skipped.
     let mut net = Net::new(2, RealtimeSend::with_defaults(1452), 20, 3);
     let s = Schedule {
         every: Duration::from_millis(10),
         count: 400,
         len: mixed_len,
-        budget: Some(Duration::from_millis(5)),
+        budget: Some(Duration::from_millis(15)),
     };
     net.run(&s, Duration::from_secs(30));
     assert!(net.members.iter().all(|m| m.is_finished()));
@@ -541,4 +542,22 @@ fn a_protected_session_skips_losses_and_delivers_whole_messages() {
             "{st:?}"
         );
     }
+}
+
+#[test]
+fn a_message_that_cannot_arrive_in_time_is_not_sent() {
+    // Deadline 5 ms after writing, 10 ms one way: once the round trip is
+    // known, every message expires in the queue instead of arriving late.
+    let mut net = Net::new(2, RealtimeSend::with_defaults(1452), 0, 4);
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 200,
+        len: mixed_len,
+        budget: Some(Duration::from_millis(5)),
+    };
+    net.run(&s, Duration::from_secs(30));
+    assert!(net.members.iter().all(|m| m.is_finished()));
+    let q = net.sender.realtime_stats().unwrap().queue;
+    assert!(q.expired > 190, "{q:?}");
+    assert_eq!(q.taken + q.expired, 200);
 }

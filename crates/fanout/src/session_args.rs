@@ -57,7 +57,9 @@ pub struct SessionSendArgs {
     /// receiver window, TCP-fair on every path; `fair`: essentially fair,
     /// the median receiver's window kept between 1 and 1 + log2 N times a
     /// TCP flow's on the worst path, so a few lossy receivers do not hold
-    /// back all the others.
+    /// back all the others; `equation`: a smooth rate, RFC 5348's equation
+    /// at the worst receiver's loss event rate and RTT, for real-time
+    /// streams to one or a few receivers (docs/experiments/realtime.md).
     #[arg(long, default_value = "min", value_name = "POLICY", value_parser = parse_window)]
     pub window_policy: WindowPolicy,
     /// With --group: the session RTT that paces sending (TCP-SMO §II). `max`:
@@ -104,18 +106,20 @@ fn parse_release(text: &str) -> Result<ReleasePolicy, String> {
     }
 }
 
-/// `--window-policy`: `min` or `fair` (the simulator's `fair` defaults:
-/// median window, a = b = 1, f(N) = 1 + log2 N).
+/// `--window-policy`: `min`, `fair` (the simulator's `fair` defaults:
+/// median window, a = b = 1, f(N) = 1 + log2 N) or `equation` (RFC 5348's
+/// rate at the worst member, for real-time streams).
 fn parse_window(text: &str) -> Result<WindowPolicy, String> {
     match text {
         "min" => Ok(WindowPolicy::Minimum),
+        "equation" => Ok(WindowPolicy::Equation),
         "fair" => Ok(WindowPolicy::EssentiallyFair {
             percentile: 0.5,
             a: 1.0,
             b: 1.0,
             scaling: FairScaling::Log2,
         }),
-        _ => Err("expected min or fair".into()),
+        _ => Err("expected min, fair or equation".into()),
     }
 }
 

@@ -11,6 +11,10 @@ pub enum WindowPolicy {
     /// The smallest member window (default): strictly TCP-fair on every
     /// shared link, and every member runs at the pace of the slowest.
     Minimum,
+    /// An equation-based rate (RFC 5348's throughput equation at the worst
+    /// member's loss event rate and RTT, as TFMCC): smooth, for real-time
+    /// sessions ([`super::controller::EquationRate`]).
+    Equation,
     /// "Essentially fair" (TCP-SMO §II.F after Wang & Schwartz): the session
     /// may take `B` with `a·B_tcp ≤ B ≤ b·f(N)·B_tcp`, `B_tcp` the throughput
     /// of a TCP flow on the worst member's path (its window). Within those

@@ -12,9 +12,11 @@
 //! trait, plus a line in [`build`] to make it a [`WindowPolicy`] — or,
 //! without touching this crate, [`super::SessionSender::with_controller`].
 
+mod equation;
 mod fair;
 mod minimum;
 
+pub use equation::EquationRate;
 pub use fair::EssentiallyFair;
 pub use minimum::MinimumWindow;
 
@@ -57,6 +59,7 @@ pub trait SessionController: std::fmt::Debug + Send {
 pub fn build(policy: WindowPolicy) -> Box<dyn SessionController> {
     match policy {
         WindowPolicy::Minimum => Box::new(MinimumWindow),
+        WindowPolicy::Equation => Box::new(EquationRate::default()),
         WindowPolicy::EssentiallyFair {
             percentile,
             a,

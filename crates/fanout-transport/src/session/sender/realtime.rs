@@ -96,6 +96,14 @@ impl SessionSender {
     pub(super) fn feed_realtime(&mut self, now: Instant) {
         let rate = self.pacer.rate_bytes_per_sec();
         let max_datagram = self.config.transport.max_datagram;
+        // Before every member acknowledged data, the session RTT is only
+        // the initial guess (a third of the initial RTO): not a reason to
+        // expire anything.
+        let half_rtt = if self.bytes_acked_by_all() > 0 {
+            self.session_rtt() / 2
+        } else {
+            std::time::Duration::ZERO
+        };
         let Some(rt) = self.realtime.as_mut() else {
             return;
         };
@@ -106,16 +114,22 @@ impl SessionSender {
             let bytes = (rate as f64 * d.as_secs_f64()) as usize;
             rt.queue.set_limit_bytes(now, bytes.max(max_datagram));
         }
-        while let Some(len) = rt.queue.next_len(now) {
+        // A message that would arrive after its deadline (sent now, it
+        // takes about half the round trip) is of no use: it expires in the
+        // queue, leaving the rate to messages that can still make it. Else,
+        // when the rate falls below the stream's, every message would be
+        // sent just in time to be late.
+        let arrival = now + half_rtt;
+        while let Some(len) = rt.queue.next_len(arrival) {
             if len > self.buffer.capacity() {
-                rt.queue.take(now);
+                rt.queue.take(arrival);
                 rt.too_long += 1;
                 continue;
             }
             if len > self.buffer.free() {
                 return;
             }
-            let m = rt.queue.take(now).expect("a next message");
+            let m = rt.queue.take(arrival).expect("a next message");
             let start = self.buffer.end();
             if self.buffer.write_message(&m.bytes) {
                 rt.sent.push(start..start + len as u64, m.deadline);
