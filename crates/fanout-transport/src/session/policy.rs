@@ -13,7 +13,7 @@ pub enum WindowPolicy {
     Minimum,
     /// An equation-based rate (RFC 5348's throughput equation at the worst
     /// member's loss event rate and RTT, as TFMCC): smooth, for real-time
-    /// sessions ([`super::controller::EquationRate`]).
+    /// sessions ([`super::EquationRate`]).
     Equation,
     /// "Essentially fair" (TCP-SMO §II.F after Wang & Schwartz): the session
     /// may take `B` with `a·B_tcp ≤ B ≤ b·f(N)·B_tcp`, `B_tcp` the throughput
