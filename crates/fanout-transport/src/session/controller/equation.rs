@@ -3,15 +3,15 @@
 //! a window halves at every loss. For real-time sessions, whose stream
 //! must keep flowing between losses.
 //!
-//! Each member's loss events are its loss-recovery episodes and
-//! retransmission timeouts as the sender's recovery sees them; the bytes it
-//! acknowledged between two events are one loss interval. The loss event
+//! Each member's loss events are its loss-recovery episodes as the
+//! sender's recovery sees them; the bytes it acknowledged between two
+//! events are one loss interval. The loss event
 //! rate is the inverse of the weighted mean of the last 8 intervals (RFC
 //! 5348 §5.4: weights 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2, the open interval
 //! counted when it raises the mean). The member's allowed rate is the
 //! equation's (§3.1, b = 1, t_RTO = 4·R) at its smoothed RTT. Until a
-//! member has seen a loss, its own congestion window rules it (slow start,
-//! as TFRC's own start-up doubles per round trip).
+//! member has a whole interval (two losses), its own congestion window
+//! rules it (slow start, as TFRC's own start-up doubles per round trip).
 //!
 //! The session sends at the smallest member rate (the rate cap), within a
 //! window of twice that rate's worth per member round trip beyond what the
@@ -54,6 +54,28 @@ struct MemberRate {
 }
 
 impl MemberRate {
+    /// `events` loss events so far, `cumulative` bytes acknowledged. Loss
+    /// events are recovery episodes (RACK groups the losses of a round trip
+    /// into one, as RFC 5348 §5.2 does; timeouts during a stall are not new
+    /// events). An interval runs from one event to the next; the first
+    /// event only opens one (the bytes before it were slow start, RFC 5348
+    /// §6.3.1), and an event without progress since the last belongs to it.
+    fn on_progress(&mut self, events: u64, cumulative: u64) {
+        self.cumulative = cumulative;
+        if events <= self.events {
+            return;
+        }
+        let progressed = cumulative > self.open_from;
+        if self.events > 0 && progressed {
+            self.intervals.push_front(cumulative - self.open_from);
+            self.intervals.truncate(WEIGHTS.len());
+        }
+        if self.events == 0 || progressed {
+            self.open_from = cumulative;
+        }
+        self.events = events;
+    }
+
     /// The loss event rate, once there was a loss.
     fn loss_event_rate(&self) -> Option<f64> {
         if self.intervals.is_empty() {
@@ -133,18 +155,7 @@ impl SessionController for EquationRate {
     fn on_feedback(&mut self, _now: Instant, member: &Member) {
         let r = member.recovery();
         let m = self.members.entry(member.id()).or_default();
-        let events = r.recovery_episodes() + r.rtos();
-        m.cumulative = r.cumulative();
-        if events > m.events {
-            // A loss before anything was acknowledged closes no interval.
-            if m.cumulative > 0 {
-                m.intervals
-                    .push_front(m.cumulative.saturating_sub(m.open_from));
-                m.intervals.truncate(WEIGHTS.len());
-            }
-            m.open_from = m.cumulative;
-            m.events = events;
-        }
+        m.on_progress(r.recovery_episodes(), r.cumulative());
         m.srtt = r.srtt();
         m.send_edge = member.send_edge();
         m.pipe_base = r.pipe_base();
@@ -201,6 +212,22 @@ mod tests {
         // Less loss, more rate; longer round trip, less rate.
         assert!(throughput_bps(1400.0, 0.1, 0.001) > x);
         assert!(throughput_bps(1400.0, 0.2, 0.01) < x);
+    }
+
+    #[test]
+    fn intervals_run_between_losses_with_progress() {
+        let mut m = MemberRate::default();
+        m.on_progress(1, 50_000); // the first loss opens the first interval
+        assert!(m.intervals.is_empty());
+        m.on_progress(1, 90_000);
+        m.on_progress(2, 190_000);
+        assert_eq!(m.intervals, [140_000]);
+        // Losses without progress (a stall) belong to the last one.
+        m.on_progress(3, 190_000);
+        m.on_progress(5, 190_000);
+        assert_eq!(m.intervals, [140_000]);
+        m.on_progress(6, 260_000);
+        assert_eq!(m.intervals, [70_000, 140_000]);
     }
 
     #[test]
