@@ -94,6 +94,14 @@ impl SessionSender {
     /// before it was sent, if the buffer has room for it (else it waits in
     /// the queue, which keeps dropping its oldest).
     pub(super) fn feed_realtime(&mut self, now: Instant) {
+        // Called before every new segment: nothing to do (and nothing to
+        // compute) unless real-time and everything written was sent.
+        if self.realtime.is_none()
+            || self.snd_nxt < self.buffer.end()
+            || self.buffer.fin().is_some()
+        {
+            return;
+        }
         let rate = self.pacer.rate_bytes_per_sec();
         let max_datagram = self.config.transport.max_datagram;
         // Before every member acknowledged data, the session RTT is only
@@ -107,9 +115,6 @@ impl SessionSender {
         let Some(rt) = self.realtime.as_mut() else {
             return;
         };
-        if self.snd_nxt < self.buffer.end() || self.buffer.fin().is_some() {
-            return;
-        }
         if let QueueLimit::Time(d) = rt.limit {
             let bytes = (rate as f64 * d.as_secs_f64()) as usize;
             rt.queue.set_limit_bytes(now, bytes.max(max_datagram));
