@@ -8,31 +8,14 @@
 
 #[path = "common/loopback.rs"]
 mod loopback;
-use loopback::{free_addr, Proc};
+use loopback::{free_addr, json_in, read_all, stream_sender, Proc, StreamSender};
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 const MESSAGE: usize = 1316;
-
-fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let _ = pipe.read_to_end(&mut out);
-        out
-    })
-}
-
-fn json_in(text: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(text);
-    let i = text
-        .find('{')
-        .unwrap_or_else(|| panic!("no JSON in {text}"));
-    serde_json::from_str(&text[i..]).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
 
 /// `count` distinct messages of [`MESSAGE`] bytes.
 fn messages(count: usize) -> Vec<Vec<u8>> {
@@ -88,27 +71,12 @@ fn run(send: &[&str], recv: &[&str], msgs: &[Vec<u8>]) -> Run {
     let rx_out = read_all(rx.stdout.take().unwrap());
     let rx_err = read_all(rx.stderr.take().unwrap());
     let mut rx = Proc(rx);
-    let mut tx = Command::new(BIN)
-        .args([
-            "stream",
-            "send",
-            "--unicast",
-            "--bind",
-            &bind,
-            "--wait-for",
-            "1",
-        ])
-        .args(["--json", "--quiet", "--idle-timeout", "20"])
-        .args(send)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = tx.stdin.take().unwrap();
-    let tx_out = read_all(tx.stdout.take().unwrap());
-    let tx_err = read_all(tx.stderr.take().unwrap());
-    let mut tx = Proc(tx);
+    let StreamSender {
+        proc: mut tx,
+        mut stdin,
+        out: tx_out,
+        err: tx_err,
+    } = stream_sender(BIN, &bind, send);
     // Give the receiver time to join before the first message (the
     // queue's messages would otherwise wait, and expire under --latency).
     std::thread::sleep(Duration::from_millis(300));

@@ -7,8 +7,10 @@
     reason = "real-process tests bound their waits by the wall clock"
 )]
 
+use std::io::Read;
 use std::net::UdpSocket;
-use std::process::Child;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Bound on any one process.
@@ -42,4 +44,58 @@ impl Proc {
 pub fn free_addr() -> String {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.local_addr().unwrap().to_string()
+}
+
+/// Reads all of `pipe` on a thread (a child's stdout or stderr).
+pub fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = pipe.read_to_end(&mut out);
+        out
+    })
+}
+
+/// The JSON object in `text` (a report after any other lines).
+pub fn json_in(text: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(text);
+    let i = text
+        .find('{')
+        .unwrap_or_else(|| panic!("no JSON in {text}"));
+    serde_json::from_str(&text[i..]).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A `fanout stream send` child: its stdin, and its stdout and stderr
+/// being read.
+pub struct StreamSender {
+    pub proc: Proc,
+    pub stdin: ChildStdin,
+    pub out: JoinHandle<Vec<u8>>,
+    pub err: JoinHandle<Vec<u8>>,
+}
+
+/// Starts `BIN stream send --unicast --bind BIND --wait-for 1 --json
+/// --quiet --idle-timeout 20 EXTRA…`.
+pub fn stream_sender(bin: &str, bind: &str, extra: &[&str]) -> StreamSender {
+    let mut child = Command::new(bin)
+        .args(["stream", "send", "--unicast", "--bind", bind])
+        .args([
+            "--wait-for",
+            "1",
+            "--json",
+            "--quiet",
+            "--idle-timeout",
+            "20",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    StreamSender {
+        stdin: child.stdin.take().unwrap(),
+        out: read_all(child.stdout.take().unwrap()),
+        err: read_all(child.stderr.take().unwrap()),
+        proc: Proc(child),
+    }
 }
