@@ -13,7 +13,8 @@
 //! repair_cost_ratio = 1.0     # optional: cost rule instead (sender/member link speed ratio)
 //! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block
 //! repair_block = 32           #   segments; fallback: the cost rule (repair_cost_ratio, default 1)
-//! window_policy = "min"       # optional: "min" or "fair" (essentially fair, TCP-SMO §II.F)
+//! window_policy = "min"       # optional: "auto" (default: "min"), "min", "fair" (essentially
+//!                             # fair, TCP-SMO §II.F), "equation" or "equation-min"
 //! fair = { percentile = 0.5, a = 1.0, b = 1.0, scaling = "log2" }  # optional, for "fair"
 //! rtt_percentile = 0.9        # optional: session RTT = this percentile (default max)
 //! wait_for = 10               # optional: members to wait for (default all)
@@ -293,9 +294,11 @@ pub(crate) fn window_policy(
     name: Option<&str>,
     fair: Option<&FairSpec>,
 ) -> Result<WindowPolicy, String> {
-    match name.unwrap_or("min") {
+    match name.unwrap_or("auto") {
+        "auto" => Ok(WindowPolicy::Auto),
         "min" => Ok(WindowPolicy::Minimum),
-        "equation" => Ok(WindowPolicy::Equation),
+        "equation" => Ok(WindowPolicy::REALTIME),
+        "equation-min" => Ok(WindowPolicy::EQUATION_WORST),
         "fair" => {
             let f = fair.cloned().unwrap_or(FairSpec {
                 percentile: half(),
@@ -320,7 +323,9 @@ pub(crate) fn window_policy(
                 scaling,
             })
         }
-        other => Err(format!("window_policy: `{other}` (min, fair or equation)")),
+        other => Err(format!(
+            "window_policy: `{other}` (auto, min, fair, equation or equation-min)"
+        )),
     }
 }
 

@@ -19,7 +19,10 @@
 //! queue = "fifo"              # optional: "fifo" (default) or "lifo"
 //! queue_bytes = "144800B"     # optional (default 100 × the largest datagram)
 //! cc = "newreno"              # optional (default cubic)
-//! window_policy = "fair"      # optional: "min" (default) or "fair"
+//! window_policy = "fair"      # optional: "auto" (default: "equation" with a latency,
+//!                             # "min" without), "min", "fair",
+//!                             # "equation" or "equation-min"
+//! fair = { percentile = 1.0 } # optional, for "fair" (as in `kind = "session"`)
 //! ```
 //!
 //! Each message carries its number and the time it was written, so a
@@ -155,7 +158,7 @@ impl LiveMember {
     }
 
     fn read(&mut self, now: Instant) {
-        while self.receiver.read_message(&mut self.scratch) {
+        while self.receiver.read_message(now, &mut self.scratch) {
             self.bytes += self.scratch.len() as u64;
             if self.scratch.len() < MESSAGE_HEADER {
                 continue;
@@ -221,6 +224,8 @@ struct LiveSpec {
     cc: Option<String>,
     #[serde(default)]
     window_policy: Option<String>,
+    #[serde(default)]
+    fair: Option<crate::session_flow::FairSpec>,
 }
 
 /// One live flow built into a simulation.
@@ -279,6 +284,7 @@ impl FlowFactory for LiveFlows {
         let mut transport = fanout_transport::TransportConfig::default();
         apply_transport_options(&mut transport, t.cc.as_deref(), None, None)?;
         let mut mode = RealtimeSend::with_defaults(transport.max_datagram);
+        mode.deadlines = latency.is_some();
         match t.queue.as_deref() {
             None | Some("fifo") => {}
             Some("lifo") => mode.order = QueueOrder::Lifo,
@@ -294,7 +300,10 @@ impl FlowFactory for LiveFlows {
             join: JoinPolicy::Live,
             steady_ack_every: None,
             realtime: Some(mode),
-            window: crate::session_flow::window_policy(t.window_policy.as_deref(), None)?,
+            window: crate::session_flow::window_policy(
+                t.window_policy.as_deref(),
+                t.fair.as_ref(),
+            )?,
             transport: transport.clone(),
             ..SessionConfig::default()
         };
@@ -347,6 +356,9 @@ pub struct LiveFigures {
     pub max_perceived_loss: f64,
     /// Messages read after their deadline (latency budget), all members.
     pub late: u64,
+    /// Messages the members dropped because they were complete only after
+    /// the deadline the sender named (so not read late), all members.
+    pub dropped_late: u64,
     /// Delay from writing to reading over every message read: median,
     /// 99th percentile and largest, milliseconds.
     pub delay_p50_ms: f64,
@@ -427,6 +439,10 @@ pub fn live_figures(sim: &Simulator, flows: &LiveFlows) -> Vec<LiveFigures> {
                 mean_perceived_loss: losses.iter().sum::<f64>() / losses.len().max(1) as f64,
                 max_perceived_loss: losses.iter().copied().fold(0.0, f64::max),
                 late,
+                dropped_late: members
+                    .iter()
+                    .map(|m| m.receiver().stats().messages_late)
+                    .sum(),
                 delay_p50_ms: pick(0.5),
                 delay_p99_ms: pick(0.99),
                 delay_max_ms: pick(1.0),

@@ -12,6 +12,17 @@ use fanout_sim::Scenario;
 /// trips 20, 40, … ms) of `leaves` receivers each, `messages` messages,
 /// and the latency budget `latency` (`None`: no deadlines, TCP-CM).
 fn live(stars: usize, leaves: u32, messages: u32, latency: Option<&str>) -> LiveFigures {
+    live_with(stars, leaves, messages, latency, "p = 0.02")
+}
+
+/// [`live`] with every receiver's drop rate given as `loss` (`p = 0.05`).
+fn live_with(
+    stars: usize,
+    leaves: u32,
+    messages: u32,
+    latency: Option<&str>,
+    loss: &str,
+) -> LiveFigures {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios/realtime/smo-rtm-live.toml");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -24,7 +35,10 @@ fn live(stars: usize, leaves: u32, messages: u32, latency: Option<&str>) -> Live
     for star in parts.take(stars) {
         let star = star.split("[[flow]]").next().unwrap();
         toml.push_str("[[star]]");
-        toml.push_str(&star.replace("leaves = 20", &format!("leaves = {leaves}")));
+        let star = star
+            .replace("leaves = 20", &format!("leaves = {leaves}"))
+            .replace("p = 0.02", loss);
+        toml.push_str(&star);
     }
     let flow = text[text.find("[[flow]]").unwrap()..]
         .replace("messages = 5000", &format!("messages = {messages}"));
@@ -118,14 +132,14 @@ fn tcp_cm_shares_a_red_bottleneck_and_lifo_keeps_delay_low() {
     assert!(mean[1] < 200.0, "P-LIFO mean delay {} ms", mean[1]);
 }
 
-/// The equation-based rate (`window_policy = "equation"`, RFC 5348 at the
-/// receiver's loss event rate; not the default) on
+/// The shipped default for messages with deadlines (the equation rate,
+/// RFC 5348 at the receiver's loss event rate) on
 /// scenarios/realtime/srt-bar.toml: a 2 Mbit/s stream over 20 ms with 2%
-/// loss and a 4-RTT budget loses nothing and delivers nothing late; the
-/// default window, whose sawtooth dips below the stream's rate after each
-/// loss, loses 1.6% (docs/experiments/realtime.md).
+/// loss and a 4-RTT budget loses nothing and delivers nothing late; TCP's
+/// window (`window_policy = "min"`), whose sawtooth dips below the stream's
+/// rate after each loss, loses about 2% (docs/experiments/realtime.md).
 #[test]
-fn an_equation_rate_carries_a_stream_through_two_percent_loss_in_four_round_trips() {
+fn the_default_rate_carries_a_stream_through_two_percent_loss_in_four_round_trips() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios/realtime/srt-bar.toml");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -135,12 +149,37 @@ fn an_equation_rate_carries_a_stream_through_two_percent_loss_in_four_round_trip
         let (sim, _) = sc.run(None, &mut [&mut BuiltinFlows, &mut flows]).unwrap();
         live_figures(&sim, &flows).remove(0)
     };
-    let eq = run("window_policy = \"equation\"\n");
-    assert!(eq.mean_perceived_loss <= 0.001, "{eq:?}");
-    assert_eq!(eq.late, 0, "{eq:?}");
-    let window = run("");
+    let default = run("");
+    assert!(default.mean_perceived_loss <= 0.001, "{default:?}");
+    assert_eq!(default.late, 0, "{default:?}");
+    let window = run("window_policy = \"min\"\n");
     assert!(
-        window.mean_perceived_loss > eq.mean_perceived_loss,
+        window.mean_perceived_loss > 0.01
+            && window.mean_perceived_loss > default.mean_perceived_loss,
         "{window:?}"
     );
+}
+
+/// TCP-SMO §V.C at full size (scenarios/realtime/smo-rtm-live.toml: 100
+/// receivers, round trips 20–100 ms, 400 ms budget, 5000 messages), with
+/// the shipped defaults: at 2, 5 and 7% drop per receiver nearly every
+/// drop is repaired in time, as the paper reports below 8% — at most 0.1%
+/// of messages lost on average, 0.5% at the worst receiver, and none read
+/// after its deadline. A TCP-friendly
+/// rate to the worst receiver alone could not carry the stream from 4% on
+/// (docs/experiments/realtime.md); the group takes the best receiver's
+/// rate within 1 + log2 N times the worst's (TCP-SMO §II.F).
+#[test]
+fn a_live_group_recovers_nearly_every_drop_below_eight_percent() {
+    for p in ["0.02", "0.05", "0.07"] {
+        let f = live_with(5, 20, 5000, Some("400ms"), &format!("p = {p}"));
+        assert_eq!(f.members, 100);
+        assert!(f.mean_perceived_loss <= 0.001, "{p}: {f:?}");
+        assert!(f.max_perceived_loss <= 0.005, "{p}: {f:?}");
+        assert!(f.repair_bytes > 0, "{p}: {f:?}");
+        // The deadlines travel with the data: nothing is read after its
+        // deadline, so no delay exceeds the budget.
+        assert_eq!(f.late, 0, "{p}: {f:?}");
+        assert!(f.delay_max_ms <= 400.0, "{p}: {f:?}");
+    }
 }

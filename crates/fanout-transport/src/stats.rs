@@ -29,6 +29,9 @@ pub struct ReceiverStats {
     /// Messages dropped because some of their bytes were skipped
     /// (real-time mode).
     pub messages_dropped: u64,
+    /// Messages dropped because they were complete only after the
+    /// deadline the sender named for them (real-time mode).
+    pub messages_late: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }

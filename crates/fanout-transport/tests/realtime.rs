@@ -73,6 +73,8 @@ struct Net {
     /// and every CLOSE: it must see the end of the stream by itself.
     drop_first_fin_to: Option<usize>,
     fins_dropped: u64,
+    /// This member's application reads nothing during this time.
+    reads_paused: Option<(usize, std::ops::Range<Instant>)>,
 }
 
 fn realtime_receiver(latency: Option<Duration>) -> TransportConfig {
@@ -124,6 +126,7 @@ impl Net {
             sent_end: 0,
             drop_first_fin_to: None,
             fins_dropped: 0,
+            reads_paused: None,
         }
     }
 
@@ -175,7 +178,11 @@ impl Net {
         }
         for i in 0..self.members.len() {
             let mut m = Vec::new();
-            while self.members[i].read_message(&mut m) {
+            let paused = self
+                .reads_paused
+                .as_ref()
+                .is_some_and(|(p, during)| *p == i && during.contains(&self.now));
+            while !paused && self.members[i].read_message(self.now, &mut m) {
                 self.got[i].push(std::mem::take(&mut m));
             }
             let mut acks = Vec::new();
@@ -279,7 +286,8 @@ enum Kind {
 
 fn first_frame(bytes: &[u8]) -> Option<Kind> {
     let (_, body) = Header::decode(bytes).ok()?;
-    match decode_frames(body).next()?.ok()? {
+    let first = decode_frames(body).find(|f| !matches!(f, Ok(Frame::Deadline(_))));
+    match first?.ok()? {
         Frame::Data(d) if !d.payload.is_empty() => Some(Kind::Data(d.range())),
         Frame::Data(d) if d.fin => Some(Kind::Fin),
         Frame::Skip(_) => Some(Kind::Skip),
@@ -418,6 +426,7 @@ fn lifo_sends_the_newest_first_and_a_full_queue_drops_the_oldest() {
     let mode = RealtimeSend {
         order: QueueOrder::Lifo,
         limit: QueueLimit::Bytes(20 * 1000),
+        deadlines: false,
     };
     let mut net = Net::new(2, mode, 0, 4);
     for id in 0..100 {
@@ -542,6 +551,37 @@ fn a_protected_session_skips_losses_and_delivers_whole_messages() {
             "{st:?}"
         );
     }
+}
+
+#[test]
+fn a_message_is_never_read_after_the_deadline_the_sender_named() {
+    // Deadlines 100 ms after writing, named on the wire (DEADLINE); member
+    // 0's application stops reading from 1 s to 1.5 s. When it reads
+    // again, the messages that came due meanwhile are dropped as late, not
+    // delivered; every other message is read, in time, by both members.
+    let mode = RealtimeSend {
+        deadlines: true,
+        ..RealtimeSend::with_defaults(1452)
+    };
+    let mut net = Net::new(2, mode, 0, 7);
+    net.reads_paused = Some((0, at(1000)..at(1500)));
+    let s = Schedule {
+        every: Duration::from_millis(10),
+        count: 300,
+        len: mixed_len,
+        budget: Some(Duration::from_millis(100)),
+    };
+    net.run(&s, Duration::from_secs(30));
+    assert!(net.members.iter().all(|m| m.is_finished()));
+    let counts = net.check_messages(mixed_len, true);
+    let (r0, r1) = (net.members[0].stats(), net.members[1].stats());
+    assert_eq!(counts[1], 300, "{r1:?}");
+    assert_eq!(r1.messages_late, 0);
+    // About 40 of the 50 written during the pause came due before it
+    // ended (those written in its last 100 ms had not).
+    assert!((30..=50).contains(&r0.messages_late), "{r0:?}");
+    assert_eq!(counts[0] as u64 + r0.messages_late, 300, "{r0:?}");
+    assert_eq!(r0.messages_dropped, 0);
 }
 
 #[test]

@@ -112,7 +112,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
             repair_block: 32,
             stall_timeout: 10,
             release: ReleasePolicy::SlowestReceiver,
-            window_policy: WindowPolicy::Minimum,
+            window_policy: WindowPolicy::Auto,
             session_rtt: RttPolicy::Maximum,
         },
         catch_up: CatchUpArgs { catch_up_share: 32 },

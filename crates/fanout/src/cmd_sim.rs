@@ -180,7 +180,7 @@ pub fn print_human(f: &RunFigures) {
     for l in &f.live {
         println!(
             "  live: {} members, {} messages written, {:.3} Mbit/s delivered each; perceived loss mean {:.3}% / max {:.3}%; \
-             delay p50 {:.1} / p99 {:.1} / max {:.1} ms, {} late; jitter {:.1} ms; reordering index {:.2}",
+             delay p50 {:.1} / p99 {:.1} / max {:.1} ms, {} read late, {} dropped late; jitter {:.1} ms; reordering index {:.2}",
             l.members,
             l.written,
             l.delivered_bps / 1e6,
@@ -190,6 +190,7 @@ pub fn print_human(f: &RunFigures) {
             l.delay_p99_ms,
             l.delay_max_ms,
             l.late,
+            l.dropped_late,
             l.jitter_ms,
             l.reordering_index
         );

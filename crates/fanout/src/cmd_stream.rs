@@ -417,7 +417,7 @@ pub fn stream_recv(
             }
             let chunk = if args.latency.is_some() {
                 let mut m = Vec::new();
-                r.read_message(&mut m).then_some(m)
+                r.read_message(now, &mut m).then_some(m)
             } else {
                 let n = r.read(&mut buf);
                 (n > 0).then(|| buf[..n].to_vec())
@@ -470,6 +470,7 @@ pub fn stream_recv(
         transport.extend([
             ("messages_read", st.messages_read),
             ("messages_dropped", st.messages_dropped),
+            ("messages_late", st.messages_late),
             ("skipped_bytes", st.skipped_bytes),
             ("late_skipped_bytes", st.late_skipped_bytes),
         ]);

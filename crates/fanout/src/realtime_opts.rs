@@ -86,6 +86,7 @@ impl RealtimeSendOpts {
             return None;
         }
         let mut mode = RealtimeSend::with_defaults(max_datagram);
+        mode.deadlines = self.latency.is_some();
         if self.queue == Some(QueueArg::Lifo) {
             mode.order = QueueOrder::Lifo;
         }
@@ -271,6 +272,7 @@ pub fn receiver_line(t: f64, r: &Receiver, bytes: u64) -> serde_json::Value {
         "bytes_out": bytes,
         "messages_read": st.messages_read,
         "messages_dropped": st.messages_dropped,
+        "messages_late": st.messages_late,
         "skipped_bytes": st.skipped_bytes,
         "late_skipped_bytes": st.late_skipped_bytes,
         "payload_bytes_received": st.payload_bytes_received,

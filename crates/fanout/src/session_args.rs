@@ -53,14 +53,16 @@ pub struct SessionSendArgs {
     /// others (it is evicted when it misses freed data).
     #[arg(long, default_value = "slowest", value_name = "POLICY", value_parser = parse_release)]
     pub release: ReleasePolicy,
-    /// With --group: the session window (TCP-SMO §II). `min`: the smallest
-    /// receiver window, TCP-fair on every path; `fair`: essentially fair,
-    /// the median receiver's window kept between 1 and 1 + log2 N times a
-    /// TCP flow's on the worst path, so a few lossy receivers do not hold
-    /// back all the others; `equation`: a smooth rate, RFC 5348's equation
-    /// at the worst receiver's loss event rate and RTT, for real-time
-    /// streams to one or a few receivers (docs/experiments/realtime.md).
-    #[arg(long, default_value = "min", value_name = "POLICY", value_parser = parse_window)]
+    /// With --group: the session window (TCP-SMO §II). `auto`: `equation`
+    /// for messages with deadlines (--latency), `min` otherwise; `min`: the smallest receiver window, TCP-fair on every
+    /// path; `fair`: essentially fair, the median receiver's window kept
+    /// between 1 and 1 + log2 N times a TCP flow's on the worst path, so a
+    /// few lossy receivers do not hold back all the others; `equation`: a
+    /// smooth rate, RFC 5348's equation at the best receiver's loss event
+    /// rate and RTT, at most 1 + log2 N times the worst receiver's (one
+    /// receiver: its TCP-friendly rate); `equation-min`: the worst
+    /// receiver's equation rate, as TFMCC (docs/experiments/realtime.md).
+    #[arg(long, default_value = "auto", value_name = "POLICY", value_parser = parse_window)]
     pub window_policy: WindowPolicy,
     /// With --group: the session RTT that paces sending (TCP-SMO §II). `max`:
     /// the largest receiver RTT; `pNN`: the largest among the fastest NN%
@@ -106,20 +108,22 @@ fn parse_release(text: &str) -> Result<ReleasePolicy, String> {
     }
 }
 
-/// `--window-policy`: `min`, `fair` (the simulator's `fair` defaults:
-/// median window, a = b = 1, f(N) = 1 + log2 N) or `equation` (RFC 5348's
-/// rate at the worst member, for real-time streams).
+/// `--window-policy`: `auto`, `min`, `fair` (the simulator's `fair`
+/// defaults: median window, a = b = 1, f(N) = 1 + log2 N), `equation` (the
+/// real-time default) or `equation-min` (the worst member's rate).
 fn parse_window(text: &str) -> Result<WindowPolicy, String> {
     match text {
+        "auto" => Ok(WindowPolicy::Auto),
         "min" => Ok(WindowPolicy::Minimum),
-        "equation" => Ok(WindowPolicy::Equation),
+        "equation" => Ok(WindowPolicy::REALTIME),
+        "equation-min" => Ok(WindowPolicy::EQUATION_WORST),
         "fair" => Ok(WindowPolicy::EssentiallyFair {
             percentile: 0.5,
             a: 1.0,
             b: 1.0,
             scaling: FairScaling::Log2,
         }),
-        _ => Err("expected min, fair or equation".into()),
+        _ => Err("expected auto, min, fair, equation or equation-min".into()),
     }
 }
 
@@ -196,6 +200,8 @@ mod tests {
             assert!(parse_release(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_window("min"), Ok(WindowPolicy::Minimum));
+        assert_eq!(parse_window("auto"), Ok(WindowPolicy::Auto));
+        assert_eq!(parse_window("equation"), Ok(WindowPolicy::REALTIME));
         assert!(matches!(
             parse_window("fair"),
             Ok(WindowPolicy::EssentiallyFair { .. })

@@ -100,7 +100,7 @@ fn transfer_with_loss(loss: &str, len: usize, seed: u64) {
     let data = write_random(&src, len, seed);
     let out = dir.join("got");
     std::fs::create_dir_all(&out).unwrap();
-    let (recv, addr, _log) = start_recv(&out, &["--inject-loss", loss, "--loss-seed", "3"]);
+    let (recv, addr, log) = start_recv(&out, &["--inject-loss", loss, "--loss-seed", "3"]);
     let send = Command::new(BIN)
         .args(["send", "--json", "--quiet", "--inject-loss", loss, "--to"])
         .arg(addr.to_string())
@@ -110,6 +110,12 @@ fn transfer_with_loss(loss: &str, len: usize, seed: u64) {
         .unwrap();
     let send = finish(Proc(send), Duration::from_secs(120));
     let recv = finish(recv, Duration::from_secs(30));
+    if !(send.status.success() && recv.status.success()) {
+        // The receiver's side of the story.
+        for line in log.try_iter() {
+            eprintln!("receiver: {line}");
+        }
+    }
     assert!(send.status.success() && recv.status.success());
     let (s, r) = (json(&send), json(&recv));
     assert_eq!(r["verified"], true);

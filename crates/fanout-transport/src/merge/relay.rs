@@ -3,7 +3,7 @@
 //! The parent addresses the merger as one member, so the merger passes its
 //! control frames on to every admitted child (PING, ACK_FREQUENCY, SKIP,
 //! CLOSE, RESET, and in a protected session the SEGMENTS lists children
-//! asked for), and DATA the parent sends it (its unicast fan-out copy,
+//! asked for), and DATA (with the DEADLINE before it) the parent sends it (its unicast fan-out copy,
 //! or a repair the subtree reported missing) only to the children whose
 //! acknowledgement state does not already cover it — the local repair
 //! scoping that per-child state makes possible.
@@ -39,6 +39,8 @@ pub fn plan(children: &ChildTable, body: &[u8]) -> RelayPlan {
     let mut common = Vec::new();
     // (stream range including the FIN's offset, encoded frame)
     let mut data: Vec<(Range<u64>, Vec<u8>)> = Vec::new();
+    // A DEADLINE goes with the DATA after it.
+    let mut deadline = Vec::new();
     for frame in decode_frames(body) {
         let Ok(frame) = frame else {
             plan.malformed = true;
@@ -47,7 +49,7 @@ pub fn plan(children: &ChildTable, body: &[u8]) -> RelayPlan {
         match &frame {
             Frame::Data(d) => {
                 let len = d.payload.len() as u64 + u64::from(d.fin);
-                let mut enc = Vec::new();
+                let mut enc = std::mem::take(&mut deadline);
                 frame.encode(&mut enc);
                 data.push((d.offset..d.offset + len, enc));
             }
@@ -66,6 +68,10 @@ pub fn plan(children: &ChildTable, body: &[u8]) -> RelayPlan {
                     code: *code,
                     reason: reason.to_string(),
                 });
+            }
+            Frame::Deadline(_) => {
+                deadline.clear();
+                frame.encode(&mut deadline);
             }
             Frame::Sent(f) => plan.sent = plan.sent.max(Some(f.end)),
             // A repeated ACCEPT: the children already have theirs.

@@ -18,13 +18,18 @@
 //!   [`reader`]); a message any of whose bytes were skipped is dropped and
 //!   counted.
 //!
-//! Congestion control is the session's own and unchanged: a loss still
-//! cuts the window (TCP-CM §3.2).
+//! Congestion control is the session's own: a loss still cuts the window
+//! (TCP-CM §3.2). Messages with deadlines (TCP-RTM) need a rate that does
+//! not dip below the stream's after every loss, so a session whose
+//! messages carry deadlines takes the equation rate by default
+//! ([`crate::session::WindowPolicy::Auto`]).
 
+pub mod deadline;
 pub mod outgoing;
 pub mod queue;
 pub mod reader;
 
+pub use deadline::SenderClock;
 pub use outgoing::SentMessages;
 pub use queue::{PushedQueue, QueueLimit, QueueOrder, QueueStats, QueuedMessage};
 pub use reader::MessageBounds;
@@ -36,15 +41,23 @@ pub struct RealtimeSend {
     pub order: QueueOrder,
     /// How long the queue may grow.
     pub limit: QueueLimit,
+    /// The messages carry deadlines (TCP-RTM; without, TCP-CM's
+    /// best-effort delivery): every DATA datagram names its message's
+    /// deadline to the receivers (DEADLINE, 5 bytes of each datagram kept
+    /// free for it), so they drop what completes too late; and the
+    /// session's default rate is the equation rate. Deadlines given to
+    /// `send_message` without this still decide repairs at the sender.
+    pub deadlines: bool,
 }
 
 impl RealtimeSend {
     /// TCP-CM's defaults for datagrams of `max_datagram` bytes: P-FIFO,
-    /// 100 datagrams' worth.
+    /// 100 datagrams' worth, no deadlines.
     pub fn with_defaults(max_datagram: usize) -> Self {
         RealtimeSend {
             order: QueueOrder::Fifo,
             limit: QueueLimit::Bytes(queue::DEFAULT_QUEUE_DATAGRAMS * max_datagram),
+            deadlines: false,
         }
     }
 }

@@ -45,6 +45,11 @@ impl SentMessages {
             .then_some(i)
     }
 
+    /// The deadline of the message holding `offset`, if it has one.
+    pub fn deadline_at(&self, offset: u64) -> Option<Instant> {
+        self.index_of(offset).and_then(|i| self.messages[i].1)
+    }
+
     /// Whether the lost bytes `range` are stale at `now`: some message
     /// they belong to has no deadline (TCP-CM: never repaired) or cannot
     /// be repaired in time — its deadline is less than `half_rtt` away

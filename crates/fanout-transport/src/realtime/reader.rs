@@ -11,7 +11,10 @@
 //! With a latency budget, the receiver also skips a hole by itself
 //! (TCP-RTM): once the first data that arrived beyond it has waited the
 //! budget, waiting longer for the hole would make that data late, so the
-//! hole is given up and the data behind it delivered.
+//! hole is given up and the data behind it delivered. Messages whose
+//! deadline the sender named (DEADLINE, [`super::deadline`]) are read only
+//! until it: a hole is skipped at the deadline of the first message behind
+//! it, and a message complete only after its deadline is dropped.
 
 use fanout_core::time::Instant;
 use fanout_core::RangeSet;
@@ -30,6 +33,8 @@ pub struct NextMessage {
     pub range: Range<u64>,
     /// Some of them were skipped: drop it.
     pub damaged: bool,
+    /// Its deadline on this receiver's clock, if the sender named one.
+    pub deadline: Option<Instant>,
 }
 
 /// Message ends and skipped bytes above the read position.
@@ -45,6 +50,9 @@ pub struct MessageBounds {
     /// first arrival of each out-of-order range; at most one entry per
     /// held range, so bounded like them).
     arrivals: BTreeMap<u64, Instant>,
+    /// Deadlines by the offset of the segment that named them (at most
+    /// `max_ends`).
+    deadlines: BTreeMap<u64, Instant>,
 }
 
 impl MessageBounds {
@@ -57,7 +65,22 @@ impl MessageBounds {
             max_ends: (window_bytes / WINDOW_BYTES_PER_MESSAGE_END).max(1024),
             latency,
             arrivals: BTreeMap::new(),
+            deadlines: BTreeMap::new(),
         }
+    }
+
+    /// The segment at `offset` belongs to a message due at `deadline`
+    /// (forgotten when `max_ends` deadlines are held: that message is then
+    /// read whenever it completes).
+    pub fn on_deadline(&mut self, offset: u64, deadline: Instant) {
+        if self.deadlines.len() < self.max_ends || self.deadlines.contains_key(&offset) {
+            self.deadlines.insert(offset, deadline);
+        }
+    }
+
+    /// The earliest deadline named for bytes of `range`.
+    fn deadline_in(&self, range: Range<u64>) -> Option<Instant> {
+        self.deadlines.range(range).map(|(_, &d)| d).min()
     }
 
     /// Data starting a held range at `start` above RCV.NXT arrived at `now`
@@ -70,11 +93,18 @@ impl MessageBounds {
 
     /// When the hole at `rcv_nxt` is to be skipped, if `next_held` (the
     /// first range held beyond it) exists: its earliest arrival plus the
-    /// latency.
+    /// latency, or the deadline of data in it, whichever comes first.
     pub fn hole_deadline(&self, next_held: Option<Range<u64>>) -> Option<Instant> {
-        let latency = self.latency?;
-        let first = self.arrivals.range(next_held?).map(|(_, &t)| t).min()?;
-        Some(first + latency)
+        let held = next_held?;
+        let by_budget = self.latency.and_then(|latency| {
+            let first = self.arrivals.range(held.clone()).map(|(_, &t)| t).min()?;
+            Some(first + latency)
+        });
+        let by_deadline = self.deadline_in(held);
+        match (by_budget, by_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Forgets arrivals below `rcv_nxt` (the holes before them are gone).
@@ -134,6 +164,7 @@ impl MessageBounds {
         Some(NextMessage {
             range: read_pos..end,
             damaged: self.skipped.overlap_len(read_pos..end) > 0,
+            deadline: self.deadline_in(read_pos..end),
         })
     }
 
@@ -143,6 +174,13 @@ impl MessageBounds {
             self.ends.pop_first();
         }
         self.skipped.remove_below(read_pos);
+        while self
+            .deadlines
+            .first_key_value()
+            .is_some_and(|(&o, _)| o < read_pos)
+        {
+            self.deadlines.pop_first();
+        }
     }
 }
 
@@ -161,7 +199,8 @@ mod tests {
             b.next(0, 400, None),
             Some(NextMessage {
                 range: 0..100,
-                damaged: false
+                damaged: false,
+                deadline: None,
             })
         );
         b.release_below(100);
@@ -204,6 +243,29 @@ mod tests {
         assert_eq!(b.hole_deadline(Some(5000..6000)), Some(at(110)));
         let none = MessageBounds::new(1 << 20, None);
         assert_eq!(none.hole_deadline(Some(5000..6000)), None);
+    }
+
+    #[test]
+    fn named_deadlines_bound_the_wait_for_a_hole_and_come_with_the_message() {
+        let at = |ms| Instant::ZERO + Duration::from_millis(ms);
+        let mut b = MessageBounds::new(1 << 20, Some(Duration::from_millis(500)));
+        b.on_message_end(1000);
+        b.on_message_end(2000);
+        b.on_deadline(0, at(100));
+        b.on_deadline(1000, at(140));
+        b.on_arrival_beyond(1000..2000, at(20));
+        // The message behind the hole is due before the budget runs out.
+        assert_eq!(b.hole_deadline(Some(1000..2000)), Some(at(140)));
+        assert_eq!(b.next(0, 2000, None).unwrap().deadline, Some(at(100)));
+        b.release_below(1000);
+        assert_eq!(b.next(1000, 2000, None).unwrap().deadline, Some(at(140)));
+        b.release_below(2000);
+        assert!(b.deadlines.is_empty());
+        // Without a budget, deadlines alone skip holes.
+        let mut d = MessageBounds::new(1 << 20, None);
+        d.on_deadline(3000, at(70));
+        assert_eq!(d.hole_deadline(Some(3000..4000)), Some(at(70)));
+        assert_eq!(d.hole_deadline(Some(5000..6000)), None);
     }
 
     #[test]

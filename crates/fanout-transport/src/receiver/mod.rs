@@ -163,6 +163,10 @@ pub struct Receiver {
     /// Message ends and skipped bytes of a real-time receiver
     /// ([`TransportConfig::realtime`]).
     messages: Option<Box<crate::realtime::MessageBounds>>,
+    /// The sender's timestamp clock on ours (real-time: message deadlines).
+    sender_clock: crate::realtime::SenderClock,
+    /// A DEADLINE frame's time, for the DATA after it in the same datagram.
+    named_deadline: Option<WireTimestamp>,
 }
 
 impl Receiver {
@@ -224,6 +228,8 @@ impl Receiver {
                     config.realtime_latency,
                 ))
             }),
+            sender_clock: crate::realtime::SenderClock::default(),
+            named_deadline: None,
             config,
         }
     }
@@ -325,9 +331,10 @@ impl Receiver {
     /// Reads the next whole message into `out` (replacing its contents) — a
     /// real-time receiver ([`TransportConfig::realtime`]) only. Messages
     /// any of whose bytes the sender skipped are dropped on the way
-    /// (counted as `messages_dropped`). False when no whole message is
-    /// readable now (or not a real-time receiver).
-    pub fn read_message(&mut self, out: &mut Vec<u8>) -> bool {
+    /// (counted as `messages_dropped`), and so are those whose deadline
+    /// the sender named and `now` is past (`messages_late`). False when no
+    /// whole message is readable now (or not a real-time receiver).
+    pub fn read_message(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         loop {
             let Some(next) = self
                 .messages
@@ -347,6 +354,10 @@ impl Receiver {
             }
             if next.damaged {
                 self.stats.messages_dropped += 1;
+                continue;
+            }
+            if next.deadline.is_some_and(|d| now > d) {
+                self.stats.messages_late += 1;
                 continue;
             }
             self.stats.messages_read += 1;
@@ -573,7 +584,12 @@ impl Receiver {
             self.stats.drops.count(DropReason::BeyondWindow);
             return;
         }
+        let named = self.named_deadline.take();
+        let mut due = None;
         if let Some(b) = self.messages.as_mut() {
+            self.sender_clock
+                .on_timestamp(self.arrived.unwrap_or(now), d.timestamp);
+            due = named.and_then(|t| self.sender_clock.local(now, t));
             if d.message_end && range.end > self.buffer.read_pos() {
                 if !b.has_room() {
                     // Comes again (or is skipped) once earlier messages
@@ -588,7 +604,12 @@ impl Receiver {
         let mut duplicate = false;
         if !d.payload.is_empty() {
             match self.buffer.insert(d.offset, d.payload) {
-                Ok(n) => self.stats.payload_bytes_received += n,
+                Ok(n) => {
+                    self.stats.payload_bytes_received += n;
+                    if let (Some(b), Some(due)) = (self.messages.as_mut(), due) {
+                        b.on_deadline(d.offset, due);
+                    }
+                }
                 Err(Refused::Duplicate) => {
                     duplicate = true;
                     self.stats.duplicate_bytes += d.payload.len() as u64;
@@ -694,6 +715,7 @@ impl Receiver {
     }
 
     fn handle_frames(&mut self, now: Instant, body: &[u8]) {
+        self.named_deadline = None;
         for frame in decode_frames(body) {
             let Ok(frame) = frame else {
                 self.stats.drops.count(DropReason::MalformedFrame);
@@ -701,6 +723,8 @@ impl Receiver {
             };
             match frame {
                 Frame::Data(d) => self.on_data(now, &d),
+                // For the DATA after it (ignored by a reliable receiver).
+                Frame::Deadline(t) => self.named_deadline = Some(t),
                 Frame::Skip(f) if self.messages.is_some() => self.on_skip(now, &f),
                 // A real-time sender gives up bytes this reliable receiver
                 // must have: it cannot go on, and says why.
@@ -883,6 +907,8 @@ impl Receiver {
                 self.member_id = a.member_id;
                 self.buffer.start_at(a.start_offset);
                 self.start = self.buffer.read_pos();
+                self.sender_clock
+                    .set_join_rtt(a.timestamp_echo.elapsed(now));
                 self.last_ack_sent = a.start_offset;
                 self.state = State::Established;
                 self.events.push_back(Event::Connected);

@@ -57,7 +57,9 @@ pub struct SessionConfig {
     /// Multicast or unicast repairs (TCP-SMO §II.E; default: multicast when
     /// more than 5% of members miss a segment).
     pub repair: RepairPolicy,
-    /// The session window from the members' (TCP-SMO §II.F `G`; default min).
+    /// The session window from the members' (TCP-SMO §II.F `G`; default
+    /// [`WindowPolicy::Auto`]: min, or the equation rate for messages with
+    /// deadlines).
     pub window: WindowPolicy,
     /// The session RTT from the members' (TCP-SMO §II.E; default max).
     pub rtt: RttPolicy,
@@ -70,7 +72,8 @@ pub struct SessionConfig {
     /// A member whose cumulative ACK has not advanced for this long while
     /// data is outstanding to it is evicted.
     pub stall_timeout: Duration,
-    /// A member is evicted after this many consecutive RTO expiries.
+    /// A member is evicted after more than this many consecutive RTO
+    /// expiries.
     pub max_rto_backoffs: u32,
     /// A member whose address is not validated this long after it joined
     /// is evicted ([`crate::address_budget`]). It is PINGed every eighth
@@ -142,6 +145,21 @@ impl SessionConfig {
     }
 }
 
+impl SessionConfig {
+    /// A member's RTO bounds: the transport's, with the backed-off timer
+    /// at most an eighth of the stall timeout, so a member is retried about
+    /// nine times before it counts as stalled rather than five (200 ms
+    /// doubling reaches 6.4 s within a 10 s stall timeout). With 10% loss
+    /// each way a repair and its ACK both get through 81% of the time: five
+    /// failures in a row happen to one loss in 4000, nine to one in 3
+    /// million.
+    pub fn member_rto(&self) -> fanout_core::rtt::RtoConfig {
+        let mut rto = self.transport.rto;
+        rto.max = rto.max.min((self.stall_timeout / 8).max(rto.min));
+        rto
+    }
+}
+
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
@@ -150,13 +168,13 @@ impl Default for SessionConfig {
             release: ReleasePolicy::SlowestReceiver,
             join: JoinPolicy::FromStart,
             repair: RepairPolicy::Threshold(0.05),
-            window: WindowPolicy::Minimum,
+            window: WindowPolicy::Auto,
             rtt: RttPolicy::Maximum,
             wait_for_members: 1,
             wait_at_most: Duration::from_secs(5),
             max_members: DEFAULT_MAX_MEMBERS,
             stall_timeout: Duration::from_secs(10),
-            max_rto_backoffs: 6,
+            max_rto_backoffs: 10,
             validation_timeout: crate::address_budget::DEFAULT_VALIDATION_TIMEOUT,
             steady_ack_every: Some(8),
             feedback_budget_pps: super::feedback::DEFAULT_FEEDBACK_BUDGET_PPS,

@@ -8,13 +8,28 @@ use std::time::Duration;
 /// How the session window follows the members' congestion windows.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum WindowPolicy {
-    /// The smallest member window (default): strictly TCP-fair on every
-    /// shared link, and every member runs at the pace of the slowest.
+    /// The default: [`WindowPolicy::REALTIME`] for a real-time session
+    /// whose messages carry deadlines, [`WindowPolicy::Minimum`] (TCP's
+    /// own window, as TCP-CM) otherwise.
+    Auto,
+    /// The smallest member window: strictly TCP-fair on every shared
+    /// link, and every member runs at the pace of the slowest.
     Minimum,
-    /// An equation-based rate (RFC 5348's throughput equation at the worst
-    /// member's loss event rate and RTT, as TFMCC): smooth, for real-time
-    /// sessions ([`super::EquationRate`]).
-    Equation,
+    /// An equation-based rate (RFC 5348's throughput equation at each
+    /// member's loss event rate and RTT, as TFMCC and TCP-CM): smooth, for
+    /// real-time sessions ([`super::EquationRate`]). The session rate is
+    /// the member rate at `percentile`, at most `b·f(N)` times the worst
+    /// member's (the essentially-fair bound of TCP-SMO §II.F in rates):
+    /// with one member, exactly its TCP-friendly rate.
+    Equation {
+        /// Member rate rank aimed at, in `[0, 1]` (0 = the worst member,
+        /// as TFMCC; 1 = the best).
+        percentile: f64,
+        /// Upper bound factor `b` (≥ 1).
+        b: f64,
+        /// The group-size factor `f(N)`.
+        scaling: FairScaling,
+    },
     /// "Essentially fair" (TCP-SMO §II.F after Wang & Schwartz): the session
     /// may take `B` with `a·B_tcp ≤ B ≤ b·f(N)·B_tcp`, `B_tcp` the throughput
     /// of a TCP flow on the worst member's path (its window). Within those
@@ -32,6 +47,39 @@ pub enum WindowPolicy {
         /// The group-size factor `f(N)`.
         scaling: FairScaling,
     },
+}
+
+impl WindowPolicy {
+    /// A real-time session's default: the equation rate of the best
+    /// member, at most `1 + log2 N` times the worst member's. One member:
+    /// its TCP-friendly rate; 100 members: at most 7.6 times a TCP flow's
+    /// rate on the worst path, so a few lossy or distant members do not
+    /// starve a stream every other path can carry (TCP-SMO §II.F: a
+    /// real-time session "can choose to move on at a relatively regular
+    /// pace").
+    pub const REALTIME: WindowPolicy = WindowPolicy::Equation {
+        percentile: 1.0,
+        b: 1.0,
+        scaling: FairScaling::Log2,
+    };
+
+    /// The equation rate of the worst member (TFMCC's rule, RFC 4654 §3):
+    /// TCP-friendly on every member's path.
+    pub const EQUATION_WORST: WindowPolicy = WindowPolicy::Equation {
+        percentile: 0.0,
+        b: 1.0,
+        scaling: FairScaling::One,
+    };
+
+    /// The policy `Auto` stands for in a session whose messages carry
+    /// deadlines or not.
+    pub fn resolve(self, deadlines: bool) -> WindowPolicy {
+        match self {
+            WindowPolicy::Auto if deadlines => WindowPolicy::REALTIME,
+            WindowPolicy::Auto => WindowPolicy::Minimum,
+            other => other,
+        }
+    }
 }
 
 /// `f(N)` of the essentially-fair upper bound.

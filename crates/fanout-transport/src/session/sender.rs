@@ -233,7 +233,8 @@ impl SessionSender {
     /// Opens a session named `session_id`, waiting for members, with the
     /// controller `config.window` names.
     pub fn new(config: SessionConfig, session_id: u64, now: Instant) -> Self {
-        let controller = controller::build(config.window);
+        let controller =
+            controller::build(config.window, config.realtime.is_some_and(|r| r.deadlines));
         Self::with_controller(config, session_id, now, controller)
     }
 
@@ -245,7 +246,13 @@ impl SessionSender {
         now: Instant,
         controller: Box<dyn SessionController>,
     ) -> Self {
-        let mss = config.transport.max_payload();
+        // Messages with deadlines name them in every DATA datagram.
+        let deadline_room = if config.realtime.is_some_and(|r| r.deadlines) {
+            crate::wire::DEADLINE_FRAME_LEN as u64
+        } else {
+            0
+        };
+        let mss = config.transport.max_payload() - deadline_room;
         let pacer = if config.transport.pacing {
             Pacer::new(mss).with_burst_time(config.transport.pacing_burst)
         } else {

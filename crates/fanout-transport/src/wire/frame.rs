@@ -42,6 +42,12 @@ const T_SEGMENTS: u8 = 0x1a;
 const T_SEGMENTS_REQUEST: u8 = 0x1b;
 const T_RETRY: u8 = 0x1c;
 const T_REKEY: u8 = 0x1d;
+const T_DEADLINE: u8 = 0x1e;
+
+/// Bytes a DEADLINE frame takes (type and `deadline:u32`): a real-time
+/// sender whose messages carry deadlines keeps them free in every DATA
+/// datagram.
+pub const DEADLINE_FRAME_LEN: usize = 5;
 
 /// GROUP_KEY: the key multicast datagrams of one epoch are sealed under.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -262,6 +268,10 @@ pub enum Frame<'a> {
     Data(DataFrame<'a>),
     /// Abandoned stream bytes.
     Skip(SkipFrame),
+    /// The deadline, on the sender's timestamp clock, of the message the
+    /// DATA frame after it in the same datagram belongs to (real-time
+    /// modes, `docs/wire.md` §4.5).
+    Deadline(WireTimestamp),
     /// Graceful close.
     Close(CloseFrame<'a>),
     /// Abortive reset.
@@ -440,6 +450,7 @@ impl<'a> Frame<'a> {
             T_SEGMENTS_REQUEST => Frame::SegmentsRequest(r.varint()?),
             T_RETRY => Frame::Retry(r.u64()?),
             T_REKEY => Frame::Rekey,
+            T_DEADLINE => Frame::Deadline(WireTimestamp(r.u32()?)),
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -574,6 +585,10 @@ impl<'a> Frame<'a> {
                 out.put_u64(*token);
             }
             Frame::Rekey => out.put_u8(T_REKEY),
+            Frame::Deadline(t) => {
+                out.put_u8(T_DEADLINE);
+                out.put_u32(t.0);
+            }
             Frame::Signature(list) => {
                 out.put_u8(T_SIGNATURE);
                 crate::protection::source::encode_list(list, out);
@@ -795,6 +810,7 @@ mod tests {
             roundtrip(&Frame::SegmentsRequest(off));
             roundtrip(&Frame::Retry(off | 1 << 63));
             roundtrip(&Frame::Rekey);
+            roundtrip(&Frame::Deadline(timestamp));
             roundtrip(&Frame::Segments(crate::protection::segments::SegmentList {
                 start: off,
                 segments: vec![

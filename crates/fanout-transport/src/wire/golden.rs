@@ -1,6 +1,6 @@
 //! Golden vectors: the exact bytes of one DATA and one ACK datagram, of
 //! one UPSTREAM and one UPSTREAM_ACK datagram, and of the handshake and
-//! SKIP frames, as printed in `docs/wire.md` §6. A change here is a wire format change.
+//! SKIP and DEADLINE frames, as printed in `docs/wire.md` §6. A change here is a wire format change.
 
 use super::{
     AcceptFrame, AckFrame, CatchUpFrame, ConnectFrame, DataFrame, Frame, Header, HeaderFlags,
@@ -34,7 +34,7 @@ fn data_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "04",               // version 4
+        "05",               // version 5
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000007",         // packet number 7
@@ -71,7 +71,7 @@ fn ack_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "04",               // version 4
+        "05",               // version 5
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000003",         // packet number 3 (the receiver's own space)
@@ -108,7 +108,7 @@ fn upstream_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "04",               // version 4
+        "05",               // version 5
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000004",         // packet number 4 (the member's own space)
@@ -141,7 +141,7 @@ fn upstream_ack_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "04",               // version 4
+        "05",               // version 5
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000009",         // packet number 9 (the sender's space)
@@ -245,6 +245,21 @@ fn skip_frame() {
             "44b0", // offset 1200
             "4578", // length 1400
             "01",   // a message ends at its end
+        )
+    );
+}
+
+/// The message of the DATA after it is due 1.3 s after the sender's epoch
+/// (`docs/wire.md` §4.5).
+#[test]
+fn deadline_frame() {
+    let mut out = Vec::new();
+    Frame::Deadline(WireTimestamp(1_300_000)).encode(&mut out);
+    assert_eq!(
+        hex(&out),
+        concat!(
+            "1e",       // DEADLINE
+            "0013d620", // 1 300 000 µs
         )
     );
 }

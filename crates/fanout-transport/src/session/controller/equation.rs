@@ -13,16 +13,22 @@
 //! member has a whole interval (two losses), its own congestion window
 //! rules it (slow start, as TFRC's own start-up doubles per round trip).
 //!
-//! The session sends at the smallest member rate (the rate cap), within a
-//! window of twice that rate's worth per member round trip beyond what the
-//! member acknowledged (so ACK clocking never throttles below the rate),
-//! and within every receive window.
+//! The session rate (the rate cap) is the member rate at a percentile, at
+//! most `b·f(N)` times the smallest member rate (TCP-SMO §II.F's
+//! essentially-fair bound, taken in rates: each member's rate is already
+//! its own round trip's). At percentile 0 it is the smallest (TFMCC); with
+//! one member, that member's rate whatever the percentile. The session
+//! sends within a window of twice the session rate's worth per member
+//! round trip beyond what the member acknowledged (so ACK clocking never
+//! throttles below the rate), and within every receive window.
 
 use super::SessionController;
 use crate::session::member::Member;
 use crate::session::members::{IndexSpec, MemberKey, MemberView};
+use crate::session::policy::{rank_at, FairScaling};
 use crate::session::MemberId;
 use fanout_core::time::Instant;
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -51,22 +57,32 @@ struct MemberRate {
     pipe_base: u64,
     /// Offsets below this fit its receive window.
     window_end: u64,
+    /// When it first acknowledged anything, and how much it had then.
+    first_ack: Option<(Instant, u64)>,
 }
 
 impl MemberRate {
-    /// `events` loss events so far, `cumulative` bytes acknowledged. Loss
-    /// events are recovery episodes (RACK groups the losses of a round trip
-    /// into one, as RFC 5348 §5.2 does; timeouts during a stall are not new
-    /// events). An interval runs from one event to the next; the first
-    /// event only opens one (the bytes before it were slow start, RFC 5348
-    /// §6.3.1), and an event without progress since the last belongs to it.
-    fn on_progress(&mut self, events: u64, cumulative: u64) {
+    /// `events` loss events so far, `cumulative` bytes acknowledged at
+    /// `now`. Loss events are recovery episodes (RACK groups the losses of
+    /// a round trip into one, as RFC 5348 §5.2 does; timeouts during a
+    /// stall are not new events). An interval runs from one event to the
+    /// next, and an event without progress since the last belongs to it.
+    /// The first event opens the first interval and stands for the history
+    /// before it with the interval that gives the rate the member received
+    /// at (RFC 5348 §6.3.1: the bytes before it were slow start).
+    fn on_progress(&mut self, now: Instant, events: u64, cumulative: u64) {
         self.cumulative = cumulative;
+        if cumulative > 0 && self.first_ack.is_none() {
+            self.first_ack = Some((now, cumulative));
+        }
         if events <= self.events {
             return;
         }
         let progressed = cumulative > self.open_from;
-        if self.events > 0 && progressed {
+        if self.events == 0 {
+            let interval = self.synthetic_interval(now);
+            self.intervals.push_front(interval);
+        } else if progressed {
             self.intervals.push_front(cumulative - self.open_from);
             self.intervals.truncate(WEIGHTS.len());
         }
@@ -74,6 +90,24 @@ impl MemberRate {
             self.open_from = cumulative;
         }
         self.events = events;
+    }
+
+    /// The loss interval (bytes) whose rate is what the member received at
+    /// before its first loss: its mean receive rate since its first
+    /// acknowledgement, at least RFC 5348 §4.2's initial 4 segments per
+    /// round trip.
+    fn synthetic_interval(&self, now: Instant) -> u64 {
+        let rtt = self.srtt.as_secs_f64().max(1e-4);
+        let received = self.first_ack.map_or(0.0, |(at, bytes)| {
+            let secs = now.saturating_duration_since(at).as_secs_f64();
+            if secs > 0.0 {
+                self.cumulative.saturating_sub(bytes) as f64 / secs
+            } else {
+                0.0
+            }
+        });
+        let rate = received.max(4.0 * SEGMENT / rtt);
+        (SEGMENT / loss_rate_for(SEGMENT, rtt, rate)) as u64
     }
 
     /// The loss event rate, once there was a loss.
@@ -116,20 +150,81 @@ pub fn throughput_bps(s: f64, r: f64, p: f64) -> f64 {
         + t_rto * (3.0 * (3.0 * p / 8.0).sqrt()) * p * (1.0 + 32.0 * p * p))
 }
 
+/// The loss event rate at which [`throughput_bps`] gives `rate` (bytes per
+/// second) for segments of `s` bytes and round trip `r` seconds: the
+/// equation inverted by bisection (it falls monotonically with `p`), within
+/// `[1e-8, 1]`.
+pub fn loss_rate_for(s: f64, r: f64, rate: f64) -> f64 {
+    let (mut lo, mut hi) = (1e-8_f64, 1.0_f64);
+    if throughput_bps(s, r, lo) <= rate {
+        return lo;
+    }
+    if throughput_bps(s, r, hi) >= rate {
+        return hi;
+    }
+    for _ in 0..60 {
+        // Bisect in the logarithm: p spans eight decades.
+        let mid = (lo * hi).sqrt();
+        if throughput_bps(s, r, mid) > rate {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo * hi).sqrt()
+}
+
 /// The equation-based session rate.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EquationRate {
     members: BTreeMap<MemberId, MemberRate>,
+    /// Member rate rank aimed at, in `[0, 1]`.
+    percentile: f64,
+    /// Upper bound factor `b`.
+    b: f64,
+    /// The group-size factor `f(N)`.
+    scaling: FairScaling,
+    /// The session rate, bytes per second, while no feedback changed it
+    /// (`None` inside: not computed since).
+    cached: Cell<Option<Option<f64>>>,
+}
+
+impl Default for EquationRate {
+    /// TFMCC's rule: the worst member's rate.
+    fn default() -> Self {
+        EquationRate::new(0.0, 1.0, FairScaling::One)
+    }
 }
 
 impl EquationRate {
-    /// The smallest member rate, bytes per second, if any member has a
-    /// loss history.
+    /// The rate of the member at `percentile` (in `[0, 1]`), at most
+    /// `b·f(N)` (`b` ≥ 1) times the worst member's.
+    pub fn new(percentile: f64, b: f64, scaling: FairScaling) -> Self {
+        EquationRate {
+            members: BTreeMap::new(),
+            percentile: percentile.clamp(0.0, 1.0),
+            b: b.max(1.0),
+            scaling,
+            cached: Cell::new(None),
+        }
+    }
+
+    /// The session rate, bytes per second, if any member has a loss
+    /// history (members without one follow their own windows).
     fn session_rate(&self) -> Option<f64> {
-        self.members
-            .values()
-            .filter_map(MemberRate::rate)
-            .min_by(f64::total_cmp)
+        if let Some(rate) = self.cached.get() {
+            return rate;
+        }
+        let mut rates: Vec<f64> = self.members.values().filter_map(MemberRate::rate).collect();
+        let rate = (!rates.is_empty()).then(|| {
+            let rank = rank_at(self.percentile, rates.len());
+            let (_, &mut target, _) = rates.select_nth_unstable_by(rank, f64::total_cmp);
+            let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let ceiling = self.b * self.scaling.factor(self.members.len()) * worst;
+            target.min(ceiling)
+        });
+        self.cached.set(Some(rate));
+        rate
     }
 
     /// Highest offset new data may reach for member `m` at session rate
@@ -152,18 +247,20 @@ impl SessionController for EquationRate {
             .to_vec()
     }
 
-    fn on_feedback(&mut self, _now: Instant, member: &Member) {
+    fn on_feedback(&mut self, now: Instant, member: &Member) {
         let r = member.recovery();
         let m = self.members.entry(member.id()).or_default();
-        m.on_progress(r.recovery_episodes(), r.cumulative());
         m.srtt = r.srtt();
+        m.on_progress(now, r.recovery_episodes(), r.cumulative());
         m.send_edge = member.send_edge();
         m.pipe_base = r.pipe_base();
         m.window_end = member.window_end();
+        self.cached.set(None);
     }
 
     fn on_member_left(&mut self, id: MemberId) {
         self.members.remove(&id);
+        self.cached.set(None);
     }
 
     fn window(&self, members: &MemberView<'_>) -> u64 {
@@ -215,19 +312,69 @@ mod tests {
     }
 
     #[test]
+    fn the_inverse_equation_gives_back_the_loss_rate() {
+        for p in [1e-4, 0.003, 0.02, 0.1, 0.4] {
+            let x = throughput_bps(1400.0, 0.05, p);
+            let q = loss_rate_for(1400.0, 0.05, x);
+            assert!((q - p).abs() / p < 1e-6, "{p}: {q}");
+        }
+    }
+
+    #[test]
     fn intervals_run_between_losses_with_progress() {
-        let mut m = MemberRate::default();
-        m.on_progress(1, 50_000); // the first loss opens the first interval
-        assert!(m.intervals.is_empty());
-        m.on_progress(1, 90_000);
-        m.on_progress(2, 190_000);
-        assert_eq!(m.intervals, [140_000]);
+        let t0 = Instant::from_nanos(1_000_000_000);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut m = MemberRate {
+            srtt: Duration::from_millis(100),
+            ..MemberRate::default()
+        };
+        m.on_progress(t0, 0, 10_000);
+        // The first loss, 1 s later at 100 000 B/s received: it opens the
+        // first interval and stands for what came before with the interval
+        // whose equation rate is 100 000 B/s.
+        m.on_progress(at(1000), 1, 110_000);
+        assert_eq!(m.intervals.len(), 1);
+        let rate = m.rate().unwrap();
+        assert!((rate - 100_000.0).abs() < 100.0, "{rate}");
+        let synthetic = m.intervals[0];
+        m.on_progress(at(1100), 1, 150_000);
+        m.on_progress(at(1200), 2, 250_000);
+        assert_eq!(m.intervals, [140_000, synthetic]);
         // Losses without progress (a stall) belong to the last one.
-        m.on_progress(3, 190_000);
-        m.on_progress(5, 190_000);
-        assert_eq!(m.intervals, [140_000]);
-        m.on_progress(6, 260_000);
-        assert_eq!(m.intervals, [70_000, 140_000]);
+        m.on_progress(at(1300), 3, 250_000);
+        m.on_progress(at(1400), 5, 250_000);
+        assert_eq!(m.intervals, [140_000, synthetic]);
+        m.on_progress(at(1500), 6, 320_000);
+        assert_eq!(m.intervals, [70_000, 140_000, synthetic]);
+    }
+
+    #[test]
+    fn a_group_takes_the_best_rate_within_its_bound() {
+        let member = |p: f64| {
+            let mut m = MemberRate {
+                srtt: Duration::from_millis(100),
+                ..MemberRate::default()
+            };
+            m.intervals = std::iter::repeat_n((1400.0 / p) as u64, 8).collect();
+            m
+        };
+        let rate = |c: &EquationRate| c.session_rate().unwrap();
+        let mut c = EquationRate::new(1.0, 1.0, FairScaling::Log2);
+        c.members.insert(MemberId(1), member(0.01));
+        let one = throughput_bps(SEGMENT, 0.1, 0.01);
+        assert!((rate(&c) - one).abs() < 1.0, "one member: its own rate");
+        // Two members, one much lossier: the best rate, at most
+        // (1 + log2 2) = 2 times the worst.
+        c.members.insert(MemberId(2), member(0.2));
+        c.cached.set(None);
+        let worst = throughput_bps(SEGMENT, 0.1, 0.2);
+        assert!((rate(&c) - 2.0 * worst).abs() < 1.0);
+        // TFMCC's rule: the worst.
+        let tfmcc = EquationRate {
+            members: c.members.clone(),
+            ..EquationRate::default()
+        };
+        assert!((rate(&tfmcc) - worst).abs() < 1.0);
     }
 
     #[test]

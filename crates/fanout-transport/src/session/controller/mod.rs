@@ -55,11 +55,15 @@ pub trait SessionController: std::fmt::Debug + Send {
 }
 
 /// The controller a [`WindowPolicy`] names (the registry of built-in
-/// controllers).
-pub fn build(policy: WindowPolicy) -> Box<dyn SessionController> {
-    match policy {
-        WindowPolicy::Minimum => Box::new(MinimumWindow),
-        WindowPolicy::Equation => Box::new(EquationRate::default()),
+/// controllers), for a session whose messages carry `deadlines` or not.
+pub fn build(policy: WindowPolicy, deadlines: bool) -> Box<dyn SessionController> {
+    match policy.resolve(deadlines) {
+        WindowPolicy::Auto | WindowPolicy::Minimum => Box::new(MinimumWindow),
+        WindowPolicy::Equation {
+            percentile,
+            b,
+            scaling,
+        } => Box::new(EquationRate::new(percentile, b, scaling)),
         WindowPolicy::EssentiallyFair {
             percentile,
             a,

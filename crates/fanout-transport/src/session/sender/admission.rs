@@ -439,7 +439,11 @@ impl SessionSender {
         self.offers.pending.retain(|o| o.peer != from);
         let id = self.members.next_id();
         let t = &self.config.transport;
-        let recovery = Recovery::new(start, RttEstimator::new(t.rto), t.cc.build(self.mss));
+        let recovery = Recovery::new(
+            start,
+            RttEstimator::new(self.config.member_rto()),
+            t.cc.build(self.mss),
+        );
         let token = self.config.token_key.token(self.session_id, id, from);
         let mut member = Member::new(id, from, token, start, connect.window, recovery, now);
         let validated = named || retried;

@@ -21,6 +21,8 @@ pub(super) struct RealtimeOut {
     too_long: u64,
     /// The application finished: the stream ends once the queue is empty.
     finishing: bool,
+    /// DATA datagrams name their message's deadline (room kept for it).
+    names_deadlines: bool,
 }
 
 impl RealtimeOut {
@@ -36,6 +38,7 @@ impl RealtimeOut {
             sent: SentMessages::default(),
             too_long: 0,
             finishing: false,
+            names_deadlines: mode.deadlines,
         }
     }
 
@@ -144,6 +147,13 @@ impl SessionSender {
         if rt.finishing {
             self.buffer.finish();
         }
+    }
+
+    /// The deadline to name in a DATA datagram starting at stream
+    /// `offset`: its message's, if it has one and the session names them.
+    pub(super) fn message_deadline(&self, offset: u64) -> Option<Instant> {
+        let rt = self.realtime.as_ref().filter(|rt| rt.names_deadlines)?;
+        rt.sent.deadline_at(offset)
     }
 
     /// Forgets sent messages below `offset` (released).

@@ -158,8 +158,15 @@ impl SessionSender {
                 return Some(self.write_skip(now, skip, addr, out));
             }
             self.stats.unicast_repairs += 1;
-            self.stats.repair_bytes += range.end.min(self.buffer.end()) - range.start;
-            return Some(self.write_data(now, range, addr, out));
+            let len = range.end.min(self.buffer.end()) - range.start;
+            self.stats.repair_bytes += len;
+            // One member's path carries a unicast repair: the pacer (the
+            // rate every path may take) is charged its share over the
+            // members, as a unicast fan-out run charges each copy.
+            let t = self.write_segment(now, range, addr, out);
+            self.pacer
+                .on_sent(now, len.div_ceil(self.members.len().max(1) as u64));
+            return Some(t);
         }
         None
     }

@@ -408,8 +408,9 @@ impl SessionSender {
     }
 
     /// Encodes one data datagram without charging the pacer (the copies of
-    /// a unicast fan-out run were charged once per segment).
-    fn write_segment(
+    /// a unicast fan-out run were charged once per segment; a unicast
+    /// repair charges its share).
+    pub(super) fn write_segment(
         &mut self,
         now: Instant,
         range: Range<u64>,
@@ -420,13 +421,28 @@ impl SessionSender {
         let fin = self.buffer.fin().is_some_and(|f| range.end == f + 1);
         let len = (data_end - range.start) as usize;
         let multicast = to.ip().is_multicast();
-        let message_end = match self.keys.as_ref().and_then(|k| k.listed(range.start)) {
+        let listed = self
+            .keys
+            .as_ref()
+            .and_then(|k| k.listed(range.start))
+            .filter(|&(l, _, _)| multicast && l == len as u64);
+        let message_end = match listed {
             // A listed segment goes exactly as its hash says.
-            Some((l, _, end)) if multicast && l == len as u64 => end,
-            _ => self.buffer.is_message_end(data_end) && len > 0,
+            Some((_, _, end)) => end,
+            None => self.buffer.is_message_end(data_end) && len > 0,
         };
+        // The message's deadline, for the receivers (TCP-RTM): not in a
+        // listed datagram, which carries its DATA alone (its list vouches
+        // for nothing else).
+        let deadline = listed
+            .is_none()
+            .then(|| self.message_deadline(range.start))
+            .flatten();
         let buffer = &self.buffer;
         let mut p = PacketBuilder::new(out, &mut self.numbers, self.session_id, multicast);
+        if let Some(d) = deadline {
+            p.frame(&Frame::Deadline(WireTimestamp::at(d)));
+        }
         p.data(
             range.start,
             WireTimestamp::at(now),

@@ -1,0 +1,155 @@
+//! The sender's clock as a real-time receiver sees it: where on its own
+//! clock a deadline the sender wrote on its timestamp clock (DEADLINE,
+//! `docs/wire.md` §4.5) falls.
+//!
+//! Every DATA carries the sender's timestamp (µs, modulo 2^32). Its
+//! distance from the arrival — the transit — is the clocks' offset plus
+//! the path's delay; the smallest transit seen is the offset plus the
+//! path's propagation delay. A deadline mapped with it falls that
+//! propagation delay late, so half the round trip the receiver measured
+//! when it joined is taken off (SRT's timestamp-based delivery maps its
+//! packets' times the same way, from the handshake). The smallest transit
+//! also holds the time a full datagram takes to go onto the slowest link,
+//! which the join's small datagrams do not: [`GUARD`] more is taken off
+//! for it (a full datagram on a link of 6 Mbit/s or faster). The smallest
+//! transit is kept over two windows of [`TRANSIT_WINDOW`], so a clock
+//! drifting against the sender's, or a path that gets longer, is followed.
+
+use crate::wire::WireTimestamp;
+use fanout_core::time::Instant;
+use std::time::Duration;
+
+/// How long one window of the smallest transit lasts.
+pub const TRANSIT_WINDOW: Duration = Duration::from_secs(10);
+
+/// Taken off every mapped deadline: a full datagram's transmission time
+/// on a 6 Mbit/s link, and the clocks' granularity.
+pub const GUARD: Duration = Duration::from_millis(2);
+
+/// Maps the sender's timestamps onto this receiver's clock.
+#[derive(Debug, Default, Clone)]
+pub struct SenderClock {
+    /// The smallest transit (µs modulo 2^32) of the current window and of
+    /// the one before.
+    min_transit: [Option<u32>; 2],
+    /// When the current window started.
+    window_start: Option<Instant>,
+    /// Half the round trip measured at the join.
+    one_way: Duration,
+}
+
+/// `now` on the 32-bit microsecond clock of [`WireTimestamp`].
+fn local_us(now: Instant) -> u32 {
+    WireTimestamp::at(now).0
+}
+
+/// `a` before `b`, modulo 2^32.
+fn earlier(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl SenderClock {
+    /// The round trip measured when joining (its half is taken as the
+    /// path's one-way delay).
+    pub fn set_join_rtt(&mut self, rtt: Duration) {
+        self.one_way = rtt / 2;
+    }
+
+    /// A DATA stamped `sent` (the sender's clock) arrived at `arrived`.
+    pub fn on_timestamp(&mut self, arrived: Instant, sent: WireTimestamp) {
+        let transit = local_us(arrived).wrapping_sub(sent.0);
+        let start = *self.window_start.get_or_insert(arrived);
+        if arrived.saturating_duration_since(start) >= TRANSIT_WINDOW {
+            self.min_transit = [None, self.min_transit[0]];
+            self.window_start = Some(arrived);
+        }
+        let current = &mut self.min_transit[0];
+        if current.is_none_or(|m| earlier(transit, m)) {
+            *current = Some(transit);
+        }
+    }
+
+    /// The smallest transit of the two windows, if any DATA arrived.
+    fn transit(&self) -> Option<u32> {
+        match self.min_transit {
+            [Some(a), Some(b)] => Some(if earlier(a, b) { a } else { b }),
+            [a, b] => a.or(b),
+        }
+    }
+
+    /// Where the sender's time `at` falls on this receiver's clock, seen
+    /// from `now` (`None` before any DATA). Within about 35 minutes of
+    /// `now` (the timestamps wrap after 71).
+    pub fn local(&self, now: Instant, at: WireTimestamp) -> Option<Instant> {
+        let here = at.0.wrapping_add(self.transit()?);
+        let ahead_us = here.wrapping_sub(local_us(now)) as i32;
+        let mapped = if ahead_us >= 0 {
+            now + Duration::from_micros(ahead_us as u64)
+        } else {
+            now.saturating_sub(Duration::from_micros(u64::from(ahead_us.unsigned_abs())))
+        };
+        Some(mapped.saturating_sub(self.one_way + GUARD))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sender's clock runs `offset_us` ahead of the receiver's; the
+    /// path takes `delay_ms` plus `jitter_ms`.
+    fn stamp(receiver_now: Instant, offset_us: u64, delay_ms: u64) -> WireTimestamp {
+        let sent_local = receiver_now.saturating_sub(Duration::from_millis(delay_ms));
+        WireTimestamp(local_us(sent_local).wrapping_add(offset_us as u32))
+    }
+
+    #[test]
+    fn deadlines_map_through_the_smallest_transit_less_half_the_join_rtt() {
+        let t0 = Instant::ZERO + Duration::from_secs(100);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Any offset, across the 32-bit wrap.
+        for offset in [0u64, 123_456_789, u64::from(u32::MAX) - 1000] {
+            let mut c = SenderClock::default();
+            assert_eq!(c.local(t0, WireTimestamp(0)), None);
+            c.set_join_rtt(Duration::from_millis(40));
+            // 20 ms one way, sometimes 35 ms (queueing).
+            for (i, extra) in [15u64, 0, 7, 15, 3].into_iter().enumerate() {
+                let now = at(i as u64 * 10);
+                c.on_timestamp(now, stamp(now, offset, 20 + extra));
+            }
+            // A deadline the sender wrote for 300 ms after it sent at
+            // t0: falls at t0 + 300 ms here.
+            let sent = stamp(t0, offset, 0);
+            let deadline = WireTimestamp(sent.0.wrapping_add(300_000));
+            let now = at(50);
+            let guard = GUARD.as_millis() as u64;
+            assert_eq!(
+                c.local(now, deadline),
+                Some(at(300 - guard)),
+                "offset {offset}"
+            );
+            // One already past maps into the past.
+            let past = WireTimestamp(sent.0.wrapping_add(10_000));
+            assert_eq!(c.local(now, past), Some(at(10 - guard)));
+        }
+    }
+
+    #[test]
+    fn a_longer_path_is_followed_within_two_windows() {
+        let t0 = Instant::ZERO + Duration::from_secs(5);
+        let mut c = SenderClock::default();
+        c.on_timestamp(t0, stamp(t0, 0, 10));
+        // The path now takes 30 ms: after two windows the old minimum is
+        // gone.
+        let mut now = t0;
+        for _ in 0..25 {
+            now += Duration::from_secs(1);
+            c.on_timestamp(now, stamp(now, 0, 30));
+        }
+        let sent_now = stamp(now, 0, 0);
+        assert_eq!(
+            c.local(now, sent_now),
+            Some((now + Duration::from_millis(30)).saturating_sub(GUARD))
+        );
+    }
+}
