@@ -9,6 +9,7 @@ pub mod ack_policy;
 pub mod cc;
 pub mod codec;
 pub mod engine;
+pub mod histogram;
 pub mod pacing;
 pub mod rangeset;
 pub mod rng;

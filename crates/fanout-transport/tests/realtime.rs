@@ -357,6 +357,17 @@ fn with_deadlines_a_loss_is_repaired_while_in_time() {
     let st = net.sender.stats();
     assert!(st.repair_bytes > 0 && net.resent_data > 0);
     assert_eq!(st.skips_sent, 0);
+    // Each receiver measures its delivery delay from the sender's clock:
+    // most messages take the 10 ms one way; the repaired ones a round trip
+    // or two more, none near the budget.
+    for m in &net.members {
+        let d = m.delivery_delays().unwrap();
+        assert_eq!(d.count(), 1000);
+        let p50 = d.percentile(0.5).unwrap();
+        assert!((9..=12).contains(&p50.as_millis()), "{p50:?}");
+        assert!(d.max() < Duration::from_millis(300), "{:?}", d.max());
+        assert!(m.jitter() < Duration::from_millis(2), "{:?}", m.jitter());
+    }
 }
 
 #[test]

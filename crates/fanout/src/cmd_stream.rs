@@ -471,9 +471,17 @@ pub fn stream_recv(
             ("messages_read", st.messages_read),
             ("messages_dropped", st.messages_dropped),
             ("messages_late", st.messages_late),
+            ("jitter_us", receiver.jitter().as_micros() as u64),
             ("skipped_bytes", st.skipped_bytes),
             ("late_skipped_bytes", st.late_skipped_bytes),
         ]);
+        if let Some(h) = receiver.delivery_delays() {
+            for (name, q) in [("delay_p50_us", 0.5), ("delay_p99_us", 0.99)] {
+                if let Some(d) = h.percentile(q) {
+                    transport.insert(name, d.as_micros() as u64);
+                }
+            }
+        }
     }
     transport.insert("recv_syscalls", io.recv_syscalls);
     if let Some(f) = up_feed.as_mut() {

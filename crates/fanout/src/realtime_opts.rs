@@ -266,6 +266,8 @@ pub fn sender_line(t: f64, s: &SessionSender) -> serde_json::Value {
 /// A statistics line of a real-time receiver (`bytes` written out).
 pub fn receiver_line(t: f64, r: &Receiver, bytes: u64) -> serde_json::Value {
     let st = r.stats();
+    let ms = |d: Option<Duration>| d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3);
+    let delays = r.delivery_delays();
     serde_json::json!({
         "t": (t * 1000.0).round() / 1000.0,
         "role": "stream-recv",
@@ -273,6 +275,10 @@ pub fn receiver_line(t: f64, r: &Receiver, bytes: u64) -> serde_json::Value {
         "messages_read": st.messages_read,
         "messages_dropped": st.messages_dropped,
         "messages_late": st.messages_late,
+        "delay_p50_ms": ms(delays.and_then(|h| h.percentile(0.5))),
+        "delay_p99_ms": ms(delays.and_then(|h| h.percentile(0.99))),
+        "delay_max_ms": ms(delays.map(|h| h.max())),
+        "jitter_ms": ms(Some(r.jitter())),
         "skipped_bytes": st.skipped_bytes,
         "late_skipped_bytes": st.late_skipped_bytes,
         "payload_bytes_received": st.payload_bytes_received,

@@ -165,6 +165,17 @@ fn with_a_latency_budget_losses_are_repaired_in_time() {
     let at = positions(&r.out, &msgs);
     assert_eq!(at.len() as u64, t["messages_sent"].as_u64().unwrap());
     assert!(at.windows(2).all(|w| w[0] < w[1]));
+    // Nothing came too late; the receiver reports its delivery delay and
+    // jitter (loopback: well inside the 500 ms budget), in its report and
+    // its statistics lines.
+    let rt = &r.received["transport"];
+    assert_eq!(rt["messages_late"], 0, "{rt}");
+    let p99 = rt["delay_p99_us"].as_u64().unwrap();
+    assert!(p99 < 500_000, "{rt}");
+    assert!(rt["jitter_us"].as_u64().is_some(), "{rt}");
+    let last = r.stats_lines.last().unwrap();
+    assert!(last["delay_p99_ms"].as_f64().unwrap() < 500.0, "{last}");
+    assert!(last["jitter_ms"].as_f64().is_some(), "{last}");
 }
 
 #[test]

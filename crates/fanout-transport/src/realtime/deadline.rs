@@ -14,6 +14,11 @@
 //! for it (a full datagram on a link of 6 Mbit/s or faster). The smallest
 //! transit is kept over two windows of [`TRANSIT_WINDOW`], so a clock
 //! drifting against the sender's, or a path that gets longer, is followed.
+//!
+//! The same transits give RFC 3550's interarrival jitter (§6.4.1: `J +=
+//! (|D| − J)/16`, `D` the difference of consecutive transits), and the
+//! sender's clock mapped without the guard dates a message's first sending
+//! on ours, which its delivery delay counts from.
 
 use crate::wire::WireTimestamp;
 use fanout_core::time::Instant;
@@ -36,6 +41,10 @@ pub struct SenderClock {
     window_start: Option<Instant>,
     /// Half the round trip measured at the join.
     one_way: Duration,
+    /// The last DATA's transit (µs modulo 2^32).
+    last_transit: Option<u32>,
+    /// RFC 3550 interarrival jitter, µs.
+    jitter_us: f64,
 }
 
 /// `now` on the 32-bit microsecond clock of [`WireTimestamp`].
@@ -58,6 +67,11 @@ impl SenderClock {
     /// A DATA stamped `sent` (the sender's clock) arrived at `arrived`.
     pub fn on_timestamp(&mut self, arrived: Instant, sent: WireTimestamp) {
         let transit = local_us(arrived).wrapping_sub(sent.0);
+        if let Some(last) = self.last_transit {
+            let d = f64::from((transit.wrapping_sub(last) as i32).unsigned_abs());
+            self.jitter_us += (d - self.jitter_us) / 16.0;
+        }
+        self.last_transit = Some(transit);
         let start = *self.window_start.get_or_insert(arrived);
         if arrived.saturating_duration_since(start) >= TRANSIT_WINDOW {
             self.min_transit = [None, self.min_transit[0]];
@@ -77,9 +91,21 @@ impl SenderClock {
         }
     }
 
+    /// RFC 3550 interarrival jitter of the DATA so far.
+    pub fn jitter(&self) -> Duration {
+        Duration::from_micros(self.jitter_us as u64)
+    }
+
+    /// When the sender sent at its time `at`, on this receiver's clock
+    /// (`None` before any DATA).
+    pub fn sent_at(&self, now: Instant, at: WireTimestamp) -> Option<Instant> {
+        self.local(now, at).map(|t| t + GUARD)
+    }
+
     /// Where the sender's time `at` falls on this receiver's clock, seen
-    /// from `now` (`None` before any DATA). Within about 35 minutes of
-    /// `now` (the timestamps wrap after 71).
+    /// from `now`, for a deadline: early by [`GUARD`] (`None` before any
+    /// DATA). Within about 35 minutes of `now` (the timestamps wrap after
+    /// 71).
     pub fn local(&self, now: Instant, at: WireTimestamp) -> Option<Instant> {
         let here = at.0.wrapping_add(self.transit()?);
         let ahead_us = here.wrapping_sub(local_us(now)) as i32;
@@ -132,6 +158,19 @@ mod tests {
             let past = WireTimestamp(sent.0.wrapping_add(10_000));
             assert_eq!(c.local(now, past), Some(at(10 - guard)));
         }
+    }
+
+    #[test]
+    fn jitter_follows_rfc_3550() {
+        let t0 = Instant::ZERO + Duration::from_secs(1);
+        let mut c = SenderClock::default();
+        // Transits 10, 14, 10 ms: |D| = 4 ms twice.
+        for (i, delay) in [10u64, 14, 10].into_iter().enumerate() {
+            let now = t0 + Duration::from_millis(20 * i as u64);
+            c.on_timestamp(now, stamp(now, 0, delay));
+        }
+        // J = 4000/16 = 250, then 250 + (4000 − 250)/16 = 484.375 µs.
+        assert_eq!(c.jitter(), Duration::from_micros(484));
     }
 
     #[test]

@@ -25,11 +25,13 @@
 //! ([`crate::session::WindowPolicy::Auto`]).
 
 pub mod deadline;
+pub mod delay;
 pub mod outgoing;
 pub mod queue;
 pub mod reader;
 
 pub use deadline::SenderClock;
+pub use delay::DelayHistogram;
 pub use outgoing::SentMessages;
 pub use queue::{PushedQueue, QueueLimit, QueueOrder, QueueStats, QueuedMessage};
 pub use reader::MessageBounds;

@@ -35,6 +35,8 @@ pub struct NextMessage {
     pub damaged: bool,
     /// Its deadline on this receiver's clock, if the sender named one.
     pub deadline: Option<Instant>,
+    /// When the sender first sent some of it, on this receiver's clock.
+    pub sent: Option<Instant>,
 }
 
 /// Message ends and skipped bytes above the read position.
@@ -53,6 +55,9 @@ pub struct MessageBounds {
     /// Deadlines by the offset of the segment that named them (at most
     /// `max_ends`).
     deadlines: BTreeMap<u64, Instant>,
+    /// When each segment held was sent, by its offset (at most
+    /// `max_ends`).
+    sent: BTreeMap<u64, Instant>,
 }
 
 impl MessageBounds {
@@ -66,6 +71,20 @@ impl MessageBounds {
             latency,
             arrivals: BTreeMap::new(),
             deadlines: BTreeMap::new(),
+            sent: BTreeMap::new(),
+        }
+    }
+
+    /// The segment at `offset` was sent at `at` (this receiver's clock).
+    /// The stream goes out in order, so it was first sent no later than
+    /// any segment beyond it: a repair (whose first sending was lost)
+    /// counts from the first sending of the next segment held.
+    pub fn on_sent(&mut self, offset: u64, at: Instant) {
+        if self.sent.len() < self.max_ends || self.sent.contains_key(&offset) {
+            let later = self.sent.range(offset + 1..).next().map(|(_, &t)| t);
+            let first = later.map_or(at, |l| l.min(at));
+            let t = self.sent.entry(offset).or_insert(first);
+            *t = (*t).min(first);
         }
     }
 
@@ -165,6 +184,7 @@ impl MessageBounds {
             range: read_pos..end,
             damaged: self.skipped.overlap_len(read_pos..end) > 0,
             deadline: self.deadline_in(read_pos..end),
+            sent: self.sent.range(read_pos..end).map(|(_, &t)| t).min(),
         })
     }
 
@@ -180,6 +200,13 @@ impl MessageBounds {
             .is_some_and(|(&o, _)| o < read_pos)
         {
             self.deadlines.pop_first();
+        }
+        while self
+            .sent
+            .first_key_value()
+            .is_some_and(|(&o, _)| o < read_pos)
+        {
+            self.sent.pop_first();
         }
     }
 }
@@ -201,6 +228,7 @@ mod tests {
                 range: 0..100,
                 damaged: false,
                 deadline: None,
+                sent: None,
             })
         );
         b.release_below(100);
@@ -266,6 +294,25 @@ mod tests {
         d.on_deadline(3000, at(70));
         assert_eq!(d.hole_deadline(Some(3000..4000)), Some(at(70)));
         assert_eq!(d.hole_deadline(Some(5000..6000)), None);
+    }
+
+    #[test]
+    fn a_repaired_message_counts_from_the_first_sending_after_it() {
+        let at = |ms| Instant::ZERO + Duration::from_millis(ms);
+        let mut b = MessageBounds::new(1 << 20, None);
+        b.on_message_end(1000);
+        b.on_message_end(2000);
+        b.on_message_end(3000);
+        b.on_sent(0, at(0));
+        b.on_sent(2000, at(20));
+        // The segment at 1000 (first sent at 10, lost) comes as a repair
+        // sent at 80: it was first sent before 20.
+        b.on_sent(1000, at(80));
+        assert_eq!(b.next(0, 3000, None).unwrap().sent, Some(at(0)));
+        b.release_below(1000);
+        assert_eq!(b.next(1000, 3000, None).unwrap().sent, Some(at(20)));
+        b.release_below(2000);
+        assert_eq!(b.next(2000, 3000, None).unwrap().sent, Some(at(20)));
     }
 
     #[test]

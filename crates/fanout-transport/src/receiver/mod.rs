@@ -167,6 +167,8 @@ pub struct Receiver {
     sender_clock: crate::realtime::SenderClock,
     /// A DEADLINE frame's time, for the DATA after it in the same datagram.
     named_deadline: Option<WireTimestamp>,
+    /// Delivery delays of the messages read (real-time).
+    delays: Option<Box<crate::realtime::DelayHistogram>>,
 }
 
 impl Receiver {
@@ -230,6 +232,7 @@ impl Receiver {
             }),
             sender_clock: crate::realtime::SenderClock::default(),
             named_deadline: None,
+            delays: config.realtime.then(Box::default),
             config,
         }
     }
@@ -360,9 +363,25 @@ impl Receiver {
                 self.stats.messages_late += 1;
                 continue;
             }
+            if let (Some(h), Some(sent)) = (self.delays.as_mut(), next.sent) {
+                h.record(now.saturating_duration_since(sent));
+            }
             self.stats.messages_read += 1;
             return true;
         }
+    }
+
+    /// Delivery delays of the messages read so far (a real-time receiver):
+    /// from their first sending, on the sender's clock mapped onto ours, to
+    /// their reading.
+    pub fn delivery_delays(&self) -> Option<&crate::realtime::DelayHistogram> {
+        self.delays.as_deref()
+    }
+
+    /// RFC 3550 interarrival jitter of the data so far (a real-time
+    /// receiver's measure; zero otherwise).
+    pub fn jitter(&self) -> std::time::Duration {
+        self.sender_clock.jitter()
     }
 
     /// Bytes readable now.
@@ -585,11 +604,12 @@ impl Receiver {
             return;
         }
         let named = self.named_deadline.take();
-        let mut due = None;
+        let (mut due, mut sent) = (None, None);
         if let Some(b) = self.messages.as_mut() {
             self.sender_clock
                 .on_timestamp(self.arrived.unwrap_or(now), d.timestamp);
             due = named.and_then(|t| self.sender_clock.local(now, t));
+            sent = self.sender_clock.sent_at(now, d.timestamp);
             if d.message_end && range.end > self.buffer.read_pos() {
                 if !b.has_room() {
                     // Comes again (or is skipped) once earlier messages
@@ -606,8 +626,13 @@ impl Receiver {
             match self.buffer.insert(d.offset, d.payload) {
                 Ok(n) => {
                     self.stats.payload_bytes_received += n;
-                    if let (Some(b), Some(due)) = (self.messages.as_mut(), due) {
-                        b.on_deadline(d.offset, due);
+                    if let Some(b) = self.messages.as_mut() {
+                        if let Some(due) = due {
+                            b.on_deadline(d.offset, due);
+                        }
+                        if let Some(sent) = sent {
+                            b.on_sent(d.offset, sent);
+                        }
                     }
                 }
                 Err(Refused::Duplicate) => {
