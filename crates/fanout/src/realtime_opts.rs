@@ -38,7 +38,10 @@ pub struct RealtimeSendOpts {
     /// Real time with a latency budget (TCP-RTM): each message is of use
     /// for MS milliseconds after it is read from the input; a lost segment
     /// is repaired only while the repair can still arrive in time, else
-    /// receivers skip it. Receivers run `stream recv --latency MS`.
+    /// receivers skip it. Every datagram names its message's deadline, so
+    /// receivers drop what completes too late; the session sends at a
+    /// smooth TCP-friendly rate (`--window-policy auto`). Receivers run
+    /// `stream recv --latency MS`.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub latency: Option<u64>,
     /// Real time through a pushed queue (TCP-CM): writes never wait for
