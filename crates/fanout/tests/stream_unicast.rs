@@ -12,13 +12,13 @@
 
 #[path = "common/loopback.rs"]
 mod loopback;
-use loopback::{free_addr, Proc, LIMIT};
+use loopback::{free_addr, stream_sender, Proc, StreamSender, LIMIT};
 
 mod common;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -92,21 +92,6 @@ impl StreamReceiver {
     }
 }
 
-fn stream_send(bind: &str, extra: &[&str]) -> (Proc, ChildStdin, JoinHandle<Vec<u8>>) {
-    let mut child = Command::new(BIN)
-        .args(["stream", "send", "--unicast", "--bind", bind])
-        .args(["--json", "--quiet", "--idle-timeout", "20"])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let (report, _) = collect(child.stdout.take().unwrap());
-    (Proc(child), stdin, report)
-}
-
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -120,7 +105,12 @@ fn piped_bytes_arrive_identical_at_every_receiver() {
     let bind = free_addr();
     let data = random(6 << 20, 11);
     let receivers: Vec<StreamReceiver> = (0..3).map(|_| stream_recv(&bind)).collect();
-    let (mut tx, mut stdin, report) = stream_send(&bind, &["--wait-for", "3"]);
+    let StreamSender {
+        proc: mut tx,
+        mut stdin,
+        out: report,
+        ..
+    } = stream_sender(BIN, &bind, &["--wait-for", "3"]);
     stdin.write_all(&data).unwrap();
     drop(stdin); // end of input finishes the session
     assert!(tx.wait_ok(), "sender failed");
@@ -157,7 +147,12 @@ fn a_late_joiner_gets_the_suffix_from_its_start() {
     let data = random(8 << 20, 12);
     let half = data.len() / 2;
     let early: Vec<StreamReceiver> = (0..2).map(|_| stream_recv(&bind)).collect();
-    let (mut tx, mut stdin, report) = stream_send(&bind, &["--wait-for", "2"]);
+    let StreamSender {
+        proc: mut tx,
+        mut stdin,
+        out: report,
+        ..
+    } = stream_sender(BIN, &bind, &["--wait-for", "2"]);
     stdin.write_all(&data[..half]).unwrap();
     // The first half is live at the early receivers before the third joins.
     wait_until("the first half at receiver 0", || {

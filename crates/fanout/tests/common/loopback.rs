@@ -73,19 +73,13 @@ pub struct StreamSender {
     pub err: JoinHandle<Vec<u8>>,
 }
 
-/// Starts `BIN stream send --unicast --bind BIND --wait-for 1 --json
-/// --quiet --idle-timeout 20 EXTRA…`.
+/// Starts `BIN stream send --unicast --bind BIND --json --quiet
+/// --idle-timeout 20 EXTRA…` (EXTRA names `--wait-for N` to wait for
+/// more than one receiver).
 pub fn stream_sender(bin: &str, bind: &str, extra: &[&str]) -> StreamSender {
     let mut child = Command::new(bin)
         .args(["stream", "send", "--unicast", "--bind", bind])
-        .args([
-            "--wait-for",
-            "1",
-            "--json",
-            "--quiet",
-            "--idle-timeout",
-            "20",
-        ])
+        .args(["--json", "--quiet", "--idle-timeout", "20"])
         .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
