@@ -61,6 +61,9 @@ struct Net {
     /// Probability (per mille) that a datagram from the sender to a member
     /// is lost, independently per member.
     loss_per_mille: u64,
+    /// Probability (per mille) that a datagram from a member to the
+    /// sender is lost.
+    feedback_loss_per_mille: u64,
     /// DATA datagrams that carried bytes sent before (repairs), and SKIPs,
     /// as seen on the wire.
     resent_data: u64,
@@ -120,6 +123,7 @@ impl Net {
             seq: 0,
             rng: Rng::new(seed),
             loss_per_mille,
+            feedback_loss_per_mille: 0,
             resent_data: 0,
             skip_datagrams: 0,
             no_repairs_to: None,
@@ -190,6 +194,9 @@ impl Net {
                 acks.push(b.to_vec())
             });
             for bytes in acks {
+                if self.rng.below(1000) < self.feedback_loss_per_mille {
+                    continue;
+                }
                 self.seq += 1;
                 self.wire
                     .insert((self.now + ONE_WAY, self.seq), (None, i, bytes));
@@ -428,6 +435,39 @@ fn a_receiver_with_a_latency_budget_skips_a_hole_the_sender_does_not() {
         net.members[0].is_finished(),
         "member 0 read to the end: {r0:?}"
     );
+}
+
+#[test]
+fn losses_both_ways_never_stall_a_stream_with_deadlines() {
+    // 5% of the datagrams lost each way, budgets of 4 round trips, a
+    // 1 Mbit/s stream with deadlines (about half the TCP-friendly rate
+    // there): an ACK saying that the member skipped a hole itself may be
+    // lost, and the sender then skips that range again; the member must
+    // answer such a SKIP even though it is long past it, or a sender with
+    // a full window waits until it evicts the member for stalling.
+    for seed in 1..=4 {
+        let mode = RealtimeSend {
+            deadlines: true,
+            ..RealtimeSend::with_defaults(1452)
+        };
+        let mut net = Net::with_latency(1, mode, 50, seed, Some(Duration::from_millis(80)));
+        net.feedback_loss_per_mille = 50;
+        let s = Schedule {
+            every: Duration::from_millis(10),
+            count: 2000,
+            len: |_| 1316,
+            budget: Some(Duration::from_millis(80)),
+        };
+        net.run(&s, Duration::from_secs(60));
+        let st = net.sender.stats();
+        assert_eq!(st.members_left, 0, "seed {seed}: nobody evicted: {st:?}");
+        assert!(net.members[0].is_finished(), "seed {seed}: read to the end");
+        let read = net.check_messages(|_| 1316, true)[0];
+        // A few messages still expire in the queue after a timeout (both
+        // ACKs of a round trip lost); what must never happen is the
+        // eviction.
+        assert!(read > 1900, "seed {seed}: {read} of 2000 read");
+    }
 }
 
 #[test]

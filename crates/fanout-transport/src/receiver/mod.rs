@@ -690,12 +690,19 @@ impl Receiver {
         }
         if range.end <= self.buffer.read_pos() {
             self.stats.drops.count(DropReason::Duplicate);
+            // As for a duplicate segment (RFC 9293 §3.10.7.4): the sender
+            // has not heard that this receiver is past the range (its ACK
+            // was lost, or it skipped the hole itself); tell it at once,
+            // or a sender whose window is full waits for an ACK that
+            // never comes.
+            self.acks.request_immediate();
             return;
         }
         let nxt_before = self.buffer.rcv_nxt();
         // Only the bytes this receiver lacks damage its messages: a SKIP
         // multicast for others' losses changes nothing here.
         let gaps = self.buffer.gaps_in(range.clone());
+        let news = !gaps.is_empty();
         self.stats.skipped_bytes += self.buffer.skip(range.clone());
         if let Some(b) = self.messages.as_mut() {
             for gap in gaps {
@@ -705,9 +712,9 @@ impl Receiver {
                 b.on_message_end(range.end);
             }
         }
-        // Like a segment filling a gap: acknowledged at once.
+        // Like a segment filling a gap, or a duplicate: acknowledged at once.
         self.acks
-            .on_segment(now, self.buffer.rcv_nxt() > nxt_before);
+            .on_segment(now, self.buffer.rcv_nxt() > nxt_before || !news);
     }
 
     /// When the hole at RCV.NXT is to be skipped by this receiver (a
