@@ -16,6 +16,10 @@ pub trait StreamSink {
     fn finish(&mut self);
     /// Aborts, telling the peer(s) why.
     fn abort(&mut self, reason: &str);
+    /// The bytes `write` gets next were read from the application's input
+    /// at `at`: a real-time sink counts their messages' deadlines from
+    /// then, not from when the event loop got to them. Others ignore it.
+    fn input_read_at(&mut self, _at: fanout_core::time::Instant) {}
 }
 
 impl StreamSink for SessionSender {

@@ -192,7 +192,7 @@ pub fn stream_send(
     let mut stats = StatsLines::open(&args.realtime.stats)?;
     let mut stats_error = None;
     let mut session = SessionSender::new(config, random_session_id(), clock.now());
-    let mut feed = InputFeed::spawn(input, driver.waker());
+    let mut feed = InputFeed::spawn(input, driver.waker(), clock);
     args.net.security.warn_if_unprotected(args.out.quiet);
     let quiet = args.out.quiet || args.out.json;
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
@@ -388,7 +388,7 @@ pub fn stream_recv(
     let mut stats_error = None;
     let mut receiver = Receiver::join(transport, from, clock.now());
     let mut out = OutputDrain::spawn(output, driver.waker());
-    let mut up_feed = upstream.map(|input| InputFeed::spawn(input, driver.waker()));
+    let mut up_feed = upstream.map(|input| InputFeed::spawn(input, driver.waker(), clock));
     let bar = crate::progress::stream_bar("recv", args.out.quiet || args.out.json);
     let mut buf = vec![0u8; CHUNK_BYTES];
     let mut app_error: Option<anyhow::Error> = None;

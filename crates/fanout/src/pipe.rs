@@ -5,7 +5,8 @@
 
 use anyhow::{anyhow, Result};
 use fanout_app::StreamSink;
-use fanout_io::Waker;
+use fanout_core::time::Instant;
+use fanout_io::{Clock, Waker};
 use std::io::{Read, Write};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::thread::JoinHandle;
@@ -18,7 +19,8 @@ pub const CHUNK_BYTES: usize = 64 << 10;
 pub const PIPE_CHUNKS: usize = 16;
 
 enum Input {
-    Data(Vec<u8>),
+    /// Bytes, and when the read returned them.
+    Data(Vec<u8>, Instant),
     End,
     Failed(std::io::Error),
 }
@@ -28,6 +30,8 @@ enum Input {
 pub struct InputFeed {
     rx: Receiver<Input>,
     chunk: Vec<u8>,
+    /// When `chunk` was read.
+    chunk_read_at: Instant,
     used: usize,
     hasher: blake3::Hasher,
     bytes: u64,
@@ -39,9 +43,9 @@ pub struct InputFeed {
 
 impl InputFeed {
     /// Starts reading `input` on a thread that wakes the loop via `waker`
-    /// after each chunk. The thread ends at end of input, on a read error,
+    /// after each chunk, noting on `clock` when each read returned. The thread ends at end of input, on a read error,
     /// or when the feed is dropped.
-    pub fn spawn(mut input: impl Read + Send + 'static, waker: Waker) -> InputFeed {
+    pub fn spawn(mut input: impl Read + Send + 'static, waker: Waker, clock: Clock) -> InputFeed {
         let (tx, rx) = mpsc::sync_channel(PIPE_CHUNKS);
         std::thread::spawn(move || loop {
             let mut buf = vec![0u8; CHUNK_BYTES];
@@ -49,12 +53,12 @@ impl InputFeed {
                 Ok(0) => Input::End,
                 Ok(n) => {
                     buf.truncate(n);
-                    Input::Data(buf)
+                    Input::Data(buf, clock.now())
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => Input::Failed(e),
             };
-            let last = !matches!(msg, Input::Data(_));
+            let last = !matches!(msg, Input::Data(..));
             if tx.send(msg).is_err() {
                 return; // the loop is gone
             }
@@ -66,6 +70,7 @@ impl InputFeed {
         InputFeed {
             rx,
             chunk: Vec::new(),
+            chunk_read_at: Instant::ZERO,
             used: 0,
             hasher: blake3::Hasher::new(),
             bytes: 0,
@@ -78,10 +83,16 @@ impl InputFeed {
     /// Moves what is available into `s` as far as it takes it now; never
     /// blocks. At end of input, finishes `s`; on a read error, aborts it.
     pub fn feed(&mut self, s: &mut impl StreamSink) {
+        if self.used < self.chunk.len() {
+            s.input_read_at(self.chunk_read_at);
+        }
         while !self.ended && self.error.is_none() {
             if self.used == self.chunk.len() {
                 match self.rx.try_recv() {
-                    Ok(Input::Data(d)) => (self.chunk, self.used) = (d, 0),
+                    Ok(Input::Data(d, at)) => {
+                        (self.chunk, self.used, self.chunk_read_at) = (d, 0, at);
+                        s.input_read_at(at);
+                    }
                     Ok(Input::End) | Err(TryRecvError::Disconnected) => {
                         self.ended = true;
                         s.finish();
@@ -242,7 +253,7 @@ mod tests {
     fn input_arrives_whole_through_a_small_window_and_finishes() {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let (_d, w) = waker();
-        let mut feed = InputFeed::spawn(std::io::Cursor::new(data.clone()), w);
+        let mut feed = InputFeed::spawn(std::io::Cursor::new(data.clone()), w, Clock::new());
         let mut sink = Sink {
             room: 1000,
             ..Sink::default()
@@ -258,6 +269,54 @@ mod tests {
         assert!(sink.got == data);
         assert_eq!(feed.bytes(), data.len() as u64);
         assert_eq!(feed.blake3_hex(), blake3::hash(&data).to_hex().to_string());
+    }
+
+    /// Records when the bytes it gets were read.
+    #[derive(Default)]
+    struct Timed {
+        read_at: Vec<Instant>,
+        bytes: usize,
+        finished: bool,
+    }
+
+    impl StreamSink for Timed {
+        fn write_message(&mut self, msg: &[u8]) -> bool {
+            self.bytes += msg.len();
+            true
+        }
+        fn write(&mut self, data: &[u8]) -> usize {
+            self.bytes += data.len();
+            data.len()
+        }
+        fn writable(&self) -> usize {
+            usize::MAX
+        }
+        fn finish(&mut self) {
+            self.finished = true;
+        }
+        fn abort(&mut self, _: &str) {}
+        fn input_read_at(&mut self, at: Instant) {
+            self.read_at.push(at);
+        }
+    }
+
+    #[test]
+    fn the_sink_learns_when_its_bytes_were_read() {
+        // A real-time sender counts deadlines from the read, not from
+        // when its loop got round to the bytes.
+        let (_d, w) = waker();
+        let clock = Clock::new();
+        let mut feed = InputFeed::spawn(std::io::Cursor::new(vec![7u8; 1000]), w, clock);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let fed_at = clock.now();
+        let mut sink = Timed::default();
+        while !sink.finished {
+            feed.feed(&mut sink);
+            std::thread::yield_now();
+        }
+        assert_eq!(sink.bytes, 1000);
+        let read_at = *sink.read_at.first().expect("a read time");
+        assert!(fed_at.saturating_duration_since(read_at) >= std::time::Duration::from_millis(15));
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl RealtimeSendOpts {
             size: self.message_size as usize,
             latency: self.latency.map(Duration::from_millis),
             pending: Vec::new(),
+            pending_since: None,
         }
     }
 }
@@ -115,6 +116,8 @@ pub struct Messages {
     size: usize,
     latency: Option<Duration>,
     pending: Vec<u8>,
+    /// When the first pending byte was read from the input.
+    pending_since: Option<Instant>,
 }
 
 impl Messages {
@@ -124,22 +127,29 @@ impl Messages {
             m: self,
             session,
             now,
+            read_at: now,
         }
     }
 }
 
 /// [`StreamSink`] of a real-time session: takes every byte, cuts it into
-/// messages of the configured size, each with its deadline.
+/// messages of the configured size, each with its deadline, counted from
+/// when its first byte was read from the input.
 pub struct MessageSink<'a> {
     m: &'a mut Messages,
     session: &'a mut SessionSender,
     now: Instant,
+    /// When the bytes `write` gets were read (at most `now`).
+    read_at: Instant,
 }
 
 impl MessageSink<'_> {
     fn send(&mut self, len: usize) {
-        let deadline = self.m.latency.map(|l| self.now + l);
+        let origin = self.m.pending_since.unwrap_or(self.read_at);
+        let deadline = self.m.latency.map(|l| origin + l);
         let msg: Vec<u8> = self.m.pending.drain(..len).collect();
+        // What remains came with the latest read.
+        self.m.pending_since = (!self.m.pending.is_empty()).then_some(self.read_at);
         self.session.send_message(self.now, &msg, deadline);
     }
 
@@ -154,11 +164,18 @@ impl MessageSink<'_> {
 impl StreamSink for MessageSink<'_> {
     fn write_message(&mut self, msg: &[u8]) -> bool {
         self.flush();
-        let deadline = self.m.latency.map(|l| self.now + l);
+        let deadline = self.m.latency.map(|l| self.read_at + l);
         self.session.send_message(self.now, msg, deadline)
     }
 
+    fn input_read_at(&mut self, at: Instant) {
+        self.read_at = at.min(self.now);
+    }
+
     fn write(&mut self, data: &[u8]) -> usize {
+        if self.m.pending.is_empty() {
+            self.m.pending_since = Some(self.read_at);
+        }
         self.m.pending.extend_from_slice(data);
         while self.m.pending.len() >= self.m.size {
             self.send(self.m.size);
@@ -261,7 +278,8 @@ pub fn sender_line(t: f64, s: &SessionSender) -> serde_json::Value {
         "skips_sent": st.skips_sent,
         "skipped_bytes": st.skipped_bytes,
         "rtt_ms": s.session_rtt().as_secs_f64() * 1000.0,
-        "allowed_rate_bps": s.allowed_rate_bytes_per_sec() * 8,
+        // null while nothing limits the rate yet (no member acknowledged).
+        "allowed_rate_bps": s.allowed_rate_bytes_per_sec().checked_mul(8),
         "members": s.member_count(),
     })
 }
