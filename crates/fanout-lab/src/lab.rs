@@ -123,6 +123,16 @@ impl Lab {
         self.hosts.iter().find(|h| h.name == name)
     }
 
+    /// The namespace of host `name`, or an error naming it.
+    pub fn netns_of(&self, name: &str) -> Result<&Netns, LabError> {
+        self.host(name).map(LabHost::netns).ok_or_else(|| {
+            LabError::io(
+                format!("no host {name}"),
+                std::io::ErrorKind::NotFound.into(),
+            )
+        })
+    }
+
     /// The topology it was built from.
     pub fn topology(&self) -> &Topology {
         &self.topology

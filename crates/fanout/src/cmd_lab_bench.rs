@@ -4,6 +4,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use fanout_lab::bench::live::results::LiveResults;
+use fanout_lab::bench::live::suite::{is_live, LiveSuite};
+use fanout_lab::bench::live::{run_live_suite, LiveSelection};
 use fanout_lab::bench::results::{machine, Results};
 use fanout_lab::bench::suite::{parse_size, Suite};
 use fanout_lab::bench::{merge, plot, report, run_suite, work_dir, Selection};
@@ -14,8 +17,16 @@ use std::time::Duration;
 
 /// Arguments of `fanout lab bench`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  # the file-distribution suite (fanout, uftp, udpcast), 3 runs each
+  sudo fanout lab bench benchmarks/suite.toml --runs 3 --out results.json
+  # the live race against SRT (exits non-zero when fanout misses a target)
+  sudo fanout lab bench benchmarks/live.toml --out live.json
+  # both in docs/benchmarks.md
+  fanout lab report results.json live.json")]
 pub struct BenchArgs {
-    /// Suite file (TOML): tools with their rate settings, and scenarios.
+    /// Suite file (TOML): tools with their rate settings, and scenarios; a
+    /// file with `kind = \"live\"` is a live race (benchmarks/live.toml).
     #[arg(default_value = "benchmarks/suite.toml")]
     suite: PathBuf,
     /// Run only these scenarios (comma-separated names, e.g. `a,b`).
@@ -105,6 +116,11 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
     if args.runs == 0 {
         bail!("--runs: want at least 1");
     }
+    let text = std::fs::read_to_string(&args.suite)
+        .with_context(|| format!("reading {}", args.suite.display()))?;
+    if is_live(&text) {
+        return bench_live(&args, &text, cancel);
+    }
     let suite = Suite::load(&args.suite)?;
     let size = match &args.size {
         Some(s) => Some(parse_size(s).map_err(anyhow::Error::msg)?),
@@ -154,15 +170,7 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
         let _ = std::fs::remove_dir_all(&work);
     }
     let results = results?;
-    let text = serde_json::to_string_pretty(&results)?;
-    if let Some(out) = &args.out {
-        std::fs::write(out, format!("{text}\n"))
-            .with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("fanout lab bench: results in {}", out.display());
-    }
-    if args.json {
-        println!("{text}");
-    }
+    emit(&args, &results)?;
     let failed = results.failures().count();
     let invalid = results.results.iter().filter(|r| !r.valid).count();
     if invalid > 0 {
@@ -172,6 +180,71 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
     }
     if failed > 0 {
         bail!("{failed} of {} runs failed", results.results.len());
+    }
+    Ok(())
+}
+
+/// Writes `results` to `--out` and, with `--json`, to stdout.
+fn emit(args: &BenchArgs, results: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(results)?;
+    if let Some(out) = &args.out {
+        std::fs::write(out, format!("{text}\n"))
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("fanout lab bench: results in {}", out.display());
+    }
+    if args.json {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// Runs a live suite (`kind = "live"`): fails when the target tool misses
+/// a target, after writing the results.
+fn bench_live(args: &BenchArgs, text: &str, cancel: Arc<AtomicBool>) -> Result<()> {
+    if args.size.is_some() || args.timeout.is_some() {
+        bail!("--size and --timeout apply to file suites; a live suite sets its stream's duration");
+    }
+    let suite = LiveSuite::parse(text, &args.suite.display().to_string())?;
+    let temp = args.work_dir.is_none();
+    let work = args.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("fanout-live-{}", std::process::id()))
+    });
+    let selection = LiveSelection {
+        scenarios: args.only.clone(),
+        tools: args.tools.clone(),
+        runs: args.runs,
+        work: work.clone(),
+        keep: args.keep,
+        install_peers: !args.no_install,
+        cancel: Some(cancel),
+    };
+    let machine = machine(&fanout_version(&args.suite), !cfg!(debug_assertions));
+    let results = run_live_suite(&suite, &selection, machine, command_line(), &mut |line| {
+        eprintln!("fanout lab bench: {line}");
+    });
+    if temp && !args.keep {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    let results = results?;
+    emit(args, &results)?;
+    let failed = results.runs.iter().filter(|r| !r.ok).count();
+    let missed = results.missed();
+    for (r, what) in &missed {
+        eprintln!(
+            "fanout lab bench: target missed: {} at {} RTT, {} run {}: {}",
+            r.scenario,
+            r.budget_rtt,
+            r.tool,
+            r.run,
+            what.join("; ")
+        );
+    }
+    if failed > 0 || !missed.is_empty() {
+        bail!(
+            "{failed} of {} runs failed; {} run(s) missed a target",
+            results.runs.len(),
+            missed.len()
+        );
     }
     Ok(())
 }
@@ -187,13 +260,30 @@ fn relative(path: &Path, base: &Path) -> String {
 /// Runs `fanout lab report`.
 pub fn report_cmd(args: ReportArgs) -> Result<()> {
     let mut parts = Vec::with_capacity(args.results.len());
+    let mut live = Vec::new();
     for path in &args.results {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let kind = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_owned));
+        if kind.as_deref() == Some("live") {
+            let part: LiveResults = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{}: not a `fanout lab bench` live results file",
+                    path.display()
+                )
+            })?;
+            live.push(part);
+            continue;
+        }
         let part: Results = serde_json::from_str(&text).with_context(|| {
             format!("{}: not a `fanout lab bench` results file", path.display())
         })?;
         parts.push(part);
+    }
+    if parts.is_empty() {
+        bail!("no file-suite results among the inputs (the report's main part comes from `fanout lab bench benchmarks/suite.toml --out FILE`)");
     }
     let results = merge::merge(parts).map_err(anyhow::Error::msg)?;
     let base = args.out.parent().unwrap_or(Path::new(""));
@@ -219,12 +309,16 @@ pub fn report_cmd(args: ReportArgs) -> Result<()> {
         Some(p) => format!("{regen} --notes {}", p.display()),
         None => regen,
     };
-    let md = report::markdown(
+    let mut md = report::markdown(
         &results,
         &relative(&args.img_dir, base),
         &regen,
         notes.as_deref(),
     );
+    for l in &live {
+        md.push('\n');
+        md.push_str(&fanout_lab::bench::live::report::markdown(l));
+    }
     std::fs::write(&args.out, md).with_context(|| format!("writing {}", args.out.display()))?;
     eprintln!(
         "fanout lab report: wrote {} and plots in {}",

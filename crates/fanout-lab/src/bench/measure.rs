@@ -167,6 +167,28 @@ impl Proc {
     }
 }
 
+/// `sh -c script` in `host`'s namespace with `PATH` = `path` and
+/// `FANOUT_LAB_HOST` set, `dir` created; the caller sets stdio and spawns
+/// it with the namespace returned.
+pub(crate) fn shell_in<'l>(
+    lab: &'l Lab,
+    host: &str,
+    dir: &Path,
+    path: &std::ffi::OsStr,
+    script: &str,
+) -> Result<(&'l fanout_netns::Netns, std::process::Command), LabError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LabError::io(format!("creating {}", dir.display()), e))?;
+    let ns = lab.netns_of(host)?;
+    let mut command = ns.exec("sh");
+    command
+        .env("PATH", path)
+        .env("FANOUT_LAB_HOST", host)
+        .arg("-c")
+        .arg(script);
+    Ok((ns, command))
+}
+
 fn spawn(
     lab: &Lab,
     host: &str,
@@ -174,23 +196,8 @@ fn spawn(
     argv: &[String],
     ctx: &Context,
 ) -> Result<Proc, LabError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| LabError::io(format!("creating {}", dir.display()), e))?;
-    let ns = lab
-        .host(host)
-        .ok_or_else(|| {
-            LabError::io(
-                format!("no host {host}"),
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })?
-        .netns();
-    let mut command = ns.exec("sh");
+    let (ns, mut command) = shell_in(lab, host, dir, &ctx.path, &wrapper(dir, argv))?;
     command
-        .env("PATH", &ctx.path)
-        .env("FANOUT_LAB_HOST", host)
-        .arg("-c")
-        .arg(wrapper(dir, argv))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -106,6 +106,7 @@ mod tests {
                 delay: "1ms".into(),
                 receiver_delay: None,
                 loss: 0.0,
+                loss_burst: None,
                 slow: None,
                 competing_tcp: None,
                 queue_packets: None,

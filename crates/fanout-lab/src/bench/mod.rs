@@ -10,6 +10,7 @@
 //! receiver CPU seconds, and each received file's BLAKE3 hash against the
 //! source. A run whose emulator fell behind is kept and marked invalid.
 
+pub mod live;
 pub mod measure;
 pub mod merge;
 pub mod payload;

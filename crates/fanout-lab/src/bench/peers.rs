@@ -29,32 +29,55 @@ fn on_path(name: &str, path: &OsStr) -> bool {
     })
 }
 
-/// The Debian packages of `tools` with a program missing from `path`, each
-/// once, in tool order.
-pub fn missing_packages(tools: &[ToolSpec], path: &OsStr) -> Vec<&'static str> {
+/// The programs of `tools` and their Debian packages (fanout's own left out).
+fn needs_of(tools: &[ToolSpec]) -> Vec<(&'static [&'static str], &'static str)> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let (names, package) = programs(t.kind);
+            package.map(|p| (names, p))
+        })
+        .collect()
+}
+
+/// The packages of `needs` (programs, package) with a program missing from
+/// `path` (a `PATH` value), each once, in order.
+fn missing_of<'a>(needs: &[(&[&str], &'a str)], path: &OsStr) -> Vec<&'a str> {
     let mut missing = Vec::new();
-    for tool in tools {
-        let (names, package) = programs(tool.kind);
-        if let Some(pkg) = package {
-            if names.iter().any(|n| !on_path(n, path)) && !missing.contains(&pkg) {
-                missing.push(pkg);
-            }
+    for (names, pkg) in needs {
+        if names.iter().any(|n| !on_path(n, path)) && !missing.contains(pkg) {
+            missing.push(*pkg);
         }
     }
     missing
 }
 
-/// Makes sure the programs of `tools` are installed: with `install`, runs
-/// `apt-get install` for the missing packages (after `apt-get update` if
-/// the first attempt fails); without, fails naming the command to run.
-/// `progress` gets a line per step.
+/// The Debian packages of `tools` with a program missing from `path`, each
+/// once, in tool order.
+pub fn missing_packages(tools: &[ToolSpec], path: &OsStr) -> Vec<&'static str> {
+    missing_of(&needs_of(tools), path)
+}
+
+/// Makes sure the programs of `tools` are installed ([`ensure_programs`]).
 pub fn ensure_installed(
     tools: &[ToolSpec],
     install: bool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), LabError> {
+    ensure_programs(&needs_of(tools), install, progress)
+}
+
+/// Makes sure the programs of `needs` (programs, Debian package) are
+/// installed: with `install`, runs `apt-get install` for the missing
+/// packages (after `apt-get update` if the first attempt fails); without,
+/// fails naming the command to run. `progress` gets a line per step.
+pub fn ensure_programs(
+    needs: &[(&[&str], &str)],
+    install: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), LabError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let missing = missing_packages(tools, &path);
+    let missing = missing_of(needs, &path);
     if missing.is_empty() {
         return Ok(());
     }
@@ -86,7 +109,7 @@ pub fn ensure_installed(
     if !installed {
         return Err(refuse("apt-get failed".into()));
     }
-    let still = missing_packages(tools, &path);
+    let still = missing_of(needs, &path);
     if !still.is_empty() {
         return Err(refuse(format!(
             "installed, but programs of {} are still not on PATH",

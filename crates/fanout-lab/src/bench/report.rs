@@ -170,7 +170,8 @@ pub fn one_line(r: &RunResult) -> String {
     line
 }
 
-fn describe(s: &ScenarioSpec) -> String {
+/// One line describing the network of `s`.
+pub fn describe(s: &ScenarioSpec) -> String {
     let mut d = format!(
         "{} receivers; sender link {} ({} one-way), receiver links {} ({} one-way)",
         s.receivers,
@@ -183,9 +184,13 @@ fn describe(s: &ScenarioSpec) -> String {
         let _ = write!(d, "; {} receiver(s) behind {}", slow.receivers, slow.rate);
     }
     if s.loss > 0.0 {
+        let kind = match s.loss_burst {
+            Some(b) => format!("bursty (Gilbert–Elliott, bursts of {b:.0} packets on average)"),
+            None => "Bernoulli".into(),
+        };
         let _ = write!(
             d,
-            "; {:.1}% Bernoulli loss on every receiver link (both directions)",
+            "; {:.1}% {kind} loss on every receiver link (both directions)",
             s.loss * 100.0
         );
     }

@@ -183,7 +183,7 @@ pub fn machine(fanout_version: &str, release: bool) -> Machine {
         .unwrap_or_else(|_| "unknown".into());
     let mut versions = BTreeMap::new();
     versions.insert("fanout".to_owned(), fanout_version.to_owned());
-    for pkg in ["uftp", "udpcast"] {
+    for pkg in ["uftp", "udpcast", "srt-tools"] {
         let v = command_output("dpkg-query", &["-W", "-f", "${Version}", pkg])
             .unwrap_or_else(|| "not installed".into());
         versions.insert(pkg.to_owned(), v);

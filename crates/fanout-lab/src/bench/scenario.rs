@@ -64,6 +64,25 @@ fn link(out: &mut String, from: &str, to: &str, rate: &str, delay: &str, extra: 
     );
 }
 
+/// The `loss` key of a link losing `loss` of its packets, independently or
+/// in bursts of `burst` packets on average: a Gilbert–Elliott chain that
+/// loses every packet in its bad state and leaves it with probability
+/// 1 / `burst`, entered with the probability that makes its long-run loss
+/// rate `loss` (p_gb / (p_gb + p_bg) = loss).
+fn loss_text(loss: f64, burst: Option<f64>) -> String {
+    if loss <= 0.0 {
+        return String::new();
+    }
+    match burst {
+        None => format!("loss = {{ model = \"bernoulli\", p = {loss} }}\n"),
+        Some(b) => {
+            let p_bg = 1.0 / b.max(1.0);
+            let p_gb = (loss * p_bg / (1.0 - loss)).min(1.0);
+            format!("loss = {{ model = \"gilbert_elliott\", p_gb = {p_gb}, p_bg = {p_bg} }}\n")
+        }
+    }
+}
+
 /// The topology file text of `s`.
 pub fn text(s: &ScenarioSpec) -> String {
     let mut out = String::new();
@@ -84,11 +103,7 @@ pub fn text(s: &ScenarioSpec) -> String {
         .queue_packets
         .map(|p| format!("queue = {{ kind = \"drop_tail\", packets = {p} }}\n"))
         .unwrap_or_default();
-    let lossy = if s.loss > 0.0 {
-        format!("loss = {{ model = \"bernoulli\", p = {} }}\n", s.loss)
-    } else {
-        String::new()
-    };
+    let lossy = loss_text(s.loss, s.loss_burst);
     let (near, far) = match &s.competing_tcp {
         None => {
             out.push_str("[[router]]\nname = \"sw\"\n");
@@ -152,6 +167,7 @@ mod tests {
             delay: "1ms".into(),
             receiver_delay: None,
             loss: 0.01,
+            loss_burst: None,
             slow: Some(Slow {
                 receivers: 1,
                 rate: "20Mbit".into(),
@@ -161,6 +177,19 @@ mod tests {
             timeout: None,
             receive_steering: false,
         }
+    }
+
+    #[test]
+    fn bursty_loss_keeps_its_long_run_rate() {
+        let mut s = spec();
+        s.loss = 0.05;
+        s.loss_burst = Some(4.0);
+        let t = topology(&s).unwrap();
+        let r1 = t.host_by_name("r1").unwrap();
+        let to_r1 = t.links.iter().find(|l| l.to == r1).unwrap();
+        assert!((to_r1.config.loss.stationary_loss_rate() - 0.05).abs() < 1e-9);
+        assert!(loss_text(0.05, Some(4.0)).contains("gilbert_elliott"));
+        assert!(loss_text(0.0, Some(4.0)).is_empty());
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! delay = "1ms"            # one-way, every link (default 1 ms)
 //! receiver_delay = "10ms"  # one-way, the receivers' links (default: delay)
 //! loss = 0.01              # Bernoulli loss on every receiver link, both ways
+//! loss_burst = 3.0         # … in bursts of 3 packets on average (Gilbert–Elliott)
 //! slow = { receivers = 1, rate = "20Mbit" }   # the first receivers' links
 //! competing_tcp = { bottleneck_rate = "100Mbit", delay = "10ms", cc = "cubic" }
 //! queue_packets = 100      # DropTail length of every link (default 100)
@@ -159,9 +160,16 @@ pub struct ScenarioSpec {
     /// One-way delay of the receivers' links (default: `delay`).
     #[serde(default)]
     pub receiver_delay: Option<String>,
-    /// Bernoulli loss probability on every receiver link (both directions).
+    /// Loss probability on every receiver link (both directions):
+    /// independent (Bernoulli) draws, or bursts with `loss_burst`.
     #[serde(default)]
     pub loss: f64,
+    /// Mean length of a loss burst, in packets: with it, `loss` comes from
+    /// a Gilbert–Elliott chain (lose every packet in the bad state, leave
+    /// it with probability 1 / `loss_burst` per packet) whose long-run loss
+    /// rate is `loss`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_burst: Option<f64>,
     /// Slower receivers.
     #[serde(default)]
     pub slow: Option<Slow>,
@@ -252,22 +260,13 @@ impl Suite {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.tools.is_empty() || self.scenarios.is_empty() {
-            return Err("a suite needs at least one [[tool]] and one [[scenario]]".into());
-        }
-        for (i, t) in self.tools.iter().enumerate() {
-            check_name("tool", &t.name, MAX_NAME)?;
-            if self.tools[..i].iter().any(|o| o.name == t.name) {
-                return Err(format!("tool {:?} is defined twice", t.name));
-            }
-            if let Some(s) = t
-                .scenarios
-                .iter()
-                .find(|s| !self.scenarios.iter().any(|o| &o.name == *s))
-            {
-                return Err(format!("tool {:?}: no scenario {s:?}", t.name));
-            }
-        }
+        let scenarios: Vec<&str> = self.scenarios.iter().map(|s| s.name.as_str()).collect();
+        let tools: Vec<(&str, &[String])> = self
+            .tools
+            .iter()
+            .map(|t| (t.name.as_str(), t.scenarios.as_slice()))
+            .collect();
+        check_tools(&tools, &scenarios)?;
         for (i, s) in self.scenarios.iter().enumerate() {
             check_name("scenario", &s.name, MAX_NAME)?;
             if self.scenarios[..i].iter().any(|o| o.name == s.name) {
@@ -280,22 +279,7 @@ impl Suite {
             if let Some(t) = &s.timeout {
                 parse_duration(t).map_err(|e| format!("{at}: timeout: {e}"))?;
             }
-            if !(0.0..1.0).contains(&s.loss) {
-                return Err(format!("{at}: loss {} outside [0, 1)", s.loss));
-            }
-            if let Some(slow) = &s.slow {
-                if slow.receivers > s.receivers {
-                    return Err(format!("{at}: more slow receivers than receivers"));
-                }
-                parse_rate_bps(&slow.rate).map_err(|e| format!("{at}: slow.rate: {e}"))?;
-            }
-            if let Some(c) = &s.competing_tcp {
-                if !(0.0..=60.0).contains(&c.warmup_s) {
-                    return Err(format!("{at}: competing_tcp.warmup_s: want 0 to 60"));
-                }
-            }
-            // The generated topology validates rates, delays and the rest.
-            super::scenario::topology(s).map_err(|e| format!("{at}: {e}"))?;
+            validate_network(s).map_err(|e| format!("{at}: {e}"))?;
         }
         Ok(())
     }
@@ -304,6 +288,51 @@ impl Suite {
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
     }
+}
+
+/// Checks a suite's tools, given as (name, scenarios it runs in), against
+/// its scenario names: at least one of each, names valid and unique, every
+/// listed scenario defined.
+pub(crate) fn check_tools(tools: &[(&str, &[String])], scenarios: &[&str]) -> Result<(), String> {
+    if tools.is_empty() || scenarios.is_empty() {
+        return Err("a suite needs at least one [[tool]] and one [[scenario]]".into());
+    }
+    for (i, (name, runs_in)) in tools.iter().enumerate() {
+        check_name("tool", name, MAX_NAME)?;
+        if tools[..i].iter().any(|(o, _)| o == name) {
+            return Err(format!("tool {name:?} is defined twice"));
+        }
+        if let Some(s) = runs_in.iter().find(|s| !scenarios.contains(&s.as_str())) {
+            return Err(format!("tool {name:?}: no scenario {s:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the network of a scenario: loss, slow receivers, the competing
+/// flow, and (through the generated topology) rates and delays.
+pub fn validate_network(s: &ScenarioSpec) -> Result<(), String> {
+    if !(0.0..1.0).contains(&s.loss) {
+        return Err(format!("loss {} outside [0, 1)", s.loss));
+    }
+    if s.loss_burst.is_some_and(|b| !(1.0..=1000.0).contains(&b)) {
+        return Err("loss_burst: want 1 to 1000 packets".into());
+    }
+    if let Some(slow) = &s.slow {
+        if slow.receivers > s.receivers {
+            return Err("more slow receivers than receivers".into());
+        }
+        parse_rate_bps(&slow.rate).map_err(|e| format!("slow.rate: {e}"))?;
+    }
+    if let Some(c) = &s.competing_tcp {
+        if !(0.0..=60.0).contains(&c.warmup_s) {
+            return Err("competing_tcp.warmup_s: want 0 to 60".into());
+        }
+    }
+    // The generated topology validates rates, delays and the rest.
+    super::scenario::topology(s)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// A file size: `"200MiB"`, `"4MiB"`, `"1GB"`, at least 1 byte and at
