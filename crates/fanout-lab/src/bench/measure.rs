@@ -11,7 +11,7 @@
 use super::payload;
 use super::results::{load_average, ReceiverResult, RunResult, TcpShare};
 use super::scenario::{self, receiver_name, SENDER, TCP_SINK, TCP_SOURCE};
-use super::suite::{ScenarioSpec, ToolSpec};
+use super::suite::{Competing, ScenarioSpec, ToolSpec};
 use super::tool::{plan, shell_words, DoneBy, Endpoints};
 use crate::error::LabError;
 use crate::lab::Lab;
@@ -308,20 +308,7 @@ fn measure(
             psk: &psk,
         },
     );
-    // The competing flow runs alone for its warm-up first.
-    let mut flow = None;
-    if let Some(c) = &scn.competing_tcp {
-        let (Some(src), Some(dst)) = (lab.host(TCP_SOURCE), lab.host(TCP_SINK)) else {
-            return Err(LabError::io(
-                "TCP hosts missing",
-                std::io::ErrorKind::NotFound.into(),
-            ));
-        };
-        let sink = TcpSink::start(dst, TCP_PORT)?;
-        let source = TcpSource::start(src, sink.addr())?;
-        std::thread::sleep(Duration::from_secs_f64(c.warmup_s));
-        flow = Some((source, sink));
-    }
+    let flow = start_competing(&lab, scn.competing_tcp.as_ref())?;
     let mut receivers = Vec::with_capacity(names.len());
     for (name, cmd) in names.iter().zip(&plan.receivers) {
         receivers.push(spawn(&lab, name, &dir.join(name), &cmd.argv, ctx)?);
@@ -405,6 +392,27 @@ fn measure(
         },
         error,
     ))
+}
+
+/// Starts the scenario's competing TCP flow, if it has one, and lets it
+/// run alone for its warm-up.
+pub(crate) fn start_competing(
+    lab: &Lab,
+    competing: Option<&Competing>,
+) -> Result<Option<(TcpSource, TcpSink)>, LabError> {
+    let Some(c) = competing else {
+        return Ok(None);
+    };
+    let (Some(src), Some(dst)) = (lab.host(TCP_SOURCE), lab.host(TCP_SINK)) else {
+        return Err(LabError::io(
+            "TCP hosts missing",
+            std::io::ErrorKind::NotFound.into(),
+        ));
+    };
+    let sink = TcpSink::start(dst, TCP_PORT)?;
+    let source = TcpSource::start(src, sink.addr())?;
+    std::thread::sleep(Duration::from_secs_f64(c.warmup_s));
+    Ok(Some((source, sink)))
 }
 
 /// Stops the competing flow (source first, so the sink sees a clean end).

@@ -7,12 +7,11 @@ use super::plan::{plan, retransmissions, Io, Plan, Process};
 use super::results::{LiveReceiver, LiveRun};
 use super::stream::{run_source, Inlet, Outlet, Probe, Schedule};
 use super::suite::{LiveScenario, LiveSuite, LiveTool, LiveToolKind, StreamStart};
-use crate::bench::measure::shell_in;
-use crate::bench::scenario::{self, receiver_name, SENDER, TCP_SINK, TCP_SOURCE};
+use crate::bench::measure::{shell_in, start_competing};
+use crate::bench::scenario::{self, receiver_name, SENDER};
 use crate::bench::tool::shell_words;
 use crate::error::LabError;
 use crate::lab::Lab;
-use crate::tcp::{TcpSink, TcpSource};
 use fanout_io::Clock;
 use fanout_netns::NsChild;
 use nix::sys::signal::{kill, Signal};
@@ -37,8 +36,6 @@ const DRAIN: Duration = Duration::from_secs(1);
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 /// How long after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
-/// Port of the competing TCP flow's sink.
-const TCP_PORT: u16 = 5001;
 
 /// What every run of a live suite shares.
 #[derive(Debug, Clone)]
@@ -189,19 +186,7 @@ fn measure(
         (budget.as_millis() as u64, scn.rtt().as_millis() as u64),
         suite.message,
     );
-    let mut flow = None;
-    if let Some(c) = &scn.competing_tcp {
-        let (Some(src), Some(dst)) = (lab.host(TCP_SOURCE), lab.host(TCP_SINK)) else {
-            return Err(LabError::io(
-                "TCP hosts missing",
-                std::io::ErrorKind::NotFound.into(),
-            ));
-        };
-        let sink = TcpSink::start(dst, TCP_PORT)?;
-        let source = TcpSource::start(src, sink.addr())?;
-        std::thread::sleep(Duration::from_secs_f64(c.warmup_s));
-        flow = Some((source, sink));
-    }
+    let flow = start_competing(&lab, scn.competing_tcp.as_ref())?;
     let count = suite.messages(scn);
     let clock = Clock::new();
     let mut probes = Vec::with_capacity(names.len());
