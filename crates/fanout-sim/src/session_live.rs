@@ -158,7 +158,7 @@ impl LiveMember {
     }
 
     fn read(&mut self, now: Instant) {
-        while self.receiver.read_message(now, &mut self.scratch) {
+        while self.receiver.read_message(now, &mut self.scratch).is_some() {
             self.bytes += self.scratch.len() as u64;
             if self.scratch.len() < MESSAGE_HEADER {
                 continue;

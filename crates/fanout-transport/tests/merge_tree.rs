@@ -873,6 +873,20 @@ fn joins_merge_by_timer_and_late_children_are_admitted_locally() {
     let accepts: Vec<_> = out.iter().filter(|(to, _, _)| *to != parent).collect();
     assert_eq!(accepts.len(), 2);
     assert!(accepts.iter().all(|(_, h, _)| h.session_id == 9));
+    // Each echo is the child's CONNECT timestamp (0) plus how long the
+    // merger held that CONNECT, so the child measures its path, not the
+    // wait: 310 ms for the first, 210 ms for the second.
+    for (to, _, body) in &accepts {
+        let Some(Ok(Frame::Accept(a))) = decode_frames(body).next() else {
+            panic!("an ACCEPT to {to}");
+        };
+        let held = if *to == receiver_addr(0) {
+            310_000
+        } else {
+            210_000
+        };
+        assert_eq!(a.timestamp_echo.0, held, "{to}");
+    }
     assert_eq!(out.len(), 3, "and the token echoed to the parent");
     // The parent answers the merger's roster: it sent 8000 bytes.
     let sent = Frame::Sent(SentFrame { end: 8000 });

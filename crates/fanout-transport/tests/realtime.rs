@@ -186,7 +186,7 @@ impl Net {
                 .reads_paused
                 .as_ref()
                 .is_some_and(|(p, during)| *p == i && during.contains(&self.now));
-            while !paused && self.members[i].read_message(self.now, &mut m) {
+            while !paused && self.members[i].read_message(self.now, &mut m).is_some() {
                 self.got[i].push(std::mem::take(&mut m));
             }
             let mut acks = Vec::new();

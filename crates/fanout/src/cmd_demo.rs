@@ -4,6 +4,7 @@
 use crate::cmd_recv::{recv, RecvArgs};
 use crate::cmd_send::{send, SendArgs};
 use crate::cmd_sim::simulate_scenario;
+use crate::merger_opts::MergerOpts;
 use crate::net_opts::TransportOpts;
 use crate::report::OutputOpts;
 use crate::session_args::{CatchUpArgs, SessionSendArgs};
@@ -78,9 +79,11 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         from: None,
         interface: None,
         source: None,
-        merger: None,
-        merger_key: None,
-        merger_fallback: Vec::new(),
+        merger: MergerOpts {
+            merger: None,
+            merger_key: None,
+            merger_fallback: Vec::new(),
+        },
         output: out.clone(),
         allow_from: Vec::new(),
         overwrite: false,

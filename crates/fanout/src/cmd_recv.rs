@@ -6,7 +6,7 @@ use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, version_hint, OutputOpts, TransferReport,
 };
-use crate::security_opts::{pin_at, Side};
+use crate::security_opts::Side;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
@@ -49,29 +49,8 @@ pub struct RecvArgs {
     /// address family of the group), usually the sender's address.
     #[arg(long, value_name = "ADDR", requires = "group")]
     pub source: Option<std::net::IpAddr>,
-    /// Send the join and all feedback to this ACK merger (`fanout merge
-    /// --listen`) instead of the sender; data still comes from the sender
-    /// named by --from (MCTCP).
-    #[arg(long, value_name = "HOST:PORT", requires = "from")]
-    pub merger: Option<String>,
-    /// With --key: the --merger's public key (64 hex digits or its .pub
-    /// file), pinned when joining it (--sender-key pins the sender).
-    #[arg(long, value_name = "KEY|FILE", requires = "merger",
-          value_parser = crate::security_opts::parse_public)]
-    pub merger_key: Option<fanout_transport::protection::PublicKey>,
-    /// Ancestors of the --merger to re-attach to, in order, if it falls
-    /// silent (no keep-alive for 1 s): e.g. its parent merger. The sender
-    /// (--from) always ends the chain. The receiver continues from its
-    /// position; nothing is fetched twice (`docs/mctcp.md`). With --key,
-    /// `HOST:PORT=KEY` gives each merger's public key.
-    #[arg(
-        long,
-        value_name = "HOST:PORT[=KEY],...",
-        value_delimiter = ',',
-        requires = "merger",
-        value_parser = crate::security_opts::parse_peer
-    )]
-    pub merger_fallback: Vec<crate::security_opts::PeerArg>,
+    #[command(flatten)]
+    pub merger: crate::merger_opts::MergerOpts,
     /// Where to write: a file path, or an existing directory (the sender's
     /// file name is used inside it).
     #[arg(short, long, value_name = "PATH")]
@@ -253,29 +232,8 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let mut transport = args.net.transport(Side::Receiver)?;
-    transport.feedback_via = match &args.merger {
-        Some(m) => Some(crate::cmd_send::resolve(m)?),
-        None => None,
-    };
-    if let Some(via) = transport.feedback_via {
-        ensure!(
-            args.net.security.key.is_none() || args.merger_key.is_some(),
-            "with --key, a receiver reporting through a merger pins its key: add --merger-key"
-        );
-        pin_at(&mut transport.protection, via, args.merger_key);
-    }
-    if let (Some(_), Some(sender)) = (transport.feedback_via, join) {
-        let mut chain = Vec::new();
-        for a in &args.merger_fallback {
-            let addr = crate::cmd_send::resolve(&a.addr)?;
-            pin_at(&mut transport.protection, addr, a.key);
-            chain.push(addr);
-        }
-        if chain.last() != Some(&sender) {
-            chain.push(sender);
-        }
-        transport.feedback_fallback = chain;
-    }
+    args.merger
+        .apply(&mut transport, &args.net.security, join)?;
     let mut receiver = match join {
         Some(sender) => Receiver::join(transport, sender, clock.now()),
         None => Receiver::listen_from(

@@ -23,6 +23,9 @@
 
 use crate::catch_up::files::SpoolPrefix;
 use crate::net_opts::{random_rng, random_session_id, TransportOpts};
+use crate::realtime_opts::{
+    realtime_receiver_counters, realtime_sender_counters, receive_in_real_time,
+};
 use crate::recv_counters::receiver_counters;
 use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
@@ -37,7 +40,9 @@ use crate::session_view::SessionView;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use fanout_app::catch_up::{CatchUpServer, PrefixSource, PrefixStream};
+use fanout_core::time::Instant;
 use fanout_io::{Clock, Driver, RunStats, Waker};
+use fanout_transport::realtime::RealtimeSend;
 use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::{CloseReason, Receiver};
 use serde::Serialize;
@@ -47,6 +52,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver as Rx, SyncSender, TryRecvError, TrySendError};
+use std::time::Duration;
 
 /// Bytes per chunk handed from the upstream thread to the downstream loop.
 const CHUNK_BYTES: usize = 256 << 10;
@@ -98,6 +104,16 @@ pub struct RelayArgs {
     /// buffer). The file is removed at the end.
     #[arg(long, value_name = "FILE")]
     pub spool: Option<PathBuf>,
+    /// Forward a real-time stream (`stream send --latency`): join it as
+    /// `stream recv --latency MS` does (whole messages; a hole is skipped
+    /// once the data behind it waited MS milliseconds) and send each
+    /// message on with the deadline the upstream named (or MS after the
+    /// relay read it), in a real-time session as `stream send --latency`
+    /// runs one. Downstream receivers join it with `stream recv --latency`,
+    /// a late one at the live position.
+    #[arg(long, value_name = "MS", conflicts_with = "spool",
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub latency: Option<u64>,
     #[command(flatten)]
     pub session: SessionSendArgs,
     #[command(flatten)]
@@ -168,6 +184,8 @@ impl RelayReport {
 /// What the upstream thread hands to the downstream loop, in order.
 enum Up {
     Data(Vec<u8>),
+    /// Whole messages of a real-time stream, each with its deadline.
+    Messages(Vec<(Vec<u8>, Option<Instant>)>),
     End,
     Failed(String),
 }
@@ -206,20 +224,33 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut down = Driver::new(down_ep, clock, args.net.driver())?;
     let up = Driver::new(up_ep, clock, args.net.driver())?;
     let (wake_down, wake_up) = (down.waker(), up.waker());
-    let receiver = Receiver::join(args.net.transport(Side::RelayIn)?, from, clock.now());
+    let mut up_transport = args.net.transport(Side::RelayIn)?;
+    let latency = args.latency.map(Duration::from_millis);
+    if let Some(l) = latency {
+        receive_in_real_time(&mut up_transport, l);
+    }
+    let receiver = Receiver::join(up_transport, from, clock.now());
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
+    let realtime = latency.is_some();
     let upstream = std::thread::Builder::new()
         .name("relay-upstream".into())
-        .spawn(move || pump_upstream(up, receiver, spool, tx, wake_down))
+        .spawn(move || pump_upstream(up, receiver, spool, realtime, tx, wake_down))
         .context("cannot start the upstream thread")?;
-    let join = if args.spool.is_some() {
+    let join = if realtime {
+        JoinPolicy::Live
+    } else if args.spool.is_some() {
         JoinPolicy::CatchUp
     } else {
         JoinPolicy::FromStart
     };
-    let config = args
-        .session
-        .config(args.net.transport(Side::RelayOut)?, delivery.group(), join);
+    let mut config =
+        args.session
+            .config(args.net.transport(Side::RelayOut)?, delivery.group(), join);
+    if realtime {
+        let mut mode = RealtimeSend::with_defaults(config.transport.max_datagram);
+        mode.deadlines = true;
+        config.realtime = Some(mode);
+    }
     let session_id = random_session_id();
     let session = SessionSender::new(config, session_id, clock.now());
     let source: Box<dyn PrefixSource> = match &args.spool {
@@ -239,6 +270,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
     let mut forward = Forward {
         rx,
+        latency,
         wake_up,
         current: None,
         bytes: 0,
@@ -247,7 +279,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     };
     let mut started = None;
     let stats = down.run(&mut session, |s, now| {
-        forward.pump(s);
+        forward.pump(s, now);
         view.poll_events(s);
         if s.bytes_acked_by_all() > 0 {
             started.get_or_insert(now);
@@ -281,9 +313,11 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let cu = session.catch_up_stats().clone();
-    let transport = file_session_counters(st, &cu, stats.send_syscalls)
-        .into_iter()
-        .collect();
+    let mut transport: BTreeMap<&'static str, u64> =
+        file_session_counters(st, &cu, stats.send_syscalls)
+            .into_iter()
+            .collect();
+    transport.extend(realtime_sender_counters(&session));
     let mut upstream_transport = up.transport;
     upstream_transport.insert("recv_syscalls", up.stats.recv_syscalls);
     upstream_transport.insert("bytes_read", up.bytes);
@@ -311,6 +345,9 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
 /// The downstream loop's side of the channel.
 struct Forward {
     rx: Rx<Up>,
+    /// A real-time stream's budget: the deadline of a message the upstream
+    /// named none for, after the relay took it.
+    latency: Option<Duration>,
     wake_up: Waker,
     /// A chunk partly written into the session, and how much of it.
     current: Option<(Vec<u8>, usize)>,
@@ -322,7 +359,7 @@ struct Forward {
 impl Forward {
     /// Moves what the session takes now from the channel into it; ends or
     /// aborts the session when the upstream did.
-    fn pump(&mut self, s: &mut SessionSender) {
+    fn pump(&mut self, s: &mut SessionSender, now: Instant) {
         if self.ended || self.failed.is_some() {
             return;
         }
@@ -340,6 +377,16 @@ impl Forward {
             }
             match self.rx.try_recv() {
                 Ok(Up::Data(chunk)) => self.current = Some((chunk, 0)),
+                Ok(Up::Messages(batch)) => {
+                    for (msg, deadline) in batch {
+                        let deadline = deadline.or(self.latency.map(|l| now + l));
+                        // Never blocks: the pushed queue takes it (or
+                        // drops its oldest).
+                        s.send_message(now, &msg, deadline);
+                        self.bytes += msg.len() as u64;
+                    }
+                    self.wake_up.wake();
+                }
                 Ok(Up::End) => {
                     s.finish();
                     self.ended = true;
@@ -375,13 +422,15 @@ impl PrefixSource for NoPrefix {
 }
 
 /// The upstream thread: joins the upstream session, reads the stream in
-/// order (spooling it first, if asked) and hands it over without blocking
-/// its loop; at the end of the stream it sends `End`, then lingers until
-/// the upstream session closes so retransmissions are still acknowledged.
+/// order (spooling it first, if asked; whole messages with their
+/// deadlines if `realtime`) and hands it over without blocking its loop;
+/// at the end of the stream it sends `End`, then lingers until the
+/// upstream session closes so retransmissions are still acknowledged.
 fn pump_upstream(
     mut driver: Driver,
     mut receiver: Receiver,
     mut spool: Option<File>,
+    realtime: bool,
     tx: SyncSender<Up>,
     wake_down: Waker,
 ) -> Result<Upstream> {
@@ -390,8 +439,9 @@ fn pump_upstream(
     let mut sent_end = false;
     let mut hung_up = false;
     let mut failure: Option<String> = None;
-    let stats = driver.run(&mut receiver, |r, _| {
-        if r.peer().is_some() && r.start_offset() > 0 && failure.is_none() {
+    let stats = driver.run(&mut receiver, |r, now| {
+        // A live stream is joined where it is; a file needs its start.
+        if !realtime && r.peer().is_some() && r.start_offset() > 0 && failure.is_none() {
             let why = format!(
                 "the relay joined the upstream late (at offset {}); start it \
                  before the upstream's data (count it in the sender's --wait-for)",
@@ -418,8 +468,11 @@ fn pump_upstream(
             if failure.is_some() || sent_end {
                 break;
             }
-            let mut chunk = vec![0u8; CHUNK_BYTES];
-            let n = r.read(&mut chunk);
+            let (up, n) = if realtime {
+                take_messages(r, now)
+            } else {
+                take_chunk(r)
+            };
             if n == 0 {
                 if r.is_finished() {
                     pending = Some(Up::End);
@@ -434,9 +487,8 @@ fn pump_upstream(
                 }
                 break;
             }
-            chunk.truncate(n);
-            if let Some(f) = spool.as_mut() {
-                if let Err(e) = f.write_all(&chunk) {
+            if let (Some(f), Up::Data(chunk)) = (spool.as_mut(), &up) {
+                if let Err(e) = f.write_all(chunk) {
                     let why = format!("spool write error: {e}");
                     r.reset(3, "relay's spool failed");
                     failure = Some(why.clone());
@@ -445,7 +497,7 @@ fn pump_upstream(
                 }
             }
             bytes += n as u64;
-            pending = Some(Up::Data(chunk));
+            pending = Some(up);
         }
         if hung_up {
             // The downstream ended first (it failed): stop the upstream too.
@@ -455,13 +507,40 @@ fn pump_upstream(
         r.is_closed() && pending.is_none()
     })?;
     let st = receiver.stats();
+    let mut transport = receiver_counters(st);
+    if realtime {
+        transport.extend(realtime_receiver_counters(&receiver));
+    }
     Ok(Upstream {
         bytes,
         stats,
-        transport: receiver_counters(st),
+        transport,
         drops: drops_map(&st.drops),
         close: receiver.close_reason().cloned(),
     })
+}
+
+/// The stream bytes readable now, at most [`CHUNK_BYTES`], and how many.
+fn take_chunk(r: &mut Receiver) -> (Up, usize) {
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let n = r.read(&mut chunk);
+    chunk.truncate(n);
+    (Up::Data(chunk), n)
+}
+
+/// The whole messages readable at `now` (about [`CHUNK_BYTES`] at most),
+/// each with its deadline, and their bytes.
+fn take_messages(r: &mut Receiver, now: Instant) -> (Up, usize) {
+    let (mut batch, mut n) = (Vec::new(), 0);
+    while n < CHUNK_BYTES {
+        let mut msg = Vec::new();
+        let Some(read) = r.read_message(now, &mut msg) else {
+            break;
+        };
+        n += msg.len();
+        batch.push((msg, read.deadline));
+    }
+    (Up::Messages(batch), n)
 }
 
 /// Runs `fanout relay`.

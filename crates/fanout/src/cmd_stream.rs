@@ -21,9 +21,13 @@
 //! line of it, prefixed with the receiver's address, and `--upstream-out
 //! FILE` writes those lines to a file.
 
+use crate::merger_opts::MergerOpts;
 use crate::net_opts::{random_session_id, TransportOpts};
 use crate::pipe::{InputFeed, OutputDrain, CHUNK_BYTES};
-use crate::realtime_opts::{receiver_line, sender_line, RealtimeSendOpts, StatsLines, StatsOpts};
+use crate::realtime_opts::{
+    realtime_receiver_counters, realtime_sender_counters, receive_in_real_time, receiver_line,
+    sender_line, RealtimeSendOpts, StatsLines, StatsOpts,
+};
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, require_completed, OutputOpts, TransferReport,
@@ -139,6 +143,8 @@ pub struct StreamRecvArgs {
     /// Without --group: local address to bind (default: any, port chosen).
     #[arg(long, value_name = "ADDR:PORT", conflicts_with = "group")]
     pub listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub merger: MergerOpts,
     /// Give up if the sender does not accept within this many seconds (0 =
     /// the transport's handshake timeout).
     #[arg(long, default_value_t = 0, value_name = "SECS")]
@@ -305,17 +311,7 @@ pub fn stream_send(
     ]
     .into_iter()
     .collect();
-    if let Some(rt) = session.realtime_stats() {
-        transport.extend([
-            ("messages_written", rt.queue.queued),
-            ("messages_sent", rt.queue.taken),
-            ("queue_discarded", rt.queue.discarded),
-            ("queue_expired", rt.queue.expired),
-            ("skips_sent", st.skips_sent),
-            ("skipped_bytes", st.skipped_bytes),
-            ("repair_bytes", st.repair_bytes),
-        ]);
-    }
+    transport.extend(realtime_sender_counters(&session));
     if let Some(r) = &relay {
         let (c, up) = (r.counters(), session.upstream_stats());
         transport.extend([
@@ -381,9 +377,10 @@ pub fn stream_recv(
         transport.handshake_timeout = Duration::from_secs(args.wait);
     }
     if let Some(ms) = args.latency {
-        transport.realtime = true;
-        transport.realtime_latency = Some(Duration::from_millis(ms));
+        receive_in_real_time(&mut transport, Duration::from_millis(ms));
     }
+    args.merger
+        .apply(&mut transport, &args.net.security, Some(from))?;
     let mut stats = StatsLines::open(&args.stats)?;
     let mut stats_error = None;
     let mut receiver = Receiver::join(transport, from, clock.now());
@@ -417,7 +414,7 @@ pub fn stream_recv(
             }
             let chunk = if args.latency.is_some() {
                 let mut m = Vec::new();
-                r.read_message(now, &mut m).then_some(m)
+                r.read_message(now, &mut m).map(|_| m)
             } else {
                 let n = r.read(&mut buf);
                 (n > 0).then(|| buf[..n].to_vec())
@@ -467,21 +464,7 @@ pub fn stream_recv(
     let mut transport = receiver_counters(st);
     transport.insert("start_offset", receiver.start_offset());
     if args.latency.is_some() {
-        transport.extend([
-            ("messages_read", st.messages_read),
-            ("messages_dropped", st.messages_dropped),
-            ("messages_late", st.messages_late),
-            ("jitter_us", receiver.jitter().as_micros() as u64),
-            ("skipped_bytes", st.skipped_bytes),
-            ("late_skipped_bytes", st.late_skipped_bytes),
-        ]);
-        if let Some(h) = receiver.delivery_delays() {
-            for (name, q) in [("delay_p50_us", 0.5), ("delay_p99_us", 0.99)] {
-                if let Some(d) = h.percentile(q) {
-                    transport.insert(name, d.as_micros() as u64);
-                }
-            }
-        }
+        transport.extend(realtime_receiver_counters(&receiver));
     }
     transport.insert("recv_syscalls", io.recv_syscalls);
     if let Some(f) = up_feed.as_mut() {

@@ -10,6 +10,7 @@ mod cmd_relay;
 mod cmd_send;
 mod cmd_sim;
 mod cmd_stream;
+mod merger_opts;
 mod net_opts;
 mod pipe;
 mod progress;

@@ -14,7 +14,7 @@ use fanout_app::StreamSink;
 use fanout_core::time::Instant;
 use fanout_transport::realtime::{QueueLimit, QueueOrder, RealtimeSend};
 use fanout_transport::session::SessionSender;
-use fanout_transport::Receiver;
+use fanout_transport::{Receiver, TransportConfig};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -195,6 +195,54 @@ impl StreamSink for MessageSink<'_> {
     fn abort(&mut self, reason: &str) {
         self.session.abort(reason);
     }
+}
+
+/// Makes `transport` a real-time receiver's (`stream recv --latency`,
+/// `relay --latency`): whole messages, a hole skipped once the data behind
+/// it waited `latency`.
+pub fn receive_in_real_time(transport: &mut TransportConfig, latency: Duration) {
+    transport.realtime = true;
+    transport.realtime_latency = Some(latency);
+}
+
+/// A real-time sender's counters for its report (none for a reliable
+/// session).
+pub fn realtime_sender_counters(s: &SessionSender) -> Vec<(&'static str, u64)> {
+    let Some(rt) = s.realtime_stats() else {
+        return Vec::new();
+    };
+    let st = s.stats();
+    vec![
+        ("messages_written", rt.queue.queued),
+        ("messages_sent", rt.queue.taken),
+        ("queue_discarded", rt.queue.discarded),
+        ("queue_expired", rt.queue.expired),
+        ("skips_sent", st.skips_sent),
+        ("skipped_bytes", st.skipped_bytes),
+        ("repair_bytes", st.repair_bytes),
+    ]
+}
+
+/// A real-time receiver's counters for its report: messages, jitter and
+/// delivery delay percentiles.
+pub fn realtime_receiver_counters(r: &Receiver) -> Vec<(&'static str, u64)> {
+    let st = r.stats();
+    let mut out = vec![
+        ("messages_read", st.messages_read),
+        ("messages_dropped", st.messages_dropped),
+        ("messages_late", st.messages_late),
+        ("jitter_us", r.jitter().as_micros() as u64),
+        ("skipped_bytes", st.skipped_bytes),
+        ("late_skipped_bytes", st.late_skipped_bytes),
+    ];
+    if let Some(h) = r.delivery_delays() {
+        for (name, q) in [("delay_p50_us", 0.5), ("delay_p99_us", 0.99)] {
+            if let Some(d) = h.percentile(q) {
+                out.push((name, d.as_micros() as u64));
+            }
+        }
+    }
+    out
 }
 
 /// Statistics lines, one JSON object each, every interval.

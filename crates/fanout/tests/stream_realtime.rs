@@ -17,6 +17,58 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 const MESSAGE: usize = 1316;
 
+/// Starts `fanout ARGS --json --quiet`, its stdout and stderr read.
+fn spawn(
+    args: &[&str],
+) -> (
+    Proc,
+    std::thread::JoinHandle<Vec<u8>>,
+    std::thread::JoinHandle<Vec<u8>>,
+) {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .args(["--json", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (
+        read_all(c.stdout.take().unwrap()),
+        read_all(c.stderr.take().unwrap()),
+    );
+    (Proc(c), out, err)
+}
+
+/// Starts `stream send --unicast --bind BIND <send>` and, `lead` later,
+/// writes `msgs` into it one every 2 ms (stopping early if it ended: a
+/// sender whose only receiver left does), then ends its input.
+fn write_stream(
+    bind: &str,
+    send: &[&str],
+    lead: Duration,
+    msgs: &[Vec<u8>],
+) -> (
+    Proc,
+    std::thread::JoinHandle<Vec<u8>>,
+    std::thread::JoinHandle<Vec<u8>>,
+) {
+    let StreamSender {
+        proc,
+        mut stdin,
+        out,
+        err,
+    } = stream_sender(BIN, bind, send);
+    std::thread::sleep(lead);
+    for m in msgs {
+        if stdin.write_all(m).and_then(|()| stdin.flush()).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(stdin);
+    (proc, out, err)
+}
+
 /// `count` distinct messages of [`MESSAGE`] bytes.
 fn messages(count: usize) -> Vec<Vec<u8>> {
     let mut all = vec![0u8; count * MESSAGE];
@@ -47,47 +99,18 @@ fn run(send: &[&str], recv: &[&str], msgs: &[Vec<u8>]) -> Run {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let stats = dir.join("recv-stats.jsonl");
-    let mut rx = Command::new(BIN)
-        .args(["stream", "recv", "--from", &bind, "--listen", "127.0.0.1:0"])
-        .args([
-            "--json",
-            "--quiet",
-            "--idle-timeout",
-            "20",
-            "--inject-loss",
-            "0.02",
-        ])
-        .args([
-            "--stats",
-            stats.to_str().unwrap(),
-            "--stats-interval",
-            "200",
-        ])
-        .args(recv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx_out = read_all(rx.stdout.take().unwrap());
-    let rx_err = read_all(rx.stderr.take().unwrap());
-    let mut rx = Proc(rx);
-    let StreamSender {
-        proc: mut tx,
-        mut stdin,
-        out: tx_out,
-        err: tx_err,
-    } = stream_sender(BIN, &bind, send);
+    let stats_path = stats.to_str().unwrap();
+    let recv_args = [
+        &["stream", "recv", "--from", &bind, "--listen", "127.0.0.1:0"][..],
+        &["--idle-timeout", "20", "--inject-loss", "0.02"],
+        &["--stats", stats_path, "--stats-interval", "200"],
+        recv,
+    ]
+    .concat();
+    let (mut rx, rx_out, rx_err) = spawn(&recv_args);
     // Give the receiver time to join before the first message (the
     // queue's messages would otherwise wait, and expire under --latency).
-    std::thread::sleep(Duration::from_millis(300));
-    for m in msgs {
-        // A sender whose only receiver left ends: stop writing then.
-        if stdin.write_all(m).and_then(|()| stdin.flush()).is_err() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    drop(stdin);
+    let (mut tx, tx_out, tx_err) = write_stream(&bind, send, Duration::from_millis(300), msgs);
     let sender_ok = tx.wait_ok();
     let receiver_ok = rx.wait_ok();
     let stats_lines = std::fs::read_to_string(&stats)
@@ -191,4 +214,111 @@ fn a_receiver_of_every_byte_refuses_a_real_time_sender_with_the_reason() {
     // The sender saw its only receiver leave, and says why.
     assert!(!r.sender_ok);
     assert!(r.sender_err.contains("real time"), "{}", r.sender_err);
+}
+
+/// What a stream through a relay and a merger did.
+struct Chain {
+    sent: serde_json::Value,
+    relay: serde_json::Value,
+    received: serde_json::Value,
+    out: Vec<u8>,
+}
+
+/// Streams `msgs` (one every 2 ms) from `stream send --unicast <send>`
+/// through `relay --latency 500` (dropping 2% of what reaches it) to one
+/// `stream recv --latency 500` that reports through a merger (`fanout
+/// merge`) and drops 2% too.
+fn through_relay_and_merger(send: &[&str], msgs: &[Vec<u8>]) -> Chain {
+    let (source, relay_at, merger_at) = (free_addr(), free_addr(), free_addr());
+    // Each receiving hop: a 500 ms budget, 2% of its input dropped.
+    let hop = [
+        "--latency",
+        "500",
+        "--inject-loss",
+        "0.02",
+        "--idle-timeout",
+        "20",
+    ];
+    let relay_args = ["relay", "--from", &source, "--bind", &relay_at, "--unicast"];
+    let (mut relay, relay_out, relay_err) = spawn(&[&relay_args[..], &hop].concat());
+    let (mut merger, _, merger_err) = spawn(&[
+        "merge",
+        "--listen",
+        &merger_at,
+        "--parent",
+        &relay_at,
+        "--children",
+        "1",
+        "--wait",
+        "20",
+    ]);
+    let recv_args = [
+        "stream",
+        "recv",
+        "--from",
+        &relay_at,
+        "--merger",
+        &merger_at,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let (mut rx, rx_out, rx_err) = spawn(&[&recv_args[..], &hop].concat());
+    // Every hop joins before the first message (a message written before
+    // would wait in a queue and expire).
+    let (mut tx, tx_out, tx_err) = write_stream(&source, send, Duration::from_secs(1), msgs);
+    let text = |h: std::thread::JoinHandle<Vec<u8>>| {
+        String::from_utf8_lossy(&h.join().unwrap()).into_owned()
+    };
+    assert!(tx.wait_ok(), "sender: {}", text(tx_err));
+    assert!(relay.wait_ok(), "relay: {}", text(relay_err));
+    assert!(rx.wait_ok(), "receiver: {}", text(rx_err));
+    // The merger ends with its parent's session.
+    assert!(merger.wait_ok(), "merger: {}", text(merger_err));
+    Chain {
+        sent: json_in(&tx_out.join().unwrap()),
+        relay: json_in(&relay_out.join().unwrap()),
+        received: json_in(&rx_err.join().unwrap()),
+        out: rx_out.join().unwrap(),
+    }
+}
+
+#[test]
+fn a_stream_with_deadlines_goes_through_a_relay_and_a_merger() {
+    let msgs = messages(600);
+    let c = through_relay_and_merger(&["--latency", "500"], &msgs);
+    // Each hop repaired its own losses in time: every message arrived,
+    // whole, in order, none late.
+    let up = &c.relay["upstream_transport"];
+    assert_eq!(up["messages_read"], 600, "{up}");
+    let down = &c.relay["transport"];
+    assert_eq!(down["messages_written"], 600, "{down}");
+    assert!(down["repair_bytes"].as_u64().unwrap() > 0, "{down}");
+    assert_eq!(positions(&c.out, &msgs), (0..600).collect::<Vec<_>>());
+    let rt = &c.received["transport"];
+    assert_eq!(rt["messages_late"], 0, "{rt}");
+    assert!(rt["delay_p99_us"].as_u64().unwrap() < 500_000, "{rt}");
+    assert!(c.sent["transport"]["repair_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn what_the_source_skipped_a_relay_leaves_out_and_each_hop_repairs_its_own() {
+    // A pushed queue without deadlines at the source: its losses at the
+    // relay are skipped, never repaired; the relay's own session (with
+    // the relay's deadlines) repairs the receiver's.
+    let msgs = messages(600);
+    let c = through_relay_and_merger(&["--queue", "fifo"], &msgs);
+    assert!(c.sent["transport"]["skips_sent"].as_u64().unwrap() > 0);
+    let up = &c.relay["upstream_transport"];
+    let (read, dropped) = (
+        up["messages_read"].as_u64().unwrap(),
+        up["messages_dropped"].as_u64().unwrap(),
+    );
+    assert!(dropped > 0 && read + dropped == 600, "{up}");
+    let down = &c.relay["transport"];
+    assert!(down["repair_bytes"].as_u64().unwrap() > 0, "{down}");
+    assert_eq!(down["skips_sent"], 0, "{down}");
+    let at = positions(&c.out, &msgs);
+    assert_eq!(at.len() as u64, read, "all the relay forwarded");
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "in order, none twice");
+    assert_eq!(c.received["transport"]["messages_late"], 0);
 }

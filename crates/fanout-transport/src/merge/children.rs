@@ -31,6 +31,8 @@ pub struct Child {
     pub connect: ConnectSummary,
     /// Timestamp of its latest CONNECT (echoed in the ACCEPT relayed to it).
     pub connect_timestamp: WireTimestamp,
+    /// When its latest CONNECT arrived.
+    pub connect_at: Instant,
     /// Offset at which its delivery starts, once admitted upstream.
     pub start: Option<u64>,
     /// Its acknowledgement state, once admitted upstream (ACCEPT relayed):
@@ -136,6 +138,7 @@ impl ChildTable {
                 id,
                 connect,
                 connect_timestamp,
+                connect_at: now,
                 start: None,
                 ack: None,
                 last_heard: now,
@@ -358,10 +361,12 @@ impl ChildTable {
         self.cums.last().map(|&(top, _)| top.min(sent))
     }
 
-    /// Records the timestamp of a repeated CONNECT from `addr`.
-    pub fn set_connect_timestamp(&mut self, addr: &SocketAddr, ts: WireTimestamp) {
+    /// Records the timestamp of a repeated CONNECT from `addr`, arrived
+    /// at `now`.
+    pub fn set_connect_timestamp(&mut self, addr: &SocketAddr, ts: WireTimestamp, now: Instant) {
         if let Some(c) = self.children.get_mut(addr) {
             c.connect_timestamp = ts;
+            c.connect_at = now;
         }
     }
 

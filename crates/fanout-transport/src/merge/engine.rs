@@ -273,9 +273,16 @@ impl Merger {
         let (Some(a), Some(c)) = (self.accept, self.table.spec.children.get(&to)) else {
             return;
         };
-        let (Some(start), timestamp) = (c.start, c.connect_timestamp) else {
+        let Some(start) = c.start else {
             return;
         };
+        // The echo leaves out how long the merger held the CONNECT (while
+        // it joined upstream), as QUIC's ACK delay does (RFC 9000 §13.2.5):
+        // the child takes the ACCEPT's round trip for its path's, and a
+        // real-time receiver half of it for the one-way delay its
+        // deadlines are mapped with.
+        let held = now.saturating_duration_since(c.connect_at).as_micros();
+        let timestamp = WireTimestamp(c.connect_timestamp.0.wrapping_add(held as u32));
         let (key, session) = (&self.config.token_key, self.session_id);
         let Some(token) = self.table.spec.children.token(&to, now, |id| {
             key.token(session, crate::session::MemberId(id), to)
@@ -525,7 +532,7 @@ impl Merger {
                     self.table
                         .spec
                         .children
-                        .set_connect_timestamp(&from, c.timestamp);
+                        .set_connect_timestamp(&from, c.timestamp, now);
                     if admitted {
                         self.queue_accept(from, now);
                     }

@@ -36,6 +36,15 @@ pub use outgoing::SentMessages;
 pub use queue::{PushedQueue, QueueLimit, QueueOrder, QueueStats, QueuedMessage};
 pub use reader::MessageBounds;
 
+/// A whole message [`crate::Receiver::read_message`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadMessage {
+    /// Its deadline on the receiver's clock, if the sender named one
+    /// (already early by the mapping's guard,
+    /// [`deadline::SenderClock::local`]): a relay passes it on.
+    pub deadline: Option<fanout_core::time::Instant>,
+}
+
 /// A session sender's real-time mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RealtimeSend {

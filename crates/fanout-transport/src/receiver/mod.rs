@@ -335,9 +335,13 @@ impl Receiver {
     /// real-time receiver ([`TransportConfig::realtime`]) only. Messages
     /// any of whose bytes the sender skipped are dropped on the way
     /// (counted as `messages_dropped`), and so are those whose deadline
-    /// the sender named and `now` is past (`messages_late`). False when no
+    /// the sender named and `now` is past (`messages_late`). `None` when no
     /// whole message is readable now (or not a real-time receiver).
-    pub fn read_message(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+    pub fn read_message(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Option<crate::realtime::ReadMessage> {
         loop {
             let Some(next) = self
                 .messages
@@ -346,7 +350,7 @@ impl Receiver {
             else {
                 // The FIN may have come after the last message was read.
                 self.finish_if_read_to_end();
-                return false;
+                return None;
             };
             out.clear();
             out.resize((next.range.end - next.range.start) as usize, 0);
@@ -367,7 +371,9 @@ impl Receiver {
                 h.record(now.saturating_duration_since(sent));
             }
             self.stats.messages_read += 1;
-            return true;
+            return Some(crate::realtime::ReadMessage {
+                deadline: next.deadline,
+            });
         }
     }
 
