@@ -105,18 +105,18 @@ impl RttEstimator {
     }
 
     /// Feeds a measurement that includes `ack_delay`, the time the peer
-    /// says it held its ACK back (RFC 9002 §5.3): the delay is taken off
-    /// unless that would put the sample below the smallest RTT seen, so a
-    /// peer overstating it cannot shrink the estimate below `min_rtt`; the
-    /// raw sample still updates `min_rtt`. Feedback thinned by time holds
-    /// ACKs for a large part of the path's RTT, and pacing and the RTO would
-    /// otherwise count that hold as path delay.
+    /// says it held its ACK back (RFC 9002 §5.3): the delay is taken off,
+    /// but never below the smallest RTT seen, so a peer overstating it
+    /// cannot shrink the estimate below `min_rtt`; the raw sample still
+    /// updates `min_rtt`. Feedback thinned by time holds ACKs for a large
+    /// part of the path's RTT, and pacing and the RTO would otherwise count
+    /// that hold as path delay. (RFC 9002 keeps the whole raw sample where
+    /// the delay would take it below `min_rtt`; taking it to `min_rtt`
+    /// instead keeps the same floor without counting the hold whenever
+    /// the path's own jitter puts a sample just under the minimum.)
     pub fn on_sample_with_ack_delay(&mut self, rtt: Duration, ack_delay: Duration) {
         let min_rtt = self.min_rtt.min(rtt);
-        let adjusted = match rtt.checked_sub(ack_delay) {
-            Some(a) if a >= min_rtt => a,
-            _ => rtt,
-        };
+        let adjusted = rtt.saturating_sub(ack_delay).max(min_rtt);
         self.on_sample(adjusted);
         self.min_rtt = min_rtt;
     }
@@ -188,9 +188,10 @@ mod tests {
         // 40 ms of it was the receiver holding its ACK.
         e.on_sample_with_ack_delay(ms(52), ms(40));
         assert_eq!(e.latest(), ms(12));
-        // An overstated delay would go below min_rtt: the raw sample counts.
+        // An overstated delay would go below min_rtt: the sample is
+        // min_rtt, not less (and not the raw 20 ms either).
         e.on_sample_with_ack_delay(ms(20), ms(15));
-        assert_eq!(e.latest(), ms(20));
+        assert_eq!(e.latest(), ms(12));
         // The raw sample still lowers min_rtt.
         e.on_sample_with_ack_delay(ms(10), ms(5));
         assert_eq!(e.min_rtt(), ms(10));

@@ -53,6 +53,9 @@ pub struct TimeoutOutcome {
     pub newly_lost: Vec<Range<u64>>,
     /// The retransmission timer fired (RFC 6298 §5.4).
     pub rto: bool,
+    /// The tail loss probe fired (RFC 8985 §7): `newly_lost` holds the
+    /// segment to send again as the probe.
+    pub probe: bool,
 }
 
 /// One peer's loss recovery.
@@ -80,6 +83,12 @@ pub struct Recovery {
     rack_rtt: Duration,
     rto_deadline: Option<Instant>,
     rack_deadline: Option<Instant>,
+    /// The tail loss probe timer (RFC 8985 §7.2's PTO).
+    tlp_deadline: Option<Instant>,
+    /// A probe went out and nothing was acknowledged since: no other.
+    probe_out: bool,
+    /// The longest the peer may hold an ACK (from its latest ACK).
+    max_ack_delay: Duration,
     /// Consecutive RTO expiries without progress.
     rto_backoffs: u32,
     recovery_episodes: u64,
@@ -106,6 +115,9 @@ impl Recovery {
             rack_rtt: Duration::ZERO,
             rto_deadline: None,
             rack_deadline: None,
+            tlp_deadline: None,
+            probe_out: false,
+            max_ack_delay: fanout_core::ack_policy::DEFAULT_MAX_ACK_DELAY,
             rto_backoffs: 0,
             recovery_episodes: 0,
             rtos: 0,
@@ -177,6 +189,11 @@ impl Recovery {
     /// The RACK reorder timer (RFC 8985 §6.2).
     pub fn rack_deadline(&self) -> Option<Instant> {
         self.rack_deadline
+    }
+
+    /// The tail loss probe timer (RFC 8985 §7.2).
+    pub fn tlp_deadline(&self) -> Option<Instant> {
+        self.tlp_deadline
     }
 
     /// Bytes in flight (RFC 6675 "pipe"): sent, neither acknowledged nor
@@ -376,9 +393,15 @@ impl Recovery {
             );
         }
         out.newly_lost = self.detect_losses(now, log, snd_nxt, mss, flight_before);
-        // RFC 6298 §5.3: restart the timer when new data is acknowledged.
+        // RFC 6298 §5.3: restart the timer when new data is acknowledged;
+        // RFC 8985 §7.2: and the probe timer, once anything was delivered.
+        self.max_ack_delay = max_ack_delay;
         if out.progressed {
             self.rto_deadline = None;
+        }
+        if out.progressed || newly_acked > 0 {
+            self.tlp_deadline = None;
+            self.probe_out = false;
         }
         self.arm_rto(now, snd_nxt);
         out
@@ -401,6 +424,8 @@ impl Recovery {
         if self.rto_deadline.is_some_and(|t| t <= now) && self.cumulative < snd_nxt {
             out.newly_lost.extend(self.on_rto(now, snd_nxt, log));
             out.rto = true;
+        } else if self.tlp_deadline.is_some_and(|t| t <= now) {
+            out.probe = self.on_tail_probe(snd_nxt, log, &mut out.newly_lost);
         }
         out
     }
@@ -494,8 +519,49 @@ impl Recovery {
     pub fn arm_rto(&mut self, now: Instant, snd_nxt: u64) {
         if self.cumulative >= snd_nxt {
             self.rto_deadline = None;
-        } else if self.rto_deadline.is_none() {
+            self.tlp_deadline = None;
+            return;
+        }
+        if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.rtt.rto());
+        }
+        // RFC 8985 §7.2: PTO = 2·SRTT, plus the peer's ACK hold (its
+        // receivers always may hold one), if it comes before the RTO.
+        if self.tlp_deadline.is_none() && !self.probe_out && self.rtt.has_sample() {
+            let pto = now + 2 * self.rtt.srtt() + self.max_ack_delay;
+            self.tlp_deadline = self.rto_deadline.filter(|&rto| pto < rto).map(|_| pto);
+        }
+    }
+
+    /// RFC 8985 §7.3: nothing was acknowledged for a PTO while data is
+    /// outstanding — the tail of the flight, or a repair sent when no
+    /// newer data could follow it (a full window), may be lost with no
+    /// later delivery for RACK to see it by. The last segment sent that
+    /// is not known delivered goes again (pushed onto `probe`, deemed lost
+    /// without a congestion response: its ACK, by SACK, lets RACK find
+    /// what really was lost, RFC 8985 §7.4); one probe until something is
+    /// acknowledged. Returns whether a probe was chosen.
+    fn on_tail_probe(
+        &mut self,
+        snd_nxt: u64,
+        log: &SegmentLog,
+        probe: &mut Vec<Range<u64>>,
+    ) -> bool {
+        self.tlp_deadline = None;
+        self.probe_out = true;
+        let last = log
+            .overlapping(self.cumulative..snd_nxt)
+            .map(|seg| seg.start..seg.end)
+            .filter(|r| {
+                !self.sacked.contains_range(r.clone()) && !self.lost.contains_range(r.clone())
+            })
+            .last();
+        match last {
+            Some(r) if self.add_lost(r.clone()) => {
+                probe.push(r);
+                true
+            }
+            _ => false,
         }
     }
 

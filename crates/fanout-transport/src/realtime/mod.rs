@@ -36,6 +36,15 @@ pub use outgoing::SentMessages;
 pub use queue::{PushedQueue, QueueLimit, QueueOrder, QueueStats, QueuedMessage};
 pub use reader::MessageBounds;
 
+/// How much longer than half the round trip a message takes from the
+/// sender's decision to a receiver's reading, as the sender counts it when
+/// it decides whether a message (or its repair) can still arrive in time:
+/// receivers read deadlines [`deadline::GUARD`] early, and read what
+/// arrived after their event loop's wake-up delay (input coalescing, 1.5 ms
+/// by default). A message sent later than this arrives only to be dropped
+/// as late, spending rate the messages behind it need.
+pub const ARRIVAL_MARGIN: std::time::Duration = std::time::Duration::from_millis(4);
+
 /// A whole message [`crate::Receiver::read_message`] read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadMessage {

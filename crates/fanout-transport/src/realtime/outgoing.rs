@@ -52,16 +52,16 @@ impl SentMessages {
 
     /// Whether the lost bytes `range` are stale at `now`: some message
     /// they belong to has no deadline (TCP-CM: never repaired) or cannot
-    /// be repaired in time — its deadline is less than `half_rtt` away
-    /// (TCP-RTM). Bytes of no remembered message (a plain stream) are not.
-    pub fn is_stale(&self, range: &Range<u64>, now: Instant, half_rtt: Duration) -> bool {
+    /// be repaired in time — its deadline is less than `delivery` (what a
+    /// repair takes to be read, about half the round trip) away (TCP-RTM). Bytes of no remembered message (a plain stream) are not.
+    pub fn is_stale(&self, range: &Range<u64>, now: Instant, delivery: Duration) -> bool {
         let Some(first) = self.index_of(range.start) else {
             return false;
         };
         self.messages
             .range(first..)
             .take_while(|(r, _)| r.start < range.end)
-            .any(|(_, deadline)| deadline.is_none_or(|d| now + half_rtt >= d))
+            .any(|(_, deadline)| deadline.is_none_or(|d| now + delivery >= d))
     }
 
     /// `range` widened to the whole messages it touches, but not beyond

@@ -29,6 +29,15 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::ops::Range;
 
+/// The first data segments a receiver acknowledges at once, whatever its
+/// ACK schedule (as Linux's quick-ACK mode at a connection's start): their
+/// RTT samples hold no ACK delay, so the sender's `min_rtt` is the path's.
+/// Without one, a receiver that always delays its ACKs (every second
+/// segment of a slow stream) made `min_rtt` path + delay, RFC 9002 §5.3
+/// then refused to take the reported delay off any sample, and a 0.5
+/// Mbit/s stream on a 20 ms path measured 43 ms.
+pub const QUICK_ACKS: u32 = 8;
+
 /// Most replies to strangers (busy resets) queued at once; the rest are
 /// dropped, so a connect flood cannot grow memory.
 const MAX_PENDING_REFUSALS: usize = 16;
@@ -153,6 +162,9 @@ pub struct Receiver {
     /// Newest DATA timestamp received and its arrival: what a hole filled
     /// by decoding (REPAIR carries no timestamp) echoes.
     ts_latest: Option<(WireTimestamp, Instant)>,
+    /// Data segments still acknowledged at once ([`QUICK_ACKS`] at the
+    /// start).
+    quick_acks_left: u32,
     /// The handshake and keys of a protected session ([`protect`]).
     keys: Option<Box<protect::ReceiverKeys>>,
     /// Where a sealed datagram is opened.
@@ -218,6 +230,7 @@ impl Receiver {
             upstream: None,
             coded: None,
             ts_latest: None,
+            quick_acks_left: QUICK_ACKS,
             keys: config
                 .protection
                 .clone()
@@ -681,8 +694,12 @@ impl Receiver {
             }
         }
         self.most_recent = Some(range);
-        self.acks
-            .on_segment(now, out_of_order || filled_gap || duplicate || d.fin);
+        let quick = self.quick_acks_left > 0;
+        self.quick_acks_left = self.quick_acks_left.saturating_sub(1);
+        self.acks.on_segment(
+            now,
+            out_of_order || filled_gap || duplicate || d.fin || quick,
+        );
     }
 
     /// The sender gave up `[offset, offset + len)` (real-time mode): the

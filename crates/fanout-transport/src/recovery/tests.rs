@@ -37,6 +37,12 @@ fn on_ack(r: &mut Recovery, now: u64, a: &AckFrame, log: &SegmentLog, snd_nxt: u
     r.on_ack(at(now), a, log, snd_nxt, SEG, true, Duration::ZERO)
 }
 
+/// Of 5 segments sent, an ACK at `now` ms of segment 0 with 2..5 SACKed:
+/// segment 1 is the hole.
+fn hole_at_1(r: &mut Recovery, now: u64, log: &SegmentLog) -> AckOutcome {
+    on_ack(r, now, &ack(SEG, 0, vec![2 * SEG..5 * SEG]), log, 5 * SEG)
+}
+
 #[test]
 fn cumulative_ack_advances_and_restarts_the_timer() {
     let log = log_of(4);
@@ -59,26 +65,14 @@ fn sack_then_rack_marks_the_hole_lost_and_opens_one_episode() {
     let log = log_of(5);
     let mut r = recovery();
     // Segment 1 lost; 2..5 SACKed: DupThresh reached, reo_wnd = 0.
-    let out = on_ack(
-        &mut r,
-        60,
-        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
-        &log,
-        5 * SEG,
-    );
+    let out = hole_at_1(&mut r, 60, &log);
     assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
     assert!(r.is_lost(SEG..2 * SEG) && r.in_recovery());
     assert_eq!((r.recovery_episodes(), r.in_flight(5 * SEG)), (1, 0));
     // The repair goes out; a repeat of the same ACK loses nothing more.
     r.on_repair_sent(SEG..2 * SEG, at(61));
     assert!(!r.is_lost(SEG..2 * SEG));
-    let again = on_ack(
-        &mut r,
-        62,
-        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
-        &log,
-        5 * SEG,
-    );
+    let again = hole_at_1(&mut r, 62, &log);
     assert!(again.newly_lost.is_empty());
     // The repair arrives: the episode ends (RFC 6582 §3.2 step 5).
     on_ack(&mut r, 120, &ack(5 * SEG, 4, vec![]), &log, 5 * SEG);
@@ -193,24 +187,12 @@ fn a_segment_multicast_again_for_others_does_not_date_this_peers_delivery() {
 fn a_forgotten_loss_is_detected_again() {
     let log = log_of(5);
     let mut r = recovery();
-    let out = on_ack(
-        &mut r,
-        60,
-        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
-        &log,
-        5 * SEG,
-    );
+    let out = hole_at_1(&mut r, 60, &log);
     assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
     r.forget_loss(SEG..2 * SEG);
     assert!(!r.is_lost(SEG..2 * SEG));
     assert_eq!(r.in_flight(5 * SEG), SEG, "back in flight");
-    let again = on_ack(
-        &mut r,
-        61,
-        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
-        &log,
-        5 * SEG,
-    );
+    let again = hole_at_1(&mut r, 61, &log);
     assert_eq!(again.newly_lost, vec![SEG..2 * SEG]);
     assert_eq!(r.recovery_episodes(), 1, "still the same episode");
 }
@@ -280,15 +262,39 @@ fn a_repair_restarts_the_retransmission_timer() {
     let mut r = recovery();
     on_ack(&mut r, 50, &ack(SEG, 0, vec![]), &log, 5 * SEG);
     let started = r.rto_deadline().unwrap();
-    on_ack(
-        &mut r,
-        80,
-        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
-        &log,
-        5 * SEG,
-    );
+    hole_at_1(&mut r, 80, &log);
     assert!(r.is_lost(SEG..2 * SEG));
     let repair_at = started.saturating_sub(Duration::from_millis(10));
     r.on_repair_sent(SEG..2 * SEG, repair_at);
     assert_eq!(r.rto_deadline(), Some(repair_at + r.rtt().rto()));
+}
+
+#[test]
+fn a_lost_repair_with_nothing_sent_after_it_is_probed_before_the_rto() {
+    // RFC 8985 §7: 5 segments, the window full. Segment 1 is lost and
+    // repaired; the repair is lost too, and no newer segment follows it
+    // for RACK to see that by.
+    let log = log_of(5);
+    let mut r = recovery();
+    r.arm_rto(at(0), 5 * SEG);
+    let out = hole_at_1(&mut r, 60, &log);
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    r.on_repair_sent(SEG..2 * SEG, at(61));
+    let (tlp, rto) = (r.tlp_deadline().unwrap(), r.rto_deadline().unwrap());
+    // PTO = 2·SRTT (60 ms) + the ACK hold (0 here): long before the RTO.
+    assert_eq!(tlp, at(60) + 2 * r.rtt().srtt());
+    assert!(tlp < rto, "{tlp:?} {rto:?}");
+    let out = r.on_timeout(tlp, &log, 5 * SEG, SEG);
+    assert!(out.probe && !out.rto);
+    // The probe is the last segment not known delivered: the repair.
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    assert_eq!(r.rtos(), 0);
+    // One probe until something is acknowledged.
+    assert_eq!(r.tlp_deadline(), None);
+    r.on_repair_sent(SEG..2 * SEG, tlp);
+    r.arm_rto(tlp, 5 * SEG);
+    assert_eq!(r.tlp_deadline(), None);
+    // Its ACK ends the episode.
+    let done = on_ack(&mut r, 200, &ack(5 * SEG, 1, vec![]), &log, 5 * SEG);
+    assert!(done.progressed && r.rto_deadline().is_none() && r.tlp_deadline().is_none());
 }

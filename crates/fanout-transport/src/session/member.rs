@@ -22,7 +22,8 @@ use std::time::Duration;
 pub enum MemberTimer {
     /// Retransmission timeout (RFC 6298).
     Rto,
-    /// RACK reorder timer (RFC 8985 §6.2).
+    /// RACK reorder timer (RFC 8985 §6.2), or the tail loss probe's
+    /// (§7.2), whichever is first.
     Rack,
     /// No progress for the stall timeout while data is outstanding: evict.
     Stall,
@@ -300,7 +301,10 @@ impl Member {
     ) -> Option<Instant> {
         match timer {
             MemberTimer::Rto => self.recovery.rto_deadline(),
-            MemberTimer::Rack => self.recovery.rack_deadline(),
+            MemberTimer::Rack => [self.recovery.rack_deadline(), self.recovery.tlp_deadline()]
+                .into_iter()
+                .flatten()
+                .min(),
             // No progress while data is outstanding, or a window kept
             // closed while data waits (it answers the zero-window probes
             // but never reads): either way it holds the session.
@@ -344,6 +348,12 @@ impl Member {
         self.last_ping = Some(now);
     }
 
+    /// How long it may hold an ACK (RFC 9002 §5.3's max_ack_delay): its
+    /// feedback interval plus the delayed-ACK timer.
+    pub fn max_ack_delay(&self) -> Duration {
+        Duration::from_micros(u64::from(self.ack_schedule.min_interval_us)) + DEFAULT_MAX_ACK_DELAY
+    }
+
     /// Processes an ACK already validated against `SND.NXT`, with packet
     /// number `pn`.
     #[allow(clippy::too_many_arguments)] // the ACK's context, each used once
@@ -364,10 +374,7 @@ impl Member {
                 .window_end
                 .max(ack.cumulative.saturating_add(ack.window));
         }
-        // RFC 9002 §5.3: it may hold an ACK for its interval plus the
-        // delayed-ACK timer.
-        let max_delay = Duration::from_micros(u64::from(self.ack_schedule.min_interval_us))
-            + DEFAULT_MAX_ACK_DELAY;
+        let max_delay = self.max_ack_delay();
         let out = self
             .recovery
             .on_ack(now, ack, log, snd_nxt, mss, cwnd_limited, max_delay);

@@ -147,6 +147,8 @@ pub struct SessionStats {
     pub acks_received: u64,
     /// Member retransmission timeouts.
     pub rto_events: u64,
+    /// Tail loss probes sent to members (RFC 8985 §7).
+    pub tail_probes: u64,
     /// Member loss-recovery episodes (RACK).
     pub recovery_episodes: u64,
     /// Group keys taken into use after the first: one per member that left
@@ -811,6 +813,7 @@ impl SessionSender {
             if let Some((out, episodes)) = out {
                 self.stats.recovery_episodes += episodes;
                 self.stats.rto_events += u64::from(out.rto);
+                self.stats.tail_probes += u64::from(out.probe);
                 rto = out.rto;
                 self.queue_repairs(now, id, out.newly_lost);
             }

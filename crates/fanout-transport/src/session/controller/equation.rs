@@ -19,8 +19,9 @@
 //! its own round trip's). At percentile 0 it is the smallest (TFMCC); with
 //! one member, that member's rate whatever the percentile. The session
 //! sends within a window of twice the session rate's worth per member
-//! round trip beyond what the member acknowledged (so ACK clocking never
-//! throttles below the rate), and within every receive window.
+//! round trip and ACK hold (max_ack_delay) beyond what the member
+//! acknowledged (so ACK clocking never throttles below the rate), and
+//! within every receive window.
 
 use super::SessionController;
 use crate::session::member::Member;
@@ -49,8 +50,10 @@ struct MemberRate {
     intervals: VecDeque<u64>,
     /// Acknowledged bytes now.
     cumulative: u64,
-    /// Smoothed RTT.
+    /// Smoothed RTT (without the receiver's ACK delay).
     srtt: Duration,
+    /// How long it may hold an ACK.
+    max_ack_delay: Duration,
     /// Its own window's edge, until it has a loss history.
     send_edge: u64,
     /// Its congestion window's start.
@@ -232,7 +235,10 @@ impl EquationRate {
     fn edge(m: &MemberRate, rate: Option<f64>) -> u64 {
         let edge = match (m.intervals.is_empty(), rate) {
             (false, Some(rate)) => {
-                m.pipe_base + (2.0 * rate * m.srtt.as_secs_f64()).max(4.0 * SEGMENT) as u64
+                // An ACK comes back a round trip plus its hold after the
+                // data it covers.
+                let clocked = (m.srtt + m.max_ack_delay).as_secs_f64();
+                m.pipe_base + (2.0 * rate * clocked).max(4.0 * SEGMENT) as u64
             }
             _ => m.send_edge,
         };
@@ -251,6 +257,7 @@ impl SessionController for EquationRate {
         let r = member.recovery();
         let m = self.members.entry(member.id()).or_default();
         m.srtt = r.srtt();
+        m.max_ack_delay = member.max_ack_delay();
         m.on_progress(now, r.recovery_episodes(), r.cumulative());
         m.send_edge = member.send_edge();
         m.pipe_base = r.pipe_base();

@@ -4,7 +4,9 @@
 
 use super::SessionSender;
 use crate::packet::PacketBuilder;
-use crate::realtime::{PushedQueue, QueueLimit, QueueStats, RealtimeSend, SentMessages};
+use crate::realtime::{
+    PushedQueue, QueueLimit, QueueStats, RealtimeSend, SentMessages, ARRIVAL_MARGIN,
+};
 use crate::wire::{DataFrame, Frame, SkipFrame, WireTimestamp};
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
@@ -110,8 +112,8 @@ impl SessionSender {
         // Before every member acknowledged data, the session RTT is only
         // the initial guess (a third of the initial RTO): not a reason to
         // expire anything.
-        let half_rtt = if self.bytes_acked_by_all() > 0 {
-            self.session_rtt() / 2
+        let delivery = if self.bytes_acked_by_all() > 0 {
+            self.delivery_time()
         } else {
             std::time::Duration::ZERO
         };
@@ -123,11 +125,11 @@ impl SessionSender {
             rt.queue.set_limit_bytes(now, bytes.max(max_datagram));
         }
         // A message that would arrive after its deadline (sent now, it
-        // takes about half the round trip) is of no use: it expires in the
-        // queue, leaving the rate to messages that can still make it. Else,
-        // when the rate falls below the stream's, every message would be
-        // sent just in time to be late.
-        let arrival = now + half_rtt;
+        // takes about half the round trip, `delivery_time`) is of no use:
+        // it expires in the queue, leaving the rate to messages that can
+        // still make it. Else, when the rate falls below the stream's,
+        // every message would be sent just in time to be late.
+        let arrival = now + delivery;
         while let Some(len) = rt.queue.next_len(arrival) {
             if len > self.buffer.capacity() {
                 rt.queue.take(arrival);
@@ -147,6 +149,13 @@ impl SessionSender {
         if rt.finishing {
             self.buffer.finish();
         }
+    }
+
+    /// How long a datagram sent now takes to be read by a receiver, as
+    /// deadlines count it: half the session's round trip and
+    /// [`ARRIVAL_MARGIN`].
+    fn delivery_time(&self) -> std::time::Duration {
+        self.session_rtt() / 2 + ARRIVAL_MARGIN
     }
 
     /// The deadline to name in a DATA datagram starting at stream
@@ -171,8 +180,7 @@ impl SessionSender {
         if data.is_empty() {
             return None;
         }
-        let half_rtt = self.session_rtt() / 2;
-        if !rt.sent.is_stale(&data, now, half_rtt) {
+        if !rt.sent.is_stale(&data, now, self.delivery_time()) {
             return None;
         }
         let (skipped, ends_message) = rt.sent.widen(data.clone(), self.snd_nxt);
