@@ -112,12 +112,33 @@ pub struct TcpSource {
 }
 
 impl TcpSource {
-    /// Connects from `host` to `to` and starts sending.
+    /// Connects from `host` to `to` and starts sending, under the host's
+    /// congestion control (`tcp_cc`, else the kernel's default).
     pub fn start(host: &LabHost, to: SocketAddr) -> Result<Self, LabError> {
+        Self::start_with(host, to, None)
+    }
+
+    /// As [`TcpSource::start`], under congestion control `cc` (e.g.
+    /// `"cubic"`) if given: the kernel's default may be another (BBR, which
+    /// does not slow down for random loss).
+    pub fn start_with(host: &LabHost, to: SocketAddr, cc: Option<&str>) -> Result<Self, LabError> {
         let stream = host
             .netns()
             .run_in(|| TcpStream::connect_timeout(&to, Duration::from_secs(5)))?
             .map_err(|e| LabError::io(format!("connecting to {to} from {}", host.name()), e))?;
+        if let Some(cc) = cc {
+            nix::sys::socket::setsockopt(
+                &stream,
+                nix::sys::socket::sockopt::TcpCongestion,
+                &std::ffi::OsString::from(cc),
+            )
+            .map_err(|e| {
+                LabError::io(
+                    format!("TCP congestion control {cc:?} (is its module loaded?)"),
+                    e.into(),
+                )
+            })?;
+        }
         stream
             .set_write_timeout(Some(TICK))
             .map_err(|e| LabError::io("source socket", e))?;

@@ -36,6 +36,7 @@ sender_rate = "100Mbit"
 receiver_rate = "10Mbit"
 delay = "5ms"
 loss = 0.02
+tcp_reference = true
 [[scenario.target]]
 max_loss = 0.005
 max_late = 0.0
@@ -120,6 +121,14 @@ fn fanout_and_srt_race_on_one_lossy_path_every_message_timed() {
     }
     // fanout's messages are due 120 ms after their writing and none is late.
     assert_eq!(runs[0]["receivers"][0]["late"], 0);
+    // One kernel TCP flow over the same path, beside the race: something
+    // got through, and no more than the receiver's 10 Mbit/s link carries.
+    let tcp = &json["tcp_references"][0];
+    assert_eq!(tcp["scenario"], "random-2");
+    let mbps = tcp["mbps"].as_f64().unwrap_or(0.0);
+    assert!(mbps > 0.1 && mbps <= 10.0, "{tcp}");
+    let net = tcp["network_loss"].as_f64().unwrap();
+    assert!((0.005..0.05).contains(&net), "{tcp}");
     // The race in the report, after the file suite's part.
     let file_results = dir.join("file.json");
     let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
@@ -159,5 +168,6 @@ fn fanout_and_srt_race_on_one_lossy_path_every_message_timed() {
         "{text}"
     );
     assert!(text.contains("| 6 RTT (120 ms) | srt |"), "{text}");
+    assert!(text.contains("One kernel TCP flow"), "{text}");
     assert!(text.contains("Every target of the suite holds"), "{text}");
 }

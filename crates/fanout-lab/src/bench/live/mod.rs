@@ -107,6 +107,22 @@ pub fn run_live_suite(
             .is_some_and(|c| c.load(Ordering::Relaxed))
     };
     'all: for scn in &scenarios {
+        if scn.tcp_reference && sel.tools.is_empty() && !cancelled() {
+            progress(&format!(
+                "{}: one TCP flow on the path, {:.0} s",
+                scn.name,
+                suite.duration.as_secs_f64()
+            ));
+            let r = run::tcp_reference(suite, scn, &ctx);
+            progress(&match (r.mbps, &r.error) {
+                (Some(m), _) => format!(
+                    "    TCP {m:.2} Mbit/s, network loss {:.2}%",
+                    r.network_loss * 100.0
+                ),
+                (None, e) => format!("    FAILED: {}", e.as_deref().unwrap_or("?")),
+            });
+            out.tcp_references.push(r);
+        }
         for &budget in &scn.budgets_rtt {
             for run in 1..=runs {
                 for tool in tools.iter().filter(|t| t.runs_in(&scn.name)) {

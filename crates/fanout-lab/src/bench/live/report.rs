@@ -4,6 +4,7 @@
 
 use super::results::{LiveResults, LiveRun};
 use crate::bench::report::{describe, median};
+use fanout_sim::units::parse_rate_bps;
 use std::fmt::Write as _;
 
 /// `median` of `f` over `runs`, formatted with `digits`, or `–`.
@@ -79,6 +80,27 @@ pub fn markdown(res: &LiveResults) -> String {
             describe(&scn.network()),
             scn.rtt().as_millis()
         );
+        for r in res.tcp_references.iter().filter(|r| r.scenario == scn.name) {
+            let _ = match (r.mbps, &r.error) {
+                (Some(m), _) => writeln!(
+                    md,
+                    "One kernel TCP flow (bulk, CUBIC) from the sender to \
+                     r1 over this path for the stream's duration got **{m:.2} Mbit/s** (the \
+                     emulator drew {:.2}% loss toward r1): what a TCP-friendly stream may take \
+                     here, against the {} Mbit/s of payload this stream needs.\n",
+                    r.network_loss * 100.0,
+                    (scn.rate.as_deref())
+                        .and_then(|r| parse_rate_bps(r).ok())
+                        .unwrap_or(res.rate_bps) as f64
+                        / 1e6,
+                ),
+                (None, e) => writeln!(
+                    md,
+                    "The reference TCP flow on this path failed: {}\n",
+                    e.as_deref().unwrap_or("?")
+                ),
+            };
+        }
         let tcp = scn.competing_tcp.is_some();
         let _ = writeln!(
             md,

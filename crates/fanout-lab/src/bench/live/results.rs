@@ -278,6 +278,24 @@ pub struct LiveResults {
     pub scenarios: Vec<LiveScenario>,
     /// Every run.
     pub runs: Vec<LiveRun>,
+    /// One TCP flow on each path that asks for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp_references: Vec<TcpReference>,
+}
+
+/// One kernel TCP flow, bulk, over a scenario's path from the sender to
+/// the first receiver (`tcp_reference`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpReference {
+    /// Scenario name.
+    pub scenario: String,
+    /// Its goodput, Mbit/s (`None` if it failed).
+    pub mbps: Option<f64>,
+    /// The loss the emulator drew on the receiver's link toward it.
+    pub network_loss: f64,
+    /// What stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl LiveResults {
@@ -295,6 +313,7 @@ impl LiveResults {
             tools: suite.tools.clone(),
             scenarios: suite.scenarios.clone(),
             runs: Vec::new(),
+            tcp_references: Vec::new(),
         }
     }
 

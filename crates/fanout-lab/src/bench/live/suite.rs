@@ -208,6 +208,11 @@ pub struct LiveScenario {
     /// DropTail queue length of every link, packets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_packets: Option<u32>,
+    /// Also measure one kernel TCP flow (CUBIC, bulk) from the sender to the first receiver over the same
+    /// path for the stream's duration: the rate a TCP-friendly stream may
+    /// take there, measured beside the race (when every tool runs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_reference: bool,
     /// What the target tool must reach.
     #[serde(default, rename = "target", skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<Target>,
