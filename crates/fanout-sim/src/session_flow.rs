@@ -13,7 +13,8 @@
 //! repair_cost_ratio = 1.0     # optional: cost rule instead (sender/member link speed ratio)
 //! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block
 //! repair_block = 32           #   segments; fallback: the cost rule (repair_cost_ratio, default 1)
-//! window_policy = "min"       # optional: "auto" (default: "min"), "min", "fair" (essentially
+//! window_policy = "min"       # optional: "auto" (default: "min"), "min", "acker" (the worst
+//!                             # member's ACKs drive one window), "fair" (essentially
 //!                             # fair, TCP-SMO §II.F), "equation" or "equation-min"
 //! fair = { percentile = 0.5, a = 1.0, b = 1.0, scaling = "log2" }  # optional, for "fair"
 //! rtt_percentile = 0.9        # optional: session RTT = this percentile (default max)
@@ -297,6 +298,7 @@ pub(crate) fn window_policy(
     match name.unwrap_or("auto") {
         "auto" => Ok(WindowPolicy::Auto),
         "min" => Ok(WindowPolicy::Minimum),
+        "acker" => Ok(WindowPolicy::Acker),
         "equation" => Ok(WindowPolicy::REALTIME),
         "equation-min" => Ok(WindowPolicy::EQUATION_WORST),
         "fair" => {
@@ -324,7 +326,7 @@ pub(crate) fn window_policy(
             })
         }
         other => Err(format!(
-            "window_policy: `{other}` (auto, min, fair, equation or equation-min)"
+            "window_policy: `{other}` (auto, min, acker, fair, equation or equation-min)"
         )),
     }
 }

@@ -73,6 +73,12 @@ pub struct Recovery {
     cc: Box<dyn CongestionController>,
     /// `SND.NXT` when the current recovery episode began (RFC 6582 "recover").
     recovery_point: Option<u64>,
+    /// Whether the data the last ACK covered was sent while the window
+    /// limited the sending (RFC 7661).
+    cwnd_limited: bool,
+    /// Bytes in flight when the latest congestion event (a recovery
+    /// episode or an RTO) was detected.
+    flight_at_congestion: u64,
     /// RACK.xmit_ts: latest transmission time among delivered segments.
     rack_sent_at: Option<Instant>,
     /// RACK.end_seq: the end of that segment; of segments sent at the same
@@ -122,6 +128,8 @@ impl Recovery {
             recovery_episodes: 0,
             rtos: 0,
             repaired_bytes: 0,
+            cwnd_limited: false,
+            flight_at_congestion: 0,
         }
     }
 
@@ -159,6 +167,23 @@ impl Recovery {
     /// peer is asked to acknowledge every second segment (TCP-SMO §II).
     pub fn in_fast_feedback(&self) -> bool {
         self.cc.in_slow_start() || self.recovery_point.is_some()
+    }
+
+    /// Whether the data the last ACK covered was sent while the window
+    /// limited the sending (RFC 7661: windows grow only then).
+    pub fn cwnd_limited(&self) -> bool {
+        self.cwnd_limited
+    }
+
+    /// Bytes acknowledged cumulatively or by SACK.
+    pub fn delivered(&self) -> u64 {
+        self.cumulative + self.sacked_bytes
+    }
+
+    /// Bytes in flight when the latest congestion event (a recovery
+    /// episode or an RTO) was detected: what a window reduction counts from.
+    pub fn flight_at_congestion(&self) -> u64 {
+        self.flight_at_congestion
     }
 
     /// Consecutive RTO expiries without progress.
@@ -292,6 +317,7 @@ impl Recovery {
         max_ack_delay: Duration,
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
+        self.cwnd_limited = cwnd_limited;
         let mut delivered_latest: Option<(Instant, u64)> = None;
         let mut newly_acked = 0u64;
         // Whole segments only (segment boundaries never change).
@@ -509,6 +535,7 @@ impl Recovery {
             // One congestion response per episode (RFC 6582 §3.2).
             self.recovery_point = Some(snd_nxt);
             self.recovery_episodes += 1;
+            self.flight_at_congestion = flight_before;
             self.cc.on_congestion_event(now, flight_before);
         }
         newly
@@ -576,6 +603,7 @@ impl Recovery {
         self.rto_backoffs += 1;
         self.rtos += 1;
         let flight = self.in_flight(snd_nxt);
+        self.flight_at_congestion = flight;
         self.rtt.on_timeout();
         self.cc.on_retransmission_timeout(now, flight);
         self.recovery_point = Some(snd_nxt);

@@ -55,7 +55,10 @@ pub struct SessionSendArgs {
     pub release: ReleasePolicy,
     /// With --group: the session window (TCP-SMO §II). `auto`: `equation`
     /// for messages with deadlines (--latency), `min` otherwise; `min`: the smallest receiver window, TCP-fair on every
-    /// path; `fair`: essentially fair, the median receiver's window kept
+    /// path; `acker`: one window driven by the receiver a TCP flow would get
+    /// the least through, so receivers that lose independently do not each
+    /// cut it (one TCP flow's rate to the worst receiver,
+    /// docs/experiments/lossy.md); `fair`: essentially fair, the median receiver's window kept
     /// between 1 and 1 + log2 N times a TCP flow's on the worst path, so a
     /// few lossy receivers do not hold back all the others; `equation`: a
     /// smooth rate, RFC 5348's equation at the best receiver's loss event
@@ -108,13 +111,14 @@ fn parse_release(text: &str) -> Result<ReleasePolicy, String> {
     }
 }
 
-/// `--window-policy`: `auto`, `min`, `fair` (the simulator's `fair`
+/// `--window-policy`: `auto`, `min`, `acker`, `fair` (the simulator's `fair`
 /// defaults: median window, a = b = 1, f(N) = 1 + log2 N), `equation` (the
 /// real-time default) or `equation-min` (the worst member's rate).
 fn parse_window(text: &str) -> Result<WindowPolicy, String> {
     match text {
         "auto" => Ok(WindowPolicy::Auto),
         "min" => Ok(WindowPolicy::Minimum),
+        "acker" => Ok(WindowPolicy::Acker),
         "equation" => Ok(WindowPolicy::REALTIME),
         "equation-min" => Ok(WindowPolicy::EQUATION_WORST),
         "fair" => Ok(WindowPolicy::EssentiallyFair {
@@ -123,7 +127,7 @@ fn parse_window(text: &str) -> Result<WindowPolicy, String> {
             b: 1.0,
             scaling: FairScaling::Log2,
         }),
-        _ => Err("expected auto, min, fair, equation or equation-min".into()),
+        _ => Err("expected auto, min, acker, fair, equation or equation-min".into()),
     }
 }
 
@@ -201,6 +205,7 @@ mod tests {
         }
         assert_eq!(parse_window("min"), Ok(WindowPolicy::Minimum));
         assert_eq!(parse_window("auto"), Ok(WindowPolicy::Auto));
+        assert_eq!(parse_window("acker"), Ok(WindowPolicy::Acker));
         assert_eq!(parse_window("equation"), Ok(WindowPolicy::REALTIME));
         assert!(matches!(
             parse_window("fair"),

@@ -263,6 +263,10 @@ impl CongestionController for Cubic {
     fn ssthresh(&self) -> u64 {
         self.core.ssthresh
     }
+
+    fn take_over(&mut self, cwnd: u64) {
+        self.core.take_over(cwnd);
+    }
 }
 
 #[cfg(test)]

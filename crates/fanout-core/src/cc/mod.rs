@@ -49,6 +49,10 @@ pub trait CongestionController: fmt::Debug + Send {
     /// The retransmission timer fired (RFC 5681 §3.1 eq. 4: ssthresh =
     /// max(FlightSize/2, 2·SMSS); cwnd = 1 SMSS).
     fn on_retransmission_timeout(&mut self, now: Instant, flight_size: u64);
+    /// Takes over a window of `cwnd` bytes that another controller ran up
+    /// to now (a session's own window continuing from its members' shared
+    /// slow start), still in slow start, at least the loss window.
+    fn take_over(&mut self, cwnd: u64);
     /// The congestion window.
     fn cwnd(&self) -> u64;
     /// The slow-start threshold (`u64::MAX` before the first loss).

@@ -115,6 +115,11 @@ impl WindowCore {
         flight_size.min(self.cwnd)
     }
 
+    /// Starts from `cwnd` bytes (at least one segment) in slow start.
+    pub(super) fn take_over(&mut self, cwnd: u64) {
+        self.cwnd = cwnd.max(self.mss);
+    }
+
     /// The smallest window after a congestion event: 2·SMSS.
     pub(super) fn min_window(&self) -> u64 {
         self.mss.saturating_mul(2)
@@ -233,6 +238,10 @@ impl CongestionController for NewReno {
 
     fn ssthresh(&self) -> u64 {
         self.core.ssthresh
+    }
+
+    fn take_over(&mut self, cwnd: u64) {
+        self.core.take_over(cwnd);
     }
 }
 

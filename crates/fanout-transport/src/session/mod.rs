@@ -45,7 +45,9 @@ mod upstream;
 
 pub use coded_repair::DEFAULT_BLOCK_SEGMENTS;
 pub use config::{JoinPolicy, ReleasePolicy, SessionConfig, DEFAULT_MAX_MEMBERS};
-pub use controller::{EquationRate, EssentiallyFair, MinimumWindow, SessionController};
+pub use controller::{
+    AckerWindow, EquationRate, EssentiallyFair, MinimumWindow, SessionController,
+};
 pub use eviction::OutlierEviction;
 pub use fanout_run::FANOUT_RUN_SEGMENTS;
 pub use feedback::{

@@ -15,6 +15,11 @@ pub enum WindowPolicy {
     /// The smallest member window: strictly TCP-fair on every shared
     /// link, and every member runs at the pace of the slowest.
     Minimum,
+    /// The window of the member a TCP flow would get the least through
+    /// (PGMCC's acker, [`super::AckerWindow`]): one TCP flow to the worst
+    /// member, ACK-clocked, while other members' own losses are repaired
+    /// without cutting the session.
+    Acker,
     /// An equation-based rate (RFC 5348's throughput equation at each
     /// member's loss event rate and RTT, as TFMCC and TCP-CM): smooth, for
     /// real-time sessions ([`super::EquationRate`]). The session rate is

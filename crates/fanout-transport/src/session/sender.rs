@@ -235,8 +235,12 @@ impl SessionSender {
     /// Opens a session named `session_id`, waiting for members, with the
     /// controller `config.window` names.
     pub fn new(config: SessionConfig, session_id: u64, now: Instant) -> Self {
-        let controller =
-            controller::build(config.window, config.realtime.is_some_and(|r| r.deadlines));
+        let controller = controller::build(
+            config.window,
+            config.realtime.is_some_and(|r| r.deadlines),
+            config.transport.cc,
+            config.transport.max_payload(),
+        );
         Self::with_controller(config, session_id, now, controller)
     }
 

@@ -33,23 +33,39 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// RFC 5348 §5.4 loss interval weights, newest first.
-const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
+/// RFC 5348 §5.4's number of loss intervals averaged.
+pub(super) const RFC_5348_INTERVALS: usize = 8;
+
+/// RFC 5348 §5.4's weight of the `i`-th newest (0-based) of `n` loss
+/// intervals: 1 for the newer half, then falling linearly (for `n = 8`:
+/// 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2).
+fn interval_weight(i: usize, n: usize) -> f64 {
+    if i < n / 2 {
+        1.0
+    } else {
+        2.0 * (n - i) as f64 / (n + 2) as f64
+    }
+}
 
 /// Bytes a datagram's payload is counted as in the equation.
 const SEGMENT: f64 = 1400.0;
 
-/// A member's loss history and current figures.
-#[derive(Debug, Default, Clone)]
-struct MemberRate {
+/// A member's loss history and current figures: what a TCP flow on its
+/// path would get (also the acker's yardstick, [`super::AckerWindow`]).
+#[derive(Debug, Clone)]
+pub(super) struct MemberRate {
     /// Loss events seen (recovery episodes + RTOs).
     events: u64,
     /// Where the open loss interval started (cumulative bytes).
     open_from: u64,
-    /// Closed intervals in bytes, newest first (at most 8).
+    /// Closed intervals in bytes, newest first (at most `history`).
     intervals: VecDeque<u64>,
+    /// Loss intervals the loss event rate averages.
+    history: usize,
     /// Acknowledged bytes now.
     cumulative: u64,
+    /// Its congestion window, bytes.
+    pub(super) cwnd: u64,
     /// Smoothed RTT (without the receiver's ACK delay).
     srtt: Duration,
     /// How long it may hold an ACK.
@@ -57,14 +73,51 @@ struct MemberRate {
     /// Its own window's edge, until it has a loss history.
     send_edge: u64,
     /// Its congestion window's start.
-    pipe_base: u64,
+    pub(super) pipe_base: u64,
     /// Offsets below this fit its receive window.
-    window_end: u64,
+    pub(super) window_end: u64,
     /// When it first acknowledged anything, and how much it had then.
     first_ack: Option<(Instant, u64)>,
 }
 
+impl Default for MemberRate {
+    fn default() -> Self {
+        MemberRate::with_history(RFC_5348_INTERVALS)
+    }
+}
+
 impl MemberRate {
+    /// No loss yet; once there are, the loss event rate averages the last
+    /// `history` (≥ 2) intervals.
+    pub(super) fn with_history(history: usize) -> Self {
+        MemberRate {
+            events: 0,
+            open_from: 0,
+            intervals: VecDeque::new(),
+            history: history.max(2),
+            cumulative: 0,
+            cwnd: 0,
+            srtt: Duration::ZERO,
+            max_ack_delay: Duration::ZERO,
+            send_edge: 0,
+            pipe_base: 0,
+            window_end: 0,
+            first_ack: None,
+        }
+    }
+
+    /// Takes in `member`'s feedback at `now`.
+    pub(super) fn observe(&mut self, now: Instant, member: &Member) {
+        let r = member.recovery();
+        self.srtt = r.srtt();
+        self.max_ack_delay = member.max_ack_delay();
+        self.on_progress(now, r.recovery_episodes(), r.cumulative());
+        self.send_edge = member.send_edge();
+        self.cwnd = r.cwnd();
+        self.pipe_base = r.pipe_base();
+        self.window_end = member.window_end();
+    }
+
     /// `events` loss events so far, `cumulative` bytes acknowledged at
     /// `now`. Loss events are recovery episodes (RACK groups the losses of
     /// a round trip into one, as RFC 5348 §5.2 does; timeouts during a
@@ -87,7 +140,7 @@ impl MemberRate {
             self.intervals.push_front(interval);
         } else if progressed {
             self.intervals.push_front(cumulative - self.open_from);
-            self.intervals.truncate(WEIGHTS.len());
+            self.intervals.truncate(self.history);
         }
         if self.events == 0 || progressed {
             self.open_from = cumulative;
@@ -119,9 +172,10 @@ impl MemberRate {
             return None;
         }
         let open = self.cumulative.saturating_sub(self.open_from) as f64;
+        let n = self.history;
         let mean = |it: &mut dyn Iterator<Item = f64>| {
             let (mut sum, mut w) = (0.0, 0.0);
-            for (x, wt) in it.zip(WEIGHTS) {
+            for (x, wt) in it.zip((0..n).map(|i| interval_weight(i, n))) {
                 sum += x * wt;
                 w += wt;
             }
@@ -135,7 +189,7 @@ impl MemberRate {
     }
 
     /// Its allowed rate, bytes per second (`None` before any loss).
-    fn rate(&self) -> Option<f64> {
+    pub(super) fn rate(&self) -> Option<f64> {
         let p = self.loss_event_rate()?;
         Some(throughput_bps(
             SEGMENT,
@@ -254,14 +308,10 @@ impl SessionController for EquationRate {
     }
 
     fn on_feedback(&mut self, now: Instant, member: &Member) {
-        let r = member.recovery();
-        let m = self.members.entry(member.id()).or_default();
-        m.srtt = r.srtt();
-        m.max_ack_delay = member.max_ack_delay();
-        m.on_progress(now, r.recovery_episodes(), r.cumulative());
-        m.send_edge = member.send_edge();
-        m.pipe_base = r.pipe_base();
-        m.window_end = member.window_end();
+        self.members
+            .entry(member.id())
+            .or_default()
+            .observe(now, member);
         self.cached.set(None);
     }
 
@@ -306,6 +356,18 @@ impl SessionController for EquationRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interval_weights_are_rfc_5348s_for_any_history() {
+        let w = |n| (0..n).map(|i| interval_weight(i, n)).collect::<Vec<_>>();
+        let rfc = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
+        assert!(w(8).iter().zip(rfc).all(|(a, b)| (a - b).abs() < 1e-12));
+        // Longer: the newer half 1, then falling to 2/(n + 2).
+        let long = w(32);
+        assert_eq!(long[15], 1.0);
+        assert!((long[31] - 2.0 / 34.0).abs() < 1e-12);
+        assert!(long.windows(2).all(|p| p[1] <= p[0]));
+    }
 
     #[test]
     fn the_equation_matches_rfc_5348() {

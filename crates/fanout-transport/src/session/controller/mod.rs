@@ -7,15 +7,18 @@
 //! (the highest offset new data may reach), a window (which, over the
 //! session RTT, sets the pacing rate) and optionally a rate cap.
 //!
-//! Built in: [`MinimumWindow`] (the default: the smallest member window)
-//! and [`EssentiallyFair`]. A new controller is one file implementing the
+//! Built in: [`MinimumWindow`] (the smallest member window),
+//! [`AckerWindow`] (the worst member's window), [`EssentiallyFair`] and
+//! [`EquationRate`]. A new controller is one file implementing the
 //! trait, plus a line in [`build`] to make it a [`WindowPolicy`] — or,
 //! without touching this crate, [`super::SessionSender::with_controller`].
 
+mod acker;
 mod equation;
 mod fair;
 mod minimum;
 
+pub use acker::AckerWindow;
 pub use equation::EquationRate;
 pub use fair::EssentiallyFair;
 pub use minimum::MinimumWindow;
@@ -24,6 +27,7 @@ use super::member::Member;
 use super::members::{IndexSpec, MemberView};
 use super::policy::WindowPolicy;
 use super::MemberId;
+use fanout_core::cc::CcAlgorithm;
 use fanout_core::time::Instant;
 
 /// How a session's sending follows its members.
@@ -55,10 +59,17 @@ pub trait SessionController: std::fmt::Debug + Send {
 }
 
 /// The controller a [`WindowPolicy`] names (the registry of built-in
-/// controllers), for a session whose messages carry `deadlines` or not.
-pub fn build(policy: WindowPolicy, deadlines: bool) -> Box<dyn SessionController> {
+/// controllers), for a session whose messages carry `deadlines` or not,
+/// whose own window (where it has one) runs `cc` over `mss`-byte segments.
+pub fn build(
+    policy: WindowPolicy,
+    deadlines: bool,
+    cc: CcAlgorithm,
+    mss: u64,
+) -> Box<dyn SessionController> {
     match policy.resolve(deadlines) {
         WindowPolicy::Auto | WindowPolicy::Minimum => Box::new(MinimumWindow),
+        WindowPolicy::Acker => Box::new(AckerWindow::new(cc, mss)),
         WindowPolicy::Equation {
             percentile,
             b,

@@ -1,0 +1,152 @@
+//! Sessions whose members lose independently (scenarios/lossy): the
+//! acker's window runs at one TCP flow's rate to a lossy member, where the
+//! minimum window runs at less than half of it, and it still follows a
+//! slow member and shares a bottleneck. Figures: docs/experiments/lossy.md.
+
+use fanout_sim::analysis::RunFigures;
+use fanout_sim::Scenario;
+
+mod common;
+
+use common::run;
+
+/// `scenarios/lossy/NAME` with `edit` applied to its text.
+fn variant(name: &str, edit: impl Fn(String) -> String) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/lossy")
+        .join(name);
+    let text = edit(std::fs::read_to_string(&path).expect("scenario reads"));
+    Scenario::from_toml(&text, name).expect("scenario parses")
+}
+
+/// The scenario with the session replaced by one bulk transfer (CUBIC, as
+/// the session's members) from the sender to the first member: what one
+/// TCP flow gets on that member's path.
+fn one_flow(text: String) -> String {
+    let at = text.find("[[flow]]").expect("a flow");
+    format!(
+        "{}[[flow]]\nkind = \"transfer\"\nfrom = \"s:5000\"\nto = \"d1:6000\"\n",
+        &text[..at]
+    )
+}
+
+fn with_policy(policy: &str) -> impl Fn(String) -> String + '_ {
+    move |t| {
+        t.replace(
+            "window_policy = \"acker\"",
+            &format!("window_policy = \"{policy}\""),
+        )
+    }
+}
+
+fn session_mbps(f: &RunFigures) -> f64 {
+    assert_eq!(f.sessions[0].members_left, 0, "{:?}", f.sessions[0]);
+    f.sessions[0].min_goodput_bps / 1e6
+}
+
+/// Four members with 1% loss and 10 ms each (benchmark scenario (d)): the
+/// acker's window gets 0.9–1.25 times one TCP flow to one of them; the
+/// minimum window, each member's losses cutting it, less than 0.6 times.
+#[test]
+fn the_acker_window_runs_at_one_flows_rate_to_members_losing_independently() {
+    let (secs, warmup) = (60, 5);
+    let acker = session_mbps(&run(variant("independent-loss.toml", |t| t), secs, warmup));
+    let minimum = session_mbps(&run(
+        variant("independent-loss.toml", with_policy("min")),
+        secs,
+        warmup,
+    ));
+    let tcp =
+        run(variant("independent-loss.toml", one_flow), secs, warmup).flows[0].goodput_bps / 1e6;
+    let ratio = acker / tcp;
+    assert!(
+        (0.9..=1.25).contains(&ratio),
+        "acker {acker:.2} Mbit/s, one flow {tcp:.2} (ratio {ratio:.2})"
+    );
+    assert!(
+        minimum < 0.6 * tcp,
+        "the minimum window {minimum:.2} Mbit/s against one flow's {tcp:.2}"
+    );
+}
+
+/// Twenty members with 2% loss on 12 ms round trips: still at least 0.9
+/// times one flow, with every member completing nothing less than the rest.
+#[test]
+fn twenty_members_losing_independently_still_get_one_flows_rate() {
+    let twenty = |t: String| {
+        t.replace("leaves = 4", "leaves = 20")
+            .replace("p = 0.01", "p = 0.02")
+            .replace("delay = \"10ms\"", "delay = \"5ms\"")
+    };
+    let (secs, warmup) = (40, 5);
+    let f = run(variant("independent-loss.toml", twenty), secs, warmup);
+    let acker = session_mbps(&f);
+    let s = &f.sessions[0];
+    assert_eq!(s.members, 20);
+    assert!(
+        s.max_goodput_bps - s.min_goodput_bps < 0.01 * s.max_goodput_bps,
+        "{s:?}"
+    );
+    let tcp = run(
+        variant("independent-loss.toml", |t| one_flow(twenty(t))),
+        secs,
+        warmup,
+    )
+    .flows[0]
+        .goodput_bps
+        / 1e6;
+    assert!(
+        acker >= 0.9 * tcp,
+        "acker {acker:.2} Mbit/s, one flow {tcp:.2}"
+    );
+}
+
+/// One member behind 20 Mbit/s among three behind 100 (benchmark scenario
+/// (c)): it sets the pace, as with the minimum window, and its link drops
+/// no more than under the minimum window.
+#[test]
+fn a_slow_member_sets_the_acker_windows_pace() {
+    let (secs, warmup) = (30, 5);
+    let drops = |f: &RunFigures| {
+        f.links
+            .iter()
+            .find(|l| l.label.starts_with("r->d1"))
+            .expect("the slow link")
+            .drops
+    };
+    let acker = run(variant("slow-member.toml", |t| t), secs, warmup);
+    let minimum = run(
+        variant("slow-member.toml", with_policy("min")),
+        secs,
+        warmup,
+    );
+    let rate = session_mbps(&acker);
+    assert!((17.0..=20.0).contains(&rate), "{rate:.2} Mbit/s");
+    assert!(
+        drops(&acker) <= drops(&minimum) + drops(&minimum) / 4,
+        "slow link drops: acker {}, minimum {}",
+        drops(&acker),
+        drops(&minimum)
+    );
+}
+
+/// On a bottleneck every member shares (scenarios/smo/fairness-4tcp.toml:
+/// 10 members and 4 NewReno transfers on 30 Mbit/s), a loss is seen by
+/// all members at once and cuts the one window once: the session's rate is
+/// 0.5–2 times the mean TCP flow's.
+#[test]
+fn the_acker_window_shares_a_bottleneck_with_tcp_flows() {
+    let mut sc = common::load("smo", "fairness-4tcp.toml");
+    let session = &mut sc.flows[0].params;
+    session.insert("window_policy".into(), toml::Value::String("acker".into()));
+    session.insert("adaptive_acks".into(), toml::Value::Boolean(false));
+    let f = run(sc, 40, 10);
+    let mean_tcp = f.flows.iter().map(|x| x.goodput_bps).sum::<f64>() / f.flows.len() as f64;
+    let ratio = f.sessions[0].min_goodput_bps / mean_tcp;
+    assert!(
+        (0.5..=2.0).contains(&ratio),
+        "session {:.2} Mbit/s, TCP mean {:.2} (ratio {ratio:.2})",
+        f.sessions[0].min_goodput_bps / 1e6,
+        mean_tcp / 1e6
+    );
+}
