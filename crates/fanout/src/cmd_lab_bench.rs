@@ -178,8 +178,19 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
             "fanout lab bench: {invalid} run(s) INVALID (the emulator fell behind): see the report"
         );
     }
-    if failed > 0 {
-        bail!("{failed} of {} runs failed", results.results.len());
+    let misses = results.reference_misses();
+    for m in &misses {
+        eprintln!(
+            "fanout lab bench: target missed: {} in scenario {}, run {}: {:.2}× the reference TCP flow, below {:.2}",
+            m.run.tool, m.run.scenario, m.run.run, m.ratio, m.target
+        );
+    }
+    if failed > 0 || !misses.is_empty() {
+        bail!(
+            "{failed} of {} runs failed; {} run(s) missed a target",
+            results.results.len(),
+            misses.len()
+        );
     }
     Ok(())
 }

@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::process::Command;
-
 const SUITE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../benchmarks/suite.toml");
 const SIZE: u64 = 4 << 20;
 
@@ -31,6 +29,14 @@ fn skip() -> bool {
 }
 
 /// A fresh directory, removed when dropped (panics included).
+/// One lab at a time: the bench's labs use the same host names and
+/// addresses, so two at once would take each other's packets.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LABS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LABS.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn scratch() -> common::Scratch {
     common::Scratch::new("lab-bench-test")
 }
@@ -40,28 +46,26 @@ fn fanout_uftp_and_udpcast_side_by_side_every_file_verified() {
     if skip() {
         return;
     }
+    let _serial = one_at_a_time();
     let scratch = scratch();
     let dir = scratch.path();
     let results = dir.join("results.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args([
-            "lab",
-            "bench",
-            SUITE,
+    let (status, stderr) = common::lab_bench(
+        std::path::Path::new(SUITE),
+        &[
             "--only",
             "b",
             "--tools",
             "fanout,uftp,udpcast",
-        ])
-        .args(["--size", "4MiB", "--timeout", "40", "--out"])
-        .arg(&results)
-        .arg("--work-dir")
-        .arg(dir.join("work"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stderr}");
-    assert!(out.status.success(), "bench failed: {stderr}");
+            "--size",
+            "4MiB",
+            "--timeout",
+            "40",
+        ],
+        &results,
+        &dir.join("work"),
+    );
+    assert!(status.success(), "bench failed: {stderr}");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
     assert_eq!(json["size"], SIZE);
@@ -102,23 +106,8 @@ fn fanout_uftp_and_udpcast_side_by_side_every_file_verified() {
         }
     }
     // The report: a table row per tool, the plots, the target section.
-    let md = dir.join("benchmarks.md");
+    let text = common::lab_report(&[&results], dir);
     let img = dir.join("img");
-    let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args(["lab", "report"])
-        .arg(&results)
-        .arg("--out")
-        .arg(&md)
-        .arg("--img-dir")
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&md).unwrap();
     for tool in ["| fanout |", "| uftp |", "| udpcast |"] {
         assert!(text.contains(tool), "no row {tool} in:\n{text}");
     }
@@ -130,4 +119,76 @@ fn fanout_uftp_and_udpcast_side_by_side_every_file_verified() {
         let body = std::fs::read_to_string(img.join(svg)).unwrap();
         assert!(body.contains("<svg") && body.contains("udpcast"), "{svg}");
     }
+}
+
+/// A scenario with `tcp_reference` measures one kernel CUBIC flow after the
+/// tools; the report sets each tool against it, and a tool below its
+/// `reference_target` makes the bench exit non-zero (after writing the
+/// results).
+#[test]
+fn the_reference_flow_is_measured_and_a_missed_target_fails_the_bench() {
+    if skip() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let scratch = scratch();
+    let dir = scratch.path();
+    let suite = dir.join("suite.toml");
+    std::fs::write(
+        &suite,
+        r#"size = "4MiB"
+timeout = "40s"
+
+[[tool]]
+name = "fanout-acker"
+kind = "fanout"
+args = ["--window-policy", "acker"]
+rate = "the acker's window"
+reference_target = 0.01
+
+[[tool]]
+name = "fanout-impossible"
+kind = "fanout"
+rate = "the default, asked for 100 times one TCP flow"
+reference_target = 100.0
+
+[[scenario]]
+name = "g"
+title = "2% loss"
+receivers = 2
+sender_rate = "1Gbit"
+receiver_rate = "100Mbit"
+loss = 0.02
+tcp_reference = true
+tcp_reference_s = 3
+"#,
+    )
+    .unwrap();
+    let results = dir.join("results.json");
+    let (status, stderr) = common::lab_bench(&suite, &[], &results, &dir.join("work"));
+    assert!(!status.success(), "an impossible target must fail");
+    assert!(
+        stderr.contains("target missed: fanout-impossible")
+            && !stderr.contains("target missed: fanout-acker"),
+        "{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
+    let runs = json["results"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["ok"] == true), "{runs:?}");
+    let reference = &json["tcp_references"][0];
+    assert_eq!(reference["scenario"], "g");
+    let mbps = reference["mbps"].as_f64().unwrap();
+    assert!(mbps > 0.5 && mbps < 100.0, "{reference}");
+    let loss = reference["network_loss"].as_f64().unwrap();
+    assert!((0.005..0.05).contains(&loss), "{reference}");
+    let text = common::lab_report(&[&results], dir);
+    assert!(
+        text.contains("One kernel cubic flow from snd to r1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| fanout-impossible |") && text.contains("≥ 100.00"),
+        "{text}"
+    );
 }

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::process::Command;
 
 const SUITE: &str = r#"
 kind = "live"
@@ -71,18 +70,8 @@ fn fanout_and_srt_race_on_one_lossy_path_every_message_timed() {
     let suite = dir.join("live.toml");
     std::fs::write(&suite, SUITE).unwrap();
     let results = dir.join("live.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args(["lab", "bench"])
-        .arg(&suite)
-        .arg("--out")
-        .arg(&results)
-        .arg("--work-dir")
-        .arg(dir.join("work"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stderr}");
-    assert!(out.status.success(), "bench failed: {stderr}");
+    let (status, stderr) = common::lab_bench(&suite, &[], &results, &dir.join("work"));
+    assert!(status.success(), "bench failed: {stderr}");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
     assert_eq!(json["kind"], "live");
@@ -131,38 +120,23 @@ fn fanout_and_srt_race_on_one_lossy_path_every_message_timed() {
     assert!((0.005..0.05).contains(&net), "{tcp}");
     // The race in the report, after the file suite's part.
     let file_results = dir.join("file.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args([
-            "lab", "bench", FILE_SUITE, "--only", "b", "--tools", "fanout",
-        ])
-        .args(["--size", "1MiB", "--timeout", "30", "--out"])
-        .arg(&file_results)
-        .arg("--work-dir")
-        .arg(dir.join("work-file"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (status, stderr) = common::lab_bench(
+        std::path::Path::new(FILE_SUITE),
+        &[
+            "--only",
+            "b",
+            "--tools",
+            "fanout",
+            "--size",
+            "1MiB",
+            "--timeout",
+            "30",
+        ],
+        &file_results,
+        &dir.join("work-file"),
     );
-    let md = dir.join("benchmarks.md");
-    let out = Command::new(env!("CARGO_BIN_EXE_fanout"))
-        .args(["lab", "report"])
-        .arg(&file_results)
-        .arg(&results)
-        .arg("--out")
-        .arg(&md)
-        .arg("--img-dir")
-        .arg(dir.join("img"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(status.success(), "{stderr}");
+    let text = common::lab_report(&[&file_results, &results], dir);
     assert!(
         text.contains("## Live streams: fanout against SRT"),
         "{text}"

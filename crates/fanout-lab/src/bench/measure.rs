@@ -9,7 +9,8 @@
 //! SIGTERM, which the wrapper forwards before recording the times.
 
 use super::payload;
-use super::results::{load_average, ReceiverResult, RunResult, TcpShare};
+use super::reference;
+use super::results::{load_average, ReceiverResult, RunResult, TcpReference, TcpShare};
 use super::scenario::{self, receiver_name, SENDER, TCP_SINK, TCP_SOURCE};
 use super::suite::{Competing, ScenarioSpec, ToolSpec};
 use super::tool::{plan, shell_words, DoneBy, Endpoints};
@@ -63,7 +64,7 @@ pub struct Context {
 }
 
 impl Context {
-    fn cancelled(&self) -> bool {
+    pub(crate) fn cancelled(&self) -> bool {
         self.cancel
             .as_ref()
             .is_some_and(|c| c.load(Ordering::Relaxed))
@@ -227,7 +228,7 @@ pub fn run_one(scn: &ScenarioSpec, tool: &ToolSpec, run: u32, ctx: &Context) -> 
     result
 }
 
-fn failed(error: String) -> RunResult {
+pub(crate) fn failed(error: String) -> RunResult {
     RunResult {
         scenario: String::new(),
         tool: String::new(),
@@ -392,6 +393,36 @@ fn measure(
         },
         error,
     ))
+}
+
+/// One kernel CUBIC flow over `scn`'s topology from the sender to the
+/// first receiver ([`super::reference`]), with the loss the emulator drew
+/// toward that receiver.
+pub fn tcp_reference(scn: &ScenarioSpec, ctx: &Context) -> TcpReference {
+    let mut out = TcpReference {
+        scenario: scn.name.clone(),
+        mbps: None,
+        network_loss: 0.0,
+        error: None,
+    };
+    let measured = scenario::topology(scn)
+        .and_then(|topo| Lab::build(&topo))
+        .and_then(|mut lab| {
+            let mbps =
+                reference::one_flow(&lab, reference::FILE_SUITE_REFERENCE, ctx.cancel.as_deref())?;
+            let loss = lab
+                .stop_emulator()
+                .map_or(0.0, |emu| reference::loss_toward(&emu, &[receiver_name(0)]));
+            Ok((mbps, loss))
+        });
+    match measured {
+        Ok((mbps, loss)) => {
+            out.mbps = Some(mbps);
+            out.network_loss = loss;
+        }
+        Err(e) => out.error = Some(e.to_string()),
+    }
+    out
 }
 
 /// Starts the scenario's competing TCP flow, if it has one, and lets it

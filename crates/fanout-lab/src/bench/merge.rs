@@ -8,7 +8,8 @@ use super::results::Results;
 /// Merges `parts` (at least one) in order. All must be for the same file
 /// size and machine (cores, kernel). Tools and scenarios are the union by
 /// name (first definition kept); runs are concatenated; `command` lists
-/// every invocation, one per line; the machine notes keep the first part's
+/// every invocation, one per line; reference flows are concatenated (the
+/// report takes a scenario's first); the machine notes keep the first part's
 /// hardware and start load and the last part's end load, and join each
 /// differing version or date with "; ". Scenarios end up sorted by name.
 pub fn merge(parts: Vec<Results>) -> Result<Results, String> {
@@ -50,6 +51,7 @@ pub fn merge(parts: Vec<Results>) -> Result<Results, String> {
             }
         }
         all.results.extend(p.results);
+        all.tcp_references.extend(p.tcp_references);
     }
     all.scenarios.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(all)
@@ -67,7 +69,7 @@ fn join_distinct(a: &str, b: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::results::Machine;
+    use crate::bench::results::{Machine, TcpReference};
     use crate::bench::suite::{ScenarioSpec, ToolKind, ToolSpec};
 
     fn part(date: &str, fanout: &str, scenario: &str, tools: &[&str]) -> Results {
@@ -95,6 +97,7 @@ mod tests {
                     receiver_args: Vec::new(),
                     rate: "r".into(),
                     scenarios: Vec::new(),
+                    reference_target: None,
                 })
                 .collect(),
             scenarios: vec![ScenarioSpec {
@@ -112,9 +115,47 @@ mod tests {
                 queue_packets: None,
                 timeout: None,
                 receive_steering: false,
+                tcp_reference: false,
+                tcp_reference_s: None,
             }],
             results: Vec::new(),
+            tcp_references: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_run_below_its_tools_reference_target_is_a_miss() {
+        let mut r = part("15:00", "0.1.0", "d", &["fast", "slow", "free"]);
+        for t in &mut r.tools {
+            t.reference_target = (t.name != "free").then_some(0.9);
+        }
+        r.tcp_references.push(TcpReference {
+            scenario: "d".into(),
+            mbps: Some(8.0),
+            network_loss: 0.01,
+            error: None,
+        });
+        // 1 MiB in 1.0 s is 8.39 Mbit/s (1.05×); in 2.0 s, 0.52×.
+        for (tool, wall) in [
+            ("fast", Some(1.0)),
+            ("slow", Some(2.0)),
+            ("free", Some(9.0)),
+        ] {
+            let mut run = crate::bench::measure::failed(String::new());
+            run.scenario = "d".into();
+            run.tool = tool.into();
+            run.ok = true;
+            run.wall_s = wall;
+            r.results.push(run);
+        }
+        let misses = r.reference_misses();
+        assert_eq!(misses.len(), 1, "{misses:?}");
+        assert_eq!(misses[0].run.tool, "slow");
+        assert!((misses[0].ratio - 8.0 * 1.048576 / 2.0 / 8.0).abs() < 1e-9);
+        // The references of several invocations are kept.
+        let m = merge(vec![r.clone(), part("16:00", "0.1.0", "g", &["fast"])]).unwrap();
+        assert_eq!(m.reference_mbps("d"), Some(8.0));
+        assert_eq!(m.reference_mbps("g"), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod merge;
 pub mod payload;
 pub mod peers;
 pub mod plot;
+pub mod reference;
 pub mod report;
 pub mod results;
 pub mod scenario;
@@ -138,6 +139,7 @@ pub fn run_suite(
         .sum::<usize>();
     let total = pairs * runs as usize;
     let mut results = Vec::with_capacity(total);
+    let mut tcp_references = Vec::new();
     'all: for scn in &scenarios {
         // The command line's --timeout overrides the scenario's and the suite's.
         let ctx = Context {
@@ -166,6 +168,22 @@ pub fn run_suite(
                 results.push(r);
             }
         }
+        let ran = tools.iter().any(|t| t.runs_in(&scn.name));
+        if scn.tcp_reference && ran && !ctx.cancelled() {
+            progress(&format!(
+                "scenario {}: one kernel {} flow to {} for {} s (the reference)",
+                scn.name,
+                reference::REFERENCE_CC,
+                scenario::receiver_name(0),
+                scn.reference_duration().as_secs_f64()
+            ));
+            let r = measure::tcp_reference(scn, &ctx);
+            match (r.mbps, &r.error) {
+                (Some(mbps), _) => progress(&format!("    {mbps:.2} Mbit/s")),
+                (None, e) => progress(&format!("    failed: {}", e.as_deref().unwrap_or("?"))),
+            }
+            tcp_references.push(r);
+        }
     }
     if !sel.keep {
         let _ = std::fs::remove_file(&source);
@@ -180,5 +198,6 @@ pub fn run_suite(
         tools,
         scenarios,
         results,
+        tcp_references,
     })
 }

@@ -132,6 +132,7 @@ mod tests {
             receiver_args: Vec::new(),
             rate: "r".into(),
             scenarios: Vec::new(),
+            reference_target: None,
         }
     }
 

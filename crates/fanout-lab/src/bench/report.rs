@@ -547,7 +547,58 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
             );
         }
     }
+    reference_table(md, res, s);
     let _ = writeln!(md);
+}
+
+/// The scenario's reference flow beside each tool's rate to every receiver.
+fn reference_table(md: &mut String, res: &Results, s: &ScenarioSpec) {
+    let Some(r) = res.tcp_references.iter().find(|r| r.scenario == s.name) else {
+        return;
+    };
+    let Some(reference) = r.mbps else {
+        let why = r.error.as_deref().unwrap_or("no figure");
+        let _ = writeln!(md, "\nThe reference flow failed: {why}.");
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "\nOne kernel {} flow from {} to {} alone on this topology, measured after the tools for {} s: \
+         {reference:.2} Mbit/s (the emulator dropped {:.2}% toward {} at random). Each tool's rate to every \
+         receiver (file bits over its wall time) against it:\n",
+        super::reference::REFERENCE_CC,
+        super::scenario::SENDER,
+        super::scenario::receiver_name(0),
+        s.reference_duration().as_secs_f64(),
+        r.network_loss * 100.0,
+        super::scenario::receiver_name(0),
+    );
+    let _ = writeln!(
+        md,
+        "| tool | Mbit/s | × the reference | target |\n| --- | --- | --- | --- |"
+    );
+    for t in &res.tools {
+        let rates: Vec<f64> = res
+            .results
+            .iter()
+            .filter(|x| x.scenario == s.name && x.tool == t.name)
+            .filter_map(|x| res.run_mbps(x))
+            .collect();
+        if rates.is_empty() {
+            continue;
+        }
+        let ratios: Vec<f64> = rates.iter().map(|x| x / reference).collect();
+        let target = t
+            .reference_target
+            .map_or("–".into(), |x| format!("≥ {x:.2}"));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {target} |",
+            t.name,
+            spread(&rates, 2),
+            spread(&ratios, 2)
+        );
+    }
 }
 
 /// Most characters of one receiver's problem shown in the report.

@@ -138,6 +138,22 @@ pub struct Results {
     pub scenarios: Vec<ScenarioSpec>,
     /// Every run, in execution order.
     pub results: Vec<RunResult>,
+    /// One kernel CUBIC flow on each scenario that asks for it
+    /// (`tcp_reference`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tcp_references: Vec<TcpReference>,
+}
+
+/// A run below its tool's target against the scenario's reference flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReferenceMiss<'a> {
+    /// The run.
+    pub run: &'a RunResult,
+    /// Its rate over the reference flow's (0 for a run that did not
+    /// finish).
+    pub ratio: f64,
+    /// The tool's target.
+    pub target: f64,
 }
 
 impl Results {
@@ -145,7 +161,47 @@ impl Results {
     pub fn failures(&self) -> impl Iterator<Item = &RunResult> {
         self.results.iter().filter(|r| !r.ok)
     }
+
+    /// The reference flow's rate in `scenario`, Mbit/s.
+    pub fn reference_mbps(&self, scenario: &str) -> Option<f64> {
+        self.tcp_references
+            .iter()
+            .find(|r| r.scenario == scenario)
+            .and_then(|r| r.mbps)
+    }
+
+    /// A run's rate to every receiver (the file over the time until the
+    /// last receiver had it), Mbit/s.
+    pub fn run_mbps(&self, run: &RunResult) -> Option<f64> {
+        run.wall_s
+            .filter(|&s| s > 0.0)
+            .map(|s| self.size as f64 * 8.0 / s / 1e6)
+    }
+
+    /// Runs of tools with a `reference_target` that fell below it, in
+    /// scenarios with a reference flow.
+    pub fn reference_misses(&self) -> Vec<ReferenceMiss<'_>> {
+        let mut out = Vec::new();
+        for run in &self.results {
+            let target = self
+                .tools
+                .iter()
+                .find(|t| t.name == run.tool)
+                .and_then(|t| t.reference_target);
+            let (Some(target), Some(reference)) = (target, self.reference_mbps(&run.scenario))
+            else {
+                continue;
+            };
+            let ratio = self.run_mbps(run).map_or(0.0, |r| r / reference);
+            if ratio < target {
+                out.push(ReferenceMiss { run, ratio, target });
+            }
+        }
+        out
+    }
 }
+
+pub use super::live::results::TcpReference;
 
 /// The load averages from `/proc/loadavg` (zeros if unreadable).
 pub fn load_average() -> [f64; 3] {

@@ -176,6 +176,8 @@ mod tests {
             queue_packets: Some(50),
             timeout: None,
             receive_steering: false,
+            tcp_reference: false,
+            tcp_reference_s: None,
         }
     }
 

@@ -79,6 +79,11 @@ pub struct ToolSpec {
     /// network only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<String>,
+    /// The least rate it must reach in a scenario with a reference flow
+    /// (`tcp_reference`), as a fraction of that flow's: the bench exits
+    /// non-zero below it (`None`: no target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_target: Option<f64>,
 }
 
 /// Stands, in a tool's arguments, for a pre-shared key file the lab writes
@@ -191,6 +196,25 @@ pub struct ScenarioSpec {
     /// whichever process is running there, the sender's included.
     #[serde(default)]
     pub receive_steering: bool,
+    /// After the tools, run one kernel CUBIC flow from the sender to the
+    /// first receiver over the same topology ([`super::reference`]): what
+    /// one TCP-friendly flow gets on that path.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_reference: bool,
+    /// How long that flow runs, seconds (default
+    /// [`super::reference::FILE_SUITE_REFERENCE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_reference_s: Option<f64>,
+}
+
+impl ScenarioSpec {
+    /// How long its reference flow runs.
+    pub fn reference_duration(&self) -> std::time::Duration {
+        self.tcp_reference_s
+            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(super::reference::FILE_SUITE_REFERENCE)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -355,7 +379,7 @@ mod tests {
         let s = Suite::parse(text, "benchmarks/suite.toml").unwrap();
         assert_eq!(s.size, 200 << 20);
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e", "f"]);
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g"]);
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
         // (d)'s TCP-friendly runs need minutes; the fair-window variant of
@@ -363,6 +387,16 @@ mod tests {
         assert!(s.timeout_for(&s.scenarios[3]) > s.timeout);
         let fair = s.tool("fanout-fair").unwrap();
         assert!(fair.runs_in("d") && !fair.runs_in("b"));
+        // The lossy paths measure one CUBIC flow, the acker's window has a
+        // target against it.
+        let with_reference: Vec<&str> = s
+            .scenarios
+            .iter()
+            .filter(|x| x.tcp_reference)
+            .map(|x| x.name.as_str())
+            .collect();
+        assert_eq!(with_reference, ["d", "g"]);
+        assert_eq!(s.tool("fanout-acker").unwrap().reference_target, Some(0.9));
     }
 
     #[test]

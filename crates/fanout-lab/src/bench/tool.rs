@@ -235,6 +235,7 @@ mod tests {
             receiver_args: args.iter().map(|a| (*a).to_owned()).collect(),
             rate: "r".into(),
             scenarios: Vec::new(),
+            reference_target: None,
         }
     }
 

@@ -210,3 +210,47 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Runs `fanout lab bench SUITE ARGS --out RESULTS --work-dir WORK`: its
+/// exit status and stderr (also printed, for a failing test's log).
+pub fn lab_bench(
+    suite: &Path,
+    args: &[&str],
+    results: &Path,
+    work: &Path,
+) -> (std::process::ExitStatus, String) {
+    let out = std::process::Command::new(BIN)
+        .args(["lab", "bench"])
+        .arg(suite)
+        .args(args)
+        .arg("--out")
+        .arg(results)
+        .arg("--work-dir")
+        .arg(work)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{stderr}");
+    (out.status, stderr)
+}
+
+/// `fanout lab report RESULTS… --out DIR/benchmarks.md --img-dir DIR/img`
+/// (which must succeed): the report's text.
+pub fn lab_report(results: &[&Path], dir: &Path) -> String {
+    let md = dir.join("benchmarks.md");
+    let out = std::process::Command::new(BIN)
+        .args(["lab", "report"])
+        .args(results)
+        .arg("--out")
+        .arg(&md)
+        .arg("--img-dir")
+        .arg(dir.join("img"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&md).unwrap()
+}

@@ -8,12 +8,11 @@ use super::results::{LiveReceiver, LiveRun, TcpReference};
 use super::stream::{run_source, Inlet, Outlet, Probe, Schedule};
 use super::suite::{LiveScenario, LiveSuite, LiveTool, LiveToolKind, StreamStart};
 use crate::bench::measure::{shell_in, start_competing};
+use crate::bench::reference;
 use crate::bench::scenario::{self, receiver_name, SENDER};
 use crate::bench::tool::shell_words;
 use crate::error::LabError;
 use crate::lab::Lab;
-use crate::tcp::{TcpSink, TcpSource};
-use crate::EmuReport;
 use fanout_io::Clock;
 use fanout_netns::NsChild;
 use nix::sys::signal::{kill, Signal};
@@ -25,11 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Port of the reference TCP flow's sink.
-const REFERENCE_PORT: u16 = 5002;
-/// The reference flow's congestion control: Linux's default, whatever the
-/// machine's own default is.
-const REFERENCE_CC: &str = "cubic";
 /// Time the receivers get to start listening before the senders start.
 const RECEIVER_HEAD_START: Duration = Duration::from_millis(500);
 /// With [`StreamStart::Connected`], time between the senders' start and
@@ -126,17 +120,6 @@ fn bind_in(lab: &Lab, host: &str, addr: SocketAddr) -> Result<UdpSocket, LabErro
         .map_err(|e| LabError::io(format!("binding {addr} in {host}"), e))
 }
 
-/// The loss the emulator drew on the links toward `hosts`, as a share of
-/// the packets offered to them.
-fn loss_toward(emu: &EmuReport, hosts: &[String]) -> f64 {
-    let (mut lost, mut offered) = (0u64, 0u64);
-    for l in emu.links.iter().filter(|l| hosts.contains(&l.to)) {
-        lost += l.drops.get("random_loss").copied().unwrap_or(0);
-        offered += l.offered_packets;
-    }
-    lost as f64 / offered.max(1) as f64
-}
-
 /// One kernel TCP flow, bulk, from the sender to the first receiver over
 /// `scn`'s path for the stream's duration
 /// ([`LiveScenario::tcp_reference`]).
@@ -164,34 +147,11 @@ fn measure_tcp(
     ctx: &LiveContext,
 ) -> Result<(f64, f64), LabError> {
     let mut lab = Lab::build(&scenario::topology(&scn.network())?)?;
-    let to = receiver_name(0);
-    let (Some(src), Some(dst)) = (lab.host(SENDER), lab.host(&to)) else {
-        return Err(LabError::io(
-            "scenario hosts missing",
-            std::io::ErrorKind::NotFound.into(),
-        ));
-    };
-    let sink = TcpSink::start(dst, REFERENCE_PORT)?;
-    let source = TcpSource::start_with(src, sink.addr(), Some(REFERENCE_CC))?;
-    let clock = Clock::new();
-    let start = clock.now();
-    while clock.now() < start + suite.duration {
-        if (ctx.cancel.as_ref()).is_some_and(|c| c.load(Ordering::Relaxed)) {
-            return Err(LabError::io(
-                "cancelled",
-                std::io::ErrorKind::Interrupted.into(),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let secs = clock.now().saturating_duration_since(start).as_secs_f64();
-    let bytes = sink.bytes();
-    drop(source);
-    drop(sink);
+    let mbps = reference::one_flow(&lab, suite.duration, ctx.cancel.as_deref())?;
     let loss = lab
         .stop_emulator()
-        .map_or(0.0, |emu| loss_toward(&emu, &[to]));
-    Ok((bytes as f64 * 8.0 / secs / 1e6, loss))
+        .map_or(0.0, |emu| reference::loss_toward(&emu, &[receiver_name(0)]));
+    Ok((mbps, loss))
 }
 
 /// One run of `tool` on `scn` at `budget_rtt` round trips.
@@ -410,7 +370,7 @@ fn measure(
             .filter(|l| l.from == SENDER)
             .map(|l| l.tx_bytes)
             .sum();
-        result.network_loss = loss_toward(emu, &names);
+        result.network_loss = reference::loss_toward(emu, &names);
         let written = u64::from(count) * suite.message as u64;
         result.wire_per_byte = wire as f64 / written.max(1) as f64;
         result.valid = emu.valid;

@@ -236,6 +236,8 @@ impl LiveScenario {
             queue_packets: self.queue_packets,
             timeout: None,
             receive_steering: false,
+            tcp_reference: self.tcp_reference,
+            tcp_reference_s: None,
         }
     }
 
