@@ -180,9 +180,14 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
     }
     let misses = results.reference_misses();
     for m in &misses {
+        let got = m
+            .ratio
+            .map_or("no reference figure to compare with".into(), |r| {
+                format!("{r:.2}× the reference TCP flow")
+            });
         eprintln!(
-            "fanout lab bench: target missed: {} in scenario {}, run {}: {:.2}× the reference TCP flow, below {:.2}",
-            m.run.tool, m.run.scenario, m.run.run, m.ratio, m.target
+            "fanout lab bench: target missed: {} in scenario {}, run {}: {got}, target {:.2}",
+            m.run.tool, m.run.scenario, m.run.run, m.target
         );
     }
     if failed > 0 || !misses.is_empty() {

@@ -8,7 +8,6 @@
 
 mod common;
 
-
 const SUITE: &str = r#"
 kind = "live"
 rate = "2Mbit"

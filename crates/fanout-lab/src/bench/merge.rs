@@ -129,6 +129,7 @@ mod tests {
         for t in &mut r.tools {
             t.reference_target = (t.name != "free").then_some(0.9);
         }
+        r.scenarios[0].tcp_reference = true;
         r.tcp_references.push(TcpReference {
             scenario: "d".into(),
             mbps: Some(8.0),
@@ -151,7 +152,12 @@ mod tests {
         let misses = r.reference_misses();
         assert_eq!(misses.len(), 1, "{misses:?}");
         assert_eq!(misses[0].run.tool, "slow");
-        assert!((misses[0].ratio - 8.0 * 1.048576 / 2.0 / 8.0).abs() < 1e-9);
+        let ratio = misses[0].ratio.unwrap();
+        assert!((ratio - 8.0 * 1.048576 / 2.0 / 8.0).abs() < 1e-9);
+        // A reference that gave no figure cannot vouch for anyone.
+        let mut failed = r.clone();
+        failed.tcp_references[0].mbps = None;
+        assert_eq!(failed.reference_misses().len(), 2);
         // The references of several invocations are kept.
         let m = merge(vec![r.clone(), part("16:00", "0.1.0", "g", &["fast"])]).unwrap();
         assert_eq!(m.reference_mbps("d"), Some(8.0));

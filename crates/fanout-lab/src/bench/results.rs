@@ -150,8 +150,8 @@ pub struct ReferenceMiss<'a> {
     /// The run.
     pub run: &'a RunResult,
     /// Its rate over the reference flow's (0 for a run that did not
-    /// finish).
-    pub ratio: f64,
+    /// finish; `None` when the reference flow gave no figure).
+    pub ratio: Option<f64>,
     /// The tool's target.
     pub target: f64,
 }
@@ -179,7 +179,8 @@ impl Results {
     }
 
     /// Runs of tools with a `reference_target` that fell below it, in
-    /// scenarios with a reference flow.
+    /// scenarios with a reference flow (one whose reference flow gave no
+    /// figure cannot be checked, and counts as a miss).
     pub fn reference_misses(&self) -> Vec<ReferenceMiss<'_>> {
         let mut out = Vec::new();
         for run in &self.results {
@@ -188,12 +189,17 @@ impl Results {
                 .iter()
                 .find(|t| t.name == run.tool)
                 .and_then(|t| t.reference_target);
-            let (Some(target), Some(reference)) = (target, self.reference_mbps(&run.scenario))
-            else {
+            let asked = self
+                .scenarios
+                .iter()
+                .any(|s| s.name == run.scenario && s.tcp_reference);
+            let (Some(target), true) = (target, asked) else {
                 continue;
             };
-            let ratio = self.run_mbps(run).map_or(0.0, |r| r / reference);
-            if ratio < target {
+            let ratio = self
+                .reference_mbps(&run.scenario)
+                .map(|reference| self.run_mbps(run).map_or(0.0, |r| r / reference));
+            if ratio.is_none_or(|r| r < target) {
                 out.push(ReferenceMiss { run, ratio, target });
             }
         }

@@ -223,8 +223,8 @@ impl SessionController for AckerWindow {
     fn on_member_left(&mut self, id: MemberId) {
         self.members.remove(&id);
         if self.acker.is_some_and(|a| a.id == id) {
-            // The next one is chosen at its next feedback: the worst by
-            // rate if any has one, else whoever is heard first.
+            // The worst by rate takes over at its next feedback (if none
+            // has a rate, the first heard that has one); the window stays.
             self.acker = None;
             self.next = self.worst();
         }
