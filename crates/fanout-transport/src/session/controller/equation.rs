@@ -64,8 +64,6 @@ pub(super) struct MemberRate {
     history: usize,
     /// Acknowledged bytes now.
     cumulative: u64,
-    /// Its congestion window, bytes.
-    pub(super) cwnd: u64,
     /// Smoothed RTT (without the receiver's ACK delay).
     srtt: Duration,
     /// How long it may hold an ACK.
@@ -75,7 +73,7 @@ pub(super) struct MemberRate {
     /// Its congestion window's start.
     pub(super) pipe_base: u64,
     /// Offsets below this fit its receive window.
-    pub(super) window_end: u64,
+    window_end: u64,
     /// When it first acknowledged anything, and how much it had then.
     first_ack: Option<(Instant, u64)>,
 }
@@ -96,7 +94,6 @@ impl MemberRate {
             intervals: VecDeque::new(),
             history: history.max(2),
             cumulative: 0,
-            cwnd: 0,
             srtt: Duration::ZERO,
             max_ack_delay: Duration::ZERO,
             send_edge: 0,
@@ -113,7 +110,6 @@ impl MemberRate {
         self.max_ack_delay = member.max_ack_delay();
         self.on_progress(now, r.recovery_episodes(), r.cumulative());
         self.send_edge = member.send_edge();
-        self.cwnd = r.cwnd();
         self.pipe_base = r.pipe_base();
         self.window_end = member.window_end();
     }
