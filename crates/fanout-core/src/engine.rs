@@ -33,6 +33,16 @@ pub trait Engine {
 
     /// Processes every timer that expired at or before `now`.
     fn handle_timeout(&mut self, now: Instant);
+
+    /// How late a runtime may react — read arrived input, or wake for
+    /// [`Engine::poll_timeout`] — without lengthening the engine's control
+    /// loop by more than it accepts (e.g. a share of its round-trip time).
+    /// A runtime that batches wake-ups to save CPU (timer slack, input
+    /// coalescing) delays by no more than this. `None` (the default): no
+    /// bound of the engine's own.
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Runs expired timers, then emits up to `budget` datagrams through `send`,

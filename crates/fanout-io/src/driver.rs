@@ -61,14 +61,16 @@ pub struct DriverConfig {
     /// keeping its average rate, as long as the slack is shorter than the
     /// time its bucket takes to fill (`fanout_core::pacing`: at least 1 ms).
     /// Input still wakes the driver at once; zero: wake exactly on time.
+    /// Never more than the engine's [`Engine::max_wake_delay`].
     pub timer_slack: Duration,
     /// Input coalescing (as a NIC's interrupt moderation): after a step
     /// that handled input, sleep this long (or until the next deadline)
     /// without waking for more input, then read all of it at once. Each
     /// datagram is dated by its kernel receive timestamp (`SO_TIMESTAMPNS`),
     /// so round-trip samples do not grow; only the reaction to input is
-    /// late, by at most this much. Off (zero) by default, and never used
-    /// where the kernel does not stamp datagrams.
+    /// late, by at most this much. Off (zero) by default, never used where
+    /// the kernel does not stamp datagrams, and never longer than the
+    /// engine's [`Engine::max_wake_delay`] (a share of its round trip).
     pub rx_coalesce: Duration,
     /// Impairment of received datagrams (before the engine sees them).
     pub rx_impairment: ImpairConfig,
@@ -252,7 +254,7 @@ impl Driver {
             self.poller.assume_readable();
             return Ok(());
         }
-        self.sleep(deadline, max_wait)
+        self.sleep(deadline, max_wait, engine.max_wake_delay())
     }
 
     /// Tries for up to `timeout` to hand every queued datagram to the kernel
@@ -330,6 +332,10 @@ impl Driver {
             };
             stats.recv_syscalls += 1;
             *rx_handled = true;
+            // Fewer datagrams than slots: `recvmmsg` stopped at an empty
+            // queue, and the edge-triggered registration reports any later
+            // arrival, so no second call to see `WouldBlock`.
+            let drained = cfg!(any(target_os = "linux", target_os = "android")) && n < meta.len();
             let base = clock.stamp_base();
             for (m, buf) in meta.iter().zip(bufs.iter()).take(n) {
                 let from = canonical(m.addr);
@@ -354,6 +360,10 @@ impl Driver {
                 } else {
                     bytes.chunks(stride).for_each(deliver);
                 }
+            }
+            if drained {
+                poller.mark_drained();
+                return;
             }
         }
     }
@@ -477,10 +487,17 @@ impl Driver {
     }
 
     /// Sleeps until input, `deadline`, writability (when blocked), a held
-    /// datagram's release, or `max_wait`.
-    fn sleep(&mut self, deadline: Option<Instant>, max_wait: Duration) -> Result<(), IoError> {
+    /// datagram's release, or `max_wait`; the timer slack and input
+    /// coalescing are at most `engine_bound` ([`Engine::max_wake_delay`]).
+    fn sleep(
+        &mut self,
+        deadline: Option<Instant>,
+        max_wait: Duration,
+        engine_bound: Option<Duration>,
+    ) -> Result<(), IoError> {
         let now = self.clock.now();
-        let slack = self.config.timer_slack;
+        let bound = |d: Duration| engine_bound.map_or(d, |b| b.min(d));
+        let slack = bound(self.config.timer_slack);
         let mut wake = deadline.map(|d| if d > now { d + slack } else { d });
         if self.tx_blocked && !self.outbox.is_empty() {
             // Writability wakes us; an engine deadline that already passed
@@ -495,7 +512,7 @@ impl Driver {
         for d in others.into_iter().flatten() {
             wake = Some(wake.map_or(d, |w| w.min(d)));
         }
-        let coalesce = self.config.rx_coalesce;
+        let coalesce = bound(self.config.rx_coalesce);
         let tx_waits = self.tx_blocked && !self.outbox.is_empty();
         if self.rx_handled && self.rx_stamped && !coalesce.is_zero() && !tx_waits {
             // Input moderation: sleep through arrivals, then read them all.

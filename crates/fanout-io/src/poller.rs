@@ -32,8 +32,11 @@ pub(crate) struct Poller {
     /// registration is edge-triggered, so a datagram arriving after the
     /// drain always brings a new event.
     readable: bool,
-    /// The instant the precise timer is armed for, until it fires
-    /// (re-arming it for the same instant would be a wasted syscall).
+    /// The instant the precise timer is armed for, until it fires. A later
+    /// deadline keeps it (the early wake-up finds nothing due and arms the
+    /// timer anew), so a deadline that moves later at every ACK — an RTO,
+    /// an idle timer — costs one wake-up per expiry instead of a
+    /// `timerfd_settime` per wait.
     armed: Option<Instant>,
     waker: Arc<mio::Waker>,
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -154,7 +157,7 @@ impl Poller {
             }
             let until = d - now;
             if until < timeout {
-                timeout = self.arm(d, until)?;
+                timeout = self.arm(now, d, until)?;
             }
         }
         match self.poll.poll(&mut self.events, Some(timeout)) {
@@ -179,14 +182,19 @@ impl Poller {
         }
     }
 
-    /// Arms the precise timer for `deadline`, `until` from now (unless it
-    /// is already armed for it); returns the (coarser) epoll timeout to use
+    /// Arms the precise timer for `deadline`, `until` after `now` (unless
+    /// it is already armed for it or for an instant between); returns the (coarser) epoll timeout to use
     /// alongside it as a safety net.
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    fn arm(&mut self, deadline: Instant, until: Duration) -> Result<Duration, IoError> {
+    fn arm(
+        &mut self,
+        now: Instant,
+        deadline: Instant,
+        until: Duration,
+    ) -> Result<Duration, IoError> {
         use nix::sys::time::TimeSpec;
         use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
-        if self.armed != Some(deadline) {
+        if !self.armed.is_some_and(|a| a > now && a <= deadline) {
             // A zero one-shot would disarm the timer; `until` is positive here.
             self.timer
                 .set(
@@ -203,7 +211,12 @@ impl Poller {
 
     /// Without a timerfd, epoll's millisecond timeout (mio rounds up).
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    fn arm(&mut self, _deadline: Instant, until: Duration) -> Result<Duration, IoError> {
+    fn arm(
+        &mut self,
+        _now: Instant,
+        _deadline: Instant,
+        until: Duration,
+    ) -> Result<Duration, IoError> {
         Ok(until)
     }
 }

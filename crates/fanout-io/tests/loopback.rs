@@ -323,23 +323,38 @@ fn gso_refused_by_the_kernel_falls_back_to_single_sends() {
     assert_eq!(sink.bytes, N * 1000);
 }
 
-#[test]
-fn coalesced_input_keeps_kernel_arrival_times() {
-    // The pinger sleeps 3 ms through arrivals after each input, yet its
-    // round-trip samples stay loopback-fast: each pong is dated by its
-    // kernel receive timestamp, not by when the driver got to read it.
-    let coalesce = Duration::from_millis(3);
+/// A running echo server, and a driver for a pinger that coalesces its
+/// input (and wakes for timers) `coalesce` late; the flag ends the echo.
+fn coalescing_pinger(
+    coalesce: Duration,
+) -> (
+    Driver,
+    SocketAddr,
+    JoinHandle<(Echo, RunStats)>,
+    Arc<AtomicBool>,
+) {
     let e_driver = driver(v4(), DriverConfig::default());
     let target = e_driver.endpoint().local_addr();
     let p_driver = driver(
         v4(),
         DriverConfig {
             rx_coalesce: coalesce,
+            timer_slack: coalesce,
             ..DriverConfig::default()
         },
     );
     let done = Arc::new(AtomicBool::new(false));
     let echo = spawn_passive(e_driver, Echo::default(), done.clone());
+    (p_driver, target, echo, done)
+}
+
+#[test]
+fn coalesced_input_keeps_kernel_arrival_times() {
+    // The pinger sleeps 3 ms through arrivals after each input, yet its
+    // round-trip samples stay loopback-fast: each pong is dated by its
+    // kernel receive timestamp, not by when the driver got to read it.
+    let coalesce = Duration::from_millis(3);
+    let (p_driver, target, echo, done) = coalescing_pinger(coalesce);
     let ping = spawn(
         p_driver,
         Pinger::new(target, 60, 1, 100),
@@ -365,6 +380,69 @@ fn coalesced_input_keeps_kernel_arrival_times() {
     assert!(
         median < coalesce / 2,
         "median rtt {median:?}: read time, not arrival"
+    );
+}
+
+/// An engine that accepts reactions at most `bound` late
+/// ([`Engine::max_wake_delay`]), otherwise the pinger it wraps.
+struct Impatient {
+    pinger: Pinger,
+    bound: Duration,
+}
+
+impl Engine for Impatient {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, d: &[u8]) {
+        self.pinger.handle_datagram(now, from, d);
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.pinger.poll_transmit(now, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.pinger.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.pinger.handle_timeout(now);
+    }
+    fn max_wake_delay(&self) -> Option<Duration> {
+        Some(self.bound)
+    }
+}
+
+#[test]
+fn the_engine_bounds_input_coalescing() {
+    // One ping at a time: with 3 ms of coalescing each pong waits unread
+    // until the sleep ends, so 60 rounds take at least 180 ms. An engine
+    // that accepts 0.2 ms keeps the coalescing (it still sleeps through
+    // arrivals) but shortens every sleep to that.
+    let coalesce = Duration::from_millis(3);
+    let (p_driver, target, echo, done) = coalescing_pinger(coalesce);
+    let engine = Impatient {
+        pinger: Pinger::new(target, 60, 1, 100),
+        bound: Duration::from_micros(200),
+    };
+    let clock = Clock::new();
+    let start = clock.now();
+    let ping = spawn(p_driver, engine, |e| e.pinger.done(), done);
+    let (p, ps) = ping.join().unwrap();
+    let elapsed = clock.now() - start;
+    echo.join().unwrap();
+    assert!(
+        p.pinger.done(),
+        "answered {}/{}",
+        p.pinger.answered_count,
+        p.pinger.total
+    );
+    eprintln!(
+        "bounded coalescing: 60 rounds in {elapsed:?}, {} coalesced waits",
+        ps.coalesced_waits
+    );
+    if ps.coalesced_waits == 0 {
+        eprintln!("SKIP: no kernel receive timestamps here, so no coalescing");
+        return;
+    }
+    assert!(
+        elapsed < coalesce * 60 / 2,
+        "60 rounds took {elapsed:?}: the 3 ms sleeps were not cut to 0.2 ms"
     );
 }
 

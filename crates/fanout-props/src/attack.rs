@@ -470,6 +470,7 @@ impl Attackers {
                 3 => Frame::AckFrequency(AckFrequencyFrame {
                     every: u32::from(c.u8()),
                     min_interval_us: c.u32(),
+                    max_ack_delay_us: c.u32(),
                 })
                 .encode(out),
                 4 => Frame::Skip(SkipFrame {

@@ -54,7 +54,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
                 })
             }),
         2 => (off, 0u64..5000, any::<bool>()).prop_map(|(offset, len, ends_message)| enc(Frame::Skip(SkipFrame { offset, len, ends_message }))),
-        2 => (1u32..=64, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us }))),
+        2 => (1u32..=64, 0u32..=MAX_ACK_INTERVAL_US, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us, max_ack_delay_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us, max_ack_delay_us }))),
         2 => Just(enc(Frame::Ping)),
         2 => Just(enc(Frame::Padding)),
         // Session relay frames: neither unicast engine takes them.
@@ -160,10 +160,12 @@ fn non_minimal_varints_decode_to_the_same_frame() {
     long.put_u64(0xC000_0000_0000_0004);
     long.put_u8(0x40); // a 2-byte varint 0
     long.put_u8(0x00);
+    long.put_u32(0x8000_0100); // a 4-byte varint 256
     let frames: Vec<_> = decode_frames(&long).collect();
     let f = AckFrequencyFrame {
         every: 4,
         min_interval_us: 0,
+        max_ack_delay_us: 256,
     };
     assert_eq!(frames, vec![Ok(Frame::Ping), Ok(Frame::AckFrequency(f))]);
 }

@@ -264,6 +264,30 @@ fn every_member_gets_the_stream_and_data_is_multicast_once() {
     assert!(net.members.iter().all(|m| m.is_finished()));
 }
 
+/// The sender asks each member (ACK_FREQUENCY) to hold input no longer
+/// than an eighth of its round trip, rounded down to a power of two, and
+/// holds its own no longer than the least it asked: on a 20 ms path
+/// without a queue, 2 048 µs; before any ACK, nothing is asked.
+#[test]
+fn runtimes_may_hold_input_an_eighth_of_the_round_trip() {
+    let mut net = Net::new(
+        config(),
+        3,
+        random_data(3_000_000, 11),
+        Box::new(|_, _, _| false),
+    );
+    assert_eq!(net.sender.max_wake_delay(), None);
+    assert!(net.members.iter().all(|m| m.max_wake_delay().is_none()));
+    net.run(Duration::from_millis(300));
+    let bound = Some(Duration::from_micros(2048));
+    assert_eq!(net.sender.max_wake_delay(), bound);
+    for m in &net.members {
+        assert_eq!(m.max_wake_delay(), bound);
+    }
+    net.run(Duration::from_secs(30));
+    assert!(net.got.iter().all(|g| *g == net.data));
+}
+
 #[test]
 fn independent_losses_are_repaired_by_unicast() {
     let data = random_data(600_000, 2);

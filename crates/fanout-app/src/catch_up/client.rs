@@ -120,6 +120,10 @@ impl Engine for CatchUpClient {
             .min()
     }
 
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        self.receiver.max_wake_delay()
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         if self.waiting() && now >= self.deadline {
             self.timed_out = true;

@@ -364,6 +364,11 @@ impl Engine for CatchUpServer {
             .min()
     }
 
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        let jobs = self.jobs.values().filter_map(|j| j.sender.max_wake_delay());
+        jobs.chain(self.session.max_wake_delay()).min()
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         if self.session.poll_timeout().is_some_and(|t| t <= now) {
             self.session.handle_timeout(now);

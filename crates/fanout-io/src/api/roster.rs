@@ -133,4 +133,7 @@ impl Engine for RosterEngine {
         self.session.handle_timeout(now);
         self.absorb();
     }
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        self.session.max_wake_delay()
+    }
 }

@@ -59,6 +59,9 @@ impl<E: Engine> Engine for Locked<E> {
     fn handle_timeout(&mut self, now: Instant) {
         self.0.lock().engine.handle_timeout(now)
     }
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        self.0.lock().engine.max_wake_delay()
+    }
 }
 
 /// An engine running on its own driver thread; stopping and joining the

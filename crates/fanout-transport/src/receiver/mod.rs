@@ -177,6 +177,10 @@ pub struct Receiver {
     messages: Option<Box<crate::realtime::MessageBounds>>,
     /// The sender's timestamp clock on ours (real-time: message deadlines).
     sender_clock: crate::realtime::SenderClock,
+    /// How long the sender asked this receiver to hold input or an ACK at
+    /// most (ACK_FREQUENCY), µs; [`crate::wire::MAX_ACK_INTERVAL_US`]
+    /// until it asked ([`Engine::max_wake_delay`]).
+    max_ack_delay_us: u32,
     /// A DEADLINE frame's time, for the DATA after it in the same datagram.
     named_deadline: Option<WireTimestamp>,
     /// Delivery delays of the messages read (real-time).
@@ -244,6 +248,7 @@ impl Receiver {
                 ))
             }),
             sender_clock: crate::realtime::SenderClock::default(),
+            max_ack_delay_us: crate::wire::MAX_ACK_INTERVAL_US,
             named_deadline: None,
             delays: config.realtime.then(Box::default),
             config,
@@ -814,6 +819,7 @@ impl Receiver {
                 // ACKs over `every` segments and over the feedback slot
                 // instead of sending them together.
                 Frame::AckFrequency(f) => {
+                    self.max_ack_delay_us = f.max_ack_delay_us;
                     let n = f.every.max(1);
                     self.acks
                         .set_every_segments_with_phase(n, (self.member_id % u64::from(n)) as u32);
@@ -1421,6 +1427,11 @@ impl Engine for Receiver {
             }
             _ => engine,
         }
+    }
+
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        (self.max_ack_delay_us < crate::wire::MAX_ACK_INTERVAL_US)
+            .then(|| std::time::Duration::from_micros(u64::from(self.max_ack_delay_us)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {

@@ -4,6 +4,8 @@
 //! saw ACK loss stall connections at 1500 receivers).
 
 use crate::wire::{AckFrequencyFrame, MAX_ACK_INTERVAL_US};
+use fanout_core::rtt::RttEstimator;
+use std::time::Duration;
 
 /// Share of the sender's link capacity its members' ACKs may take, in
 /// the direction toward the sender (RFC 3550 §6.2 gives RTCP 5% of the
@@ -43,23 +45,78 @@ pub fn segments_per_ack(steady: u32, in_slow_start_or_recovery: bool, cwnd_segme
     steady.clamp(1, 64).min(per_window)
 }
 
-/// The ACK schedule asked of one member: [`segments_per_ack`] with its
-/// phase and window (in segments), spaced at least `interval_us` apart
-/// ([`ack_interval_us`]).
+/// The ACK schedule asked of one member: with adaptive ACKs (`thinning`:
+/// the steady segments per ACK and [`ack_interval_us`]), [`segments_per_ack`]
+/// with its window (in segments), spaced at least that interval apart;
+/// without, every second segment (RFC 5681 §4.2). Either way its input is
+/// held at most [`max_ack_delay_us`] for its `rtt` (`previous`: the
+/// schedule it was last asked for).
 pub fn schedule(
-    steady: u32,
+    thinning: Option<(u32, u32)>,
     in_slow_start_or_recovery: bool,
     cwnd_segments: u64,
-    interval_us: u32,
+    rtt: &RttEstimator,
+    previous: &AckFrequencyFrame,
 ) -> AckFrequencyFrame {
     let segments = if in_slow_start_or_recovery {
         0
     } else {
         cwnd_segments
     };
+    let (every, min_interval_us) = match thinning {
+        Some((steady, interval_us)) => (
+            segments_per_ack(steady, in_slow_start_or_recovery, segments),
+            interval_us,
+        ),
+        None => (2, 0),
+    };
     AckFrequencyFrame {
-        every: segments_per_ack(steady, in_slow_start_or_recovery, segments),
-        min_interval_us: interval_us,
+        every,
+        min_interval_us,
+        max_ack_delay_us: max_ack_delay_us(rtt.srtt(), rtt.min_rtt(), previous.max_ack_delay_us),
+    }
+}
+
+/// The share of a member's round trip by which its runtime, and the
+/// sender's, may hold input: each end that sleeps through arrivals to read
+/// them in one batch (timer slack, input coalescing) lengthens the ACK
+/// loop by up to this much, so a window that does not fill the path (a
+/// loss-limited one: rate = window / loop) loses at most ~2/8 of the rate
+/// the path allows; on a 4 ms path that is 0.5 ms.
+pub const INPUT_DELAY_RTT_DIVISOR: u32 = 8;
+
+/// Below this the asked delay is 0: wake for every arrival (a loopback
+/// or same-rack path, where a wake-up costs less than the loop it stalls).
+const MIN_INPUT_DELAY_US: u32 = 16;
+
+/// Longest input delay asked for, µs: a power of two under
+/// [`MAX_ACK_INTERVAL_US`].
+const MAX_INPUT_DELAY_US: u32 = 1 << 19;
+
+/// How long a member with smoothed RTT `srtt` and minimum RTT `min_rtt`
+/// may hold input and ACKs, µs: the larger of `srtt` /
+/// [`INPUT_DELAY_RTT_DIVISOR`] and the standing queue `srtt − min_rtt`
+/// (while a queue holds that much, a later ACK only drains some of it and
+/// the bottleneck stays busy: a window that fills the path loses nothing),
+/// rounded down to a power of two, 0 below [`MIN_INPUT_DELAY_US`]. It keeps
+/// `current` while the exact value stays within [current, 4 × current), so
+/// RTT noise does not re-send ACK_FREQUENCY; [`MAX_ACK_INTERVAL_US`] (a
+/// schedule that asked nothing) always changes.
+pub fn max_ack_delay_us(srtt: Duration, min_rtt: Duration, current: u32) -> u32 {
+    let share = srtt / INPUT_DELAY_RTT_DIVISOR;
+    let exact = share.max(srtt.saturating_sub(min_rtt)).as_micros();
+    let exact = exact.min(u128::from(MAX_INPUT_DELAY_US)) as u32;
+    let keep = if current == 0 {
+        exact < 2 * MIN_INPUT_DELAY_US
+    } else {
+        current <= MAX_INPUT_DELAY_US && current <= exact && exact / 4 < current
+    };
+    if keep {
+        current
+    } else if exact < MIN_INPUT_DELAY_US {
+        0
+    } else {
+        1 << exact.ilog2()
     }
 }
 
@@ -91,6 +148,32 @@ mod tests {
         assert_eq!(segments_per_ack(8, false, 1000), 8, "steady");
         assert_eq!(segments_per_ack(8, false, 12), 3, "≥ 4 ACKs per window");
         assert_eq!(segments_per_ack(8, false, 2), 2);
+    }
+
+    #[test]
+    fn input_delay_is_an_eighth_of_the_rtt_or_the_queue_and_ignores_noise() {
+        let us = Duration::from_micros;
+        let fresh = MAX_ACK_INTERVAL_US;
+        // No standing queue (srtt = min_rtt): an eighth of the RTT.
+        let idle = |srtt, current| max_ack_delay_us(us(srtt), us(srtt), current);
+        assert_eq!(idle(40, fresh), 0, "loopback: no holding");
+        assert_eq!(idle(4_000, fresh), 256, "4 ms path");
+        assert_eq!(idle(16_000, fresh), 1024);
+        assert_eq!(
+            max_ack_delay_us(Duration::from_secs(60), Duration::ZERO, fresh),
+            1 << 19
+        );
+        // A standing queue longer than that: the queue.
+        assert_eq!(max_ack_delay_us(us(10_000), us(4_000), fresh), 4096);
+        assert_eq!(max_ack_delay_us(us(4_300), us(4_000), fresh), 512);
+        // Within [current, 4 × current) of the exact value: unchanged.
+        assert_eq!(idle(2_048, 256), 256);
+        assert_eq!(idle(8_000, 256), 256);
+        assert_eq!(idle(8_200, 256), 1024, "grew 4×");
+        assert_eq!(idle(2_000, 256), 128, "shrank below");
+        assert_eq!(idle(200, 0), 0, "25 µs: still 0");
+        assert_eq!(idle(300, 0), 32);
+        assert_eq!(idle(100, 32), 0);
     }
 
     #[test]

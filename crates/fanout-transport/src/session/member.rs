@@ -158,6 +158,7 @@ impl Member {
             ack_schedule: AckFrequencyFrame {
                 every: 2,
                 min_interval_us: 0,
+                max_ack_delay_us: crate::wire::MAX_ACK_INTERVAL_US,
             },
             cwnd_avg: recovery.cwnd(),
             recovery,

@@ -212,6 +212,11 @@ pub struct SessionSender {
     /// `(member count, feedback budget)` → [`super::feedback::ack_interval_us`]
     /// of them, last computed (saves its divisions on every ACK).
     ack_interval: ((usize, u32), u32),
+    /// The least `max_ack_delay_us` any member was asked for
+    /// ([`super::feedback::max_ack_delay_us`]), µs: the sender's runtime
+    /// holds its own input no longer ([`Engine::max_wake_delay`]).
+    /// [`crate::wire::MAX_ACK_INTERVAL_US`] when none was asked.
+    input_delay_us: u32,
     /// Members' upstream streams ([`super::upstream`]), off the ACK path:
     /// created on the first UPSTREAM frame.
     upstream: Option<Box<UpstreamTable>>,
@@ -299,6 +304,7 @@ impl SessionSender {
             stats: SessionStats::default(),
             outliers: OutlierTracker::default(),
             ack_interval: ((0, 0), 0),
+            input_delay_us: crate::wire::MAX_ACK_INTERVAL_US,
             upstream: None,
             coded: None,
             roster: SessionRoster::default(),
@@ -688,6 +694,9 @@ impl SessionSender {
         }
         self.roster.remove(id);
         self.controller.on_member_left(id);
+        if member.ack_schedule().max_ack_delay_us == self.input_delay_us {
+            self.input_delay_us = self.least_input_delay();
+        }
         if !self.members.is_empty() {
             self.update_pacing_rate();
         }
@@ -879,6 +888,11 @@ impl Engine for SessionSender {
             .into_iter()
             .flatten()
             .min()
+    }
+
+    fn max_wake_delay(&self) -> Option<std::time::Duration> {
+        (self.input_delay_us < crate::wire::MAX_ACK_INTERVAL_US)
+            .then(|| std::time::Duration::from_micros(u64::from(self.input_delay_us)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {

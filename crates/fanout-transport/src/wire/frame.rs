@@ -325,15 +325,20 @@ pub enum Frame<'a> {
 /// Most a sender may space one receiver's ACKs: 1 s (µs).
 pub const MAX_ACK_INTERVAL_US: u32 = 1_000_000;
 
-/// ACK_FREQUENCY: acknowledge every `every` segments (1 ≤ every ≤ 64), and
+/// ACK_FREQUENCY: acknowledge every `every` segments (1 ≤ every ≤ 64),
 /// send data-triggered ACKs at most once per `min_interval_us` µs (0 = no
-/// limit, at most [`MAX_ACK_INTERVAL_US`]).
+/// limit, at most [`MAX_ACK_INTERVAL_US`]), and leave arrived input unread
+/// (or an ACK it calls for unsent) no longer than `max_ack_delay_us` µs (as
+/// the Requested Max Ack Delay of QUIC's ACK_FREQUENCY extension; at most
+/// [`MAX_ACK_INTERVAL_US`], which asks nothing of the receiver's runtime).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckFrequencyFrame {
     /// Segments per ACK.
     pub every: u32,
     /// Minimum spacing of data-triggered ACKs, µs.
     pub min_interval_us: u32,
+    /// Longest the receiver may hold input or an ACK, µs.
+    pub max_ack_delay_us: u32,
 }
 
 fn offset_range(r: &mut Reader<'_>, field: &'static str) -> Result<(u64, u64), DecodeError> {
@@ -470,12 +475,15 @@ impl<'a> Frame<'a> {
             T_ACK_FREQUENCY => {
                 let n = r.varint()?;
                 let interval = r.varint()?;
-                if !(1..=64).contains(&n) || interval > u64::from(MAX_ACK_INTERVAL_US) {
+                let max_delay = r.varint()?;
+                let limit = u64::from(MAX_ACK_INTERVAL_US);
+                if !(1..=64).contains(&n) || interval > limit || max_delay > limit {
                     return Err(DecodeError::Invalid("ack_frequency"));
                 }
                 Frame::AckFrequency(AckFrequencyFrame {
                     every: n as u32,
                     min_interval_us: interval as u32,
+                    max_ack_delay_us: max_delay as u32,
                 })
             }
             T_ROSTER => Frame::Roster(RosterFrame::decode(r)?),
@@ -642,6 +650,7 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_ACK_FREQUENCY);
                 out.put_varint(u64::from(f.every.clamp(1, 64)));
                 out.put_varint(u64::from(f.min_interval_us.min(MAX_ACK_INTERVAL_US)));
+                out.put_varint(u64::from(f.max_ack_delay_us.min(MAX_ACK_INTERVAL_US)));
             }
             Frame::Upstream(u) => {
                 out.put_u8(if u.fin {
@@ -827,7 +836,7 @@ mod tests {
             roundtrip(&Frame::Handshake(&[off as u8; 48]));
             roundtrip(&Frame::Close(CloseFrame { code, reason: &reason }));
             roundtrip(&Frame::Reset(CloseFrame { code, reason: &reason }));
-            roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv }));
+            roundtrip(&Frame::AckFrequency(AckFrequencyFrame { every: n, min_interval_us: iv, max_ack_delay_us: MAX_ACK_INTERVAL_US - iv }));
             roundtrip(&Frame::Skip(SkipFrame { offset: off, len, ends_message: len % 2 == 0 }));
             roundtrip(&Frame::UpstreamAck(UpstreamAckFrame { cumulative: off, window: len, timestamp_echo: timestamp }));
             roundtrip(&Frame::Ping);

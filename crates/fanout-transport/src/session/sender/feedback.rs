@@ -94,22 +94,24 @@ impl SessionSender {
         let steady = self.config.steady_ack_every;
         let interval = steady.map(|_| self.ack_interval_us());
         let (log, mss, cwnd_limited) = (&self.log, self.mss, self.cwnd_limited);
-        let Some((out, episodes, schedule, addr)) = self.members.update(id, snd_nxt, |m| {
-            m.on_heard(now);
-            let episodes = m.recovery().recovery_episodes();
-            let out = m.on_ack(now, pn, ack, log, snd_nxt, mss, cwnd_limited);
-            let schedule = steady.zip(interval).and_then(|(steady, interval)| {
+        let Some((out, episodes, schedule, addr, delay_before)) =
+            self.members.update(id, snd_nxt, |m| {
+                m.on_heard(now);
+                let delay_before = m.ack_schedule().max_ack_delay_us;
+                let episodes = m.recovery().recovery_episodes();
+                let out = m.on_ack(now, pn, ack, log, snd_nxt, mss, cwnd_limited);
                 let want = crate::session::feedback::schedule(
-                    steady,
+                    steady.zip(interval),
                     m.recovery().in_fast_feedback(),
                     m.recovery().cwnd() / mss.max(1),
-                    interval,
+                    m.recovery().rtt(),
+                    &m.ack_schedule(),
                 );
-                m.set_ack_schedule(want).then_some(want)
-            });
-            let episodes = m.recovery().recovery_episodes() - episodes;
-            (out, episodes, schedule, m.addr())
-        }) else {
+                let schedule = m.set_ack_schedule(want).then_some(want);
+                let episodes = m.recovery().recovery_episodes() - episodes;
+                (out, episodes, schedule, m.addr(), delay_before)
+            })
+        else {
             return;
         };
         if let Some(m) = self.members.get(id) {
@@ -117,6 +119,7 @@ impl SessionSender {
         }
         self.stats.recovery_episodes += episodes;
         if let Some(want) = schedule {
+            self.input_delay_changed(delay_before, want.max_ack_delay_us);
             self.control(addr, Control::AckFrequency(want));
         }
         if out.clipped {
@@ -130,6 +133,26 @@ impl SessionSender {
             self.after_progress(now);
         }
         self.evict_outliers(now);
+    }
+
+    /// Keeps `input_delay_us` the least any member was asked for, after
+    /// one member's changed from `before` to `after` (a full look only when
+    /// the least one grew).
+    fn input_delay_changed(&mut self, before: u32, after: u32) {
+        if after <= self.input_delay_us {
+            self.input_delay_us = after;
+        } else if before == self.input_delay_us {
+            self.input_delay_us = self.least_input_delay();
+        }
+    }
+
+    /// The least `max_ack_delay_us` asked of any member, µs.
+    pub(super) fn least_input_delay(&self) -> u32 {
+        self.members
+            .iter()
+            .map(|m| m.ack_schedule().max_ack_delay_us)
+            .min()
+            .unwrap_or(crate::wire::MAX_ACK_INTERVAL_US)
     }
 
     /// Minimum spacing of a member's ACKs for the session's feedback
