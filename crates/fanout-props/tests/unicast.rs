@@ -54,7 +54,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
                 })
             }),
         2 => (off, 0u64..5000, any::<bool>()).prop_map(|(offset, len, ends_message)| enc(Frame::Skip(SkipFrame { offset, len, ends_message }))),
-        2 => (1u32..=64, 0u32..=MAX_ACK_INTERVAL_US, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us, max_ack_delay_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us, max_ack_delay_us }))),
+        2 => (0u32..=64, 0u32..=MAX_ACK_INTERVAL_US, 0u32..=MAX_ACK_INTERVAL_US).prop_map(|(every, min_interval_us, max_ack_delay_us)| enc(Frame::AckFrequency(AckFrequencyFrame { every, min_interval_us, max_ack_delay_us }))),
         2 => Just(enc(Frame::Ping)),
         2 => Just(enc(Frame::Padding)),
         // Session relay frames: neither unicast engine takes them.

@@ -11,7 +11,8 @@
 //! cc = "newreno"              # optional (default cubic)
 //! repair_threshold = 0.05     # optional: multicast a repair above this share
 //! repair_cost_ratio = 1.0     # optional: cost rule instead (sender/member link speed ratio)
-//! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block
+//! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block;
+//!                             #   "auto" (the CLI's default): coded unless unicast_fanout
 //! repair_block = 32           #   segments; fallback: the cost rule (repair_cost_ratio, default 1)
 //! window_policy = "min"       # optional: "auto" (default: "min"), "min", "acker" (the worst
 //!                             # member's ACKs drive one window), "fair" (essentially
@@ -444,9 +445,11 @@ impl FlowFactory for SessionFlows {
                 uplink_ratio: ratio,
             };
         }
+        let multicast = !t.unicast_fanout.unwrap_or(false);
         match t.repair.as_deref() {
             None | Some("segment") => {}
-            Some("coded") => {
+            Some("auto") if !multicast => {}
+            Some("coded" | "auto") => {
                 let block = t
                     .repair_block
                     .unwrap_or(fanout_transport::session::DEFAULT_BLOCK_SEGMENTS);

@@ -111,7 +111,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
             wait_secs: 10,
             ttl: 1,
             repair_threshold: 0.05,
-            repair: "segment".into(),
+            repair: "auto".into(),
             repair_block: 32,
             stall_timeout: 10,
             release: ReleasePolicy::SlowestReceiver,

@@ -190,11 +190,18 @@ pub fn bench(args: BenchArgs, cancel: Arc<AtomicBool>) -> Result<()> {
             m.run.tool, m.run.scenario, m.run.run, m.target
         );
     }
-    if failed > 0 || !misses.is_empty() {
+    let other_misses = results.target_misses();
+    for m in &other_misses {
+        eprintln!(
+            "fanout lab bench: target missed: {} in scenario {}, run {}: {}",
+            m.run.tool, m.run.scenario, m.run.run, m.what
+        );
+    }
+    let missed = misses.len() + other_misses.len();
+    if failed > 0 || missed > 0 {
         bail!(
-            "{failed} of {} runs failed; {} run(s) missed a target",
+            "{failed} of {} runs failed; {missed} target(s) missed",
             results.results.len(),
-            misses.len()
         );
     }
     Ok(())

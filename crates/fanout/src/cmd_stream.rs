@@ -194,6 +194,9 @@ pub fn stream_send(
         JoinPolicy::Live,
     );
     config.realtime = args.realtime.mode(config.transport.max_datagram);
+    config.repair = args
+        .session
+        .repair_policy(config.group.is_some(), config.realtime.is_some());
     let mut messages = args.realtime.enabled().then(|| args.realtime.messages());
     let mut stats = StatsLines::open(&args.realtime.stats)?;
     let mut stats_error = None;

@@ -37,8 +37,10 @@ pub struct SessionSendArgs {
     /// Reed–Solomon repair symbols per block of --repair-block segments,
     /// as many as the receiver missing the most of the block needs (one
     /// symbol replaces a different lost segment at each receiver),
-    /// per-segment repair where that is no cheaper.
-    #[arg(long, default_value = "segment", value_name = "POLICY", value_parser = ["segment", "coded"])]
+    /// per-segment repair (multicast when at least 2 receivers miss it)
+    /// where that is no cheaper; `auto`: `coded` for a multicast session,
+    /// `segment` without multicast or for real-time messages.
+    #[arg(long, default_value = "auto", value_name = "POLICY", value_parser = ["auto", "segment", "coded"])]
     pub repair: String,
     /// With --repair coded: segments per block (2-64).
     #[arg(long, default_value_t = 32, value_name = "SEGMENTS")]
@@ -158,8 +160,31 @@ impl SessionSendArgs {
         Ok(())
     }
 
+    /// The repair policy `--repair` names for a session with a multicast
+    /// group or without, of real-time messages or of a reliable stream.
+    /// `auto` codes where coding can pay: a multicast session of whole
+    /// segments, where the coded policy still repairs each block by the
+    /// cheaper of symbols and per-segment copies. Without a group every
+    /// repair is a unicast copy anyway, and real-time messages are
+    /// repaired only while in time, segment by segment.
+    pub fn repair_policy(&self, multicast: bool, realtime: bool) -> RepairPolicy {
+        let coded = match self.repair.as_str() {
+            "coded" => true,
+            "auto" => multicast && !realtime,
+            _ => false,
+        };
+        if coded {
+            RepairPolicy::Coded {
+                block: self.repair_block,
+                uplink_ratio: 1.0,
+            }
+        } else {
+            RepairPolicy::Threshold(self.repair_threshold)
+        }
+    }
+
     /// The session configuration these flags describe: at least one member
-    /// awaited, `--wait-secs` at most, threshold repair, and a stall timeout
+    /// awaited, `--wait-secs` at most, the repair `--repair` names, and a stall timeout
     /// of at least 1 s; everything else is [`SessionConfig::default`].
     pub fn config(
         &self,
@@ -173,14 +198,7 @@ impl SessionSendArgs {
             join,
             wait_for_members: self.wait_for.max(1),
             wait_at_most: Duration::from_secs(self.wait_secs),
-            repair: if self.repair == "coded" {
-                RepairPolicy::Coded {
-                    block: self.repair_block,
-                    uplink_ratio: 1.0,
-                }
-            } else {
-                RepairPolicy::Threshold(self.repair_threshold)
-            },
+            repair: self.repair_policy(group.is_some(), false),
             stall_timeout: Duration::from_secs(self.stall_timeout.max(1)),
             release: self.release,
             window: self.window_policy,
@@ -217,5 +235,35 @@ mod tests {
         for bad in ["p0", "p101", "90", "pxx"] {
             assert!(parse_rtt(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn auto_repair_codes_multicast_sessions_of_whole_segments_only() {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            session: SessionSendArgs,
+        }
+        let args = |extra: &[&str]| {
+            let argv = ["send"].iter().chain(extra).copied();
+            <Wrap as clap::Parser>::parse_from(argv).session
+        };
+        let coded = RepairPolicy::Coded {
+            block: 32,
+            uplink_ratio: 1.0,
+        };
+        let threshold = RepairPolicy::Threshold(0.05);
+        let auto = args(&[]);
+        assert_eq!(auto.repair_policy(true, false), coded, "the default");
+        assert_eq!(auto.repair_policy(false, false), threshold, "no group");
+        assert_eq!(auto.repair_policy(true, true), threshold, "real time");
+        let segment = args(&["--repair", "segment"]);
+        assert_eq!(segment.repair_policy(true, false), threshold);
+        let forced = args(&["--repair", "coded", "--repair-block", "16"]);
+        let block16 = RepairPolicy::Coded {
+            block: 16,
+            uplink_ratio: 1.0,
+        };
+        assert_eq!(forced.repair_policy(true, true), block16);
     }
 }

@@ -169,9 +169,9 @@ fn every_receiver_verified(run: &Run, data: &[u8]) {
 #[test]
 fn eight_receivers_get_identical_files_with_two_lossy() {
     let len = file_size();
-    // Receivers 1 and 2 drop 1% of what reaches them. A threshold of 1
-    // (never multicast) makes every repair a unicast one, so the unicast
-    // repair path over real sockets is exercised.
+    // Receivers 1 and 2 drop 1% of what reaches them. Per-segment repair
+    // with a threshold of 1 (never multicast) makes every repair a unicast
+    // one, so the unicast repair path over real sockets is exercised.
     let Some((run, data)) = session(
         "lossy",
         len,
@@ -182,7 +182,7 @@ fn eight_receivers_get_identical_files_with_two_lossy() {
                 vec![]
             }
         },
-        &["--repair-threshold", "1"],
+        &["--repair", "segment", "--repair-threshold", "1"],
         |_, _, _| {},
     ) else {
         return;

@@ -98,6 +98,8 @@ mod tests {
                     rate: "r".into(),
                     scenarios: Vec::new(),
                     reference_target: None,
+                    wire_target: None,
+                    faster_than: Vec::new(),
                 })
                 .collect(),
             scenarios: vec![ScenarioSpec {
@@ -149,6 +151,17 @@ mod tests {
             run.wall_s = wall;
             r.results.push(run);
         }
+        // Bytes on the wire and the race against another tool.
+        r.tools[0].wire_target = Some(1.10);
+        r.tools[0].faster_than = vec!["slow".into(), "absent".into()];
+        r.tools[2].faster_than = vec!["fast".into()];
+        r.results[0].wire_per_file_byte = 1.12;
+        let misses = r.target_misses();
+        let missed: Vec<(&str, &str)> = misses
+            .iter()
+            .map(|m| (m.run.tool.as_str(), &m.what[..m.what.find(' ').unwrap()]))
+            .collect();
+        assert_eq!(missed, [("fast", "1.120"), ("free", "wall")], "{missed:?}");
         let misses = r.reference_misses();
         assert_eq!(misses.len(), 1, "{misses:?}");
         assert_eq!(misses[0].run.tool, "slow");

@@ -144,6 +144,16 @@ pub struct Results {
     pub tcp_references: Vec<TcpReference>,
 }
 
+/// A successful run that missed its tool's `wire_target` or
+/// `faster_than`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetMiss<'a> {
+    /// The run.
+    pub run: &'a RunResult,
+    /// What it missed, in words.
+    pub what: String,
+}
+
 /// A run below its tool's target against the scenario's reference flow.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReferenceMiss<'a> {
@@ -176,6 +186,51 @@ impl Results {
         run.wall_s
             .filter(|&s| s > 0.0)
             .map(|s| self.size as f64 * 8.0 / s / 1e6)
+    }
+
+    /// Successful runs above their tool's `wire_target`, or not faster
+    /// than a tool it names in `faster_than` (compared only where that
+    /// tool finished in the same scenario).
+    pub fn target_misses(&self) -> Vec<TargetMiss<'_>> {
+        let mut out = Vec::new();
+        for run in self.results.iter().filter(|r| r.ok) {
+            let Some(tool) = self.tools.iter().find(|t| t.name == run.tool) else {
+                continue;
+            };
+            if let Some(most) = tool.wire_target {
+                if run.wire_per_file_byte > most {
+                    out.push(TargetMiss {
+                        run,
+                        what: format!(
+                            "{:.3} bytes on the wire per file byte, target at most {most:.2}",
+                            run.wire_per_file_byte
+                        ),
+                    });
+                }
+            }
+            for other in &tool.faster_than {
+                let walls: Vec<f64> = self
+                    .results
+                    .iter()
+                    .filter(|r| r.ok && r.scenario == run.scenario && &r.tool == other)
+                    .filter_map(|r| r.wall_s)
+                    .collect();
+                if walls.is_empty() {
+                    continue;
+                }
+                let theirs = walls.iter().sum::<f64>() / walls.len() as f64;
+                if run.wall_s.is_none_or(|w| w >= theirs) {
+                    out.push(TargetMiss {
+                        run,
+                        what: format!(
+                            "wall {} s, not faster than {other} ({theirs:.1} s)",
+                            run.wall_s.map_or("–".into(), |w| format!("{w:.1}"))
+                        ),
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Runs of tools with a `reference_target` that fell below it, in

@@ -84,6 +84,16 @@ pub struct ToolSpec {
     /// non-zero below it (`None`: no target).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_target: Option<f64>,
+    /// The most bytes its runs may put on the sender's link per file byte:
+    /// the bench exits non-zero above it (`None`: no target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_target: Option<f64>,
+    /// Tools it must finish before, scenario by scenario: each of its runs
+    /// must take less wall time than the mean of the named tool's
+    /// successful runs in the same scenario of the same invocation (where
+    /// that tool did not run or never finished, nothing is compared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faster_than: Vec<String>,
 }
 
 /// Stands, in a tool's arguments, for a pre-shared key file the lab writes

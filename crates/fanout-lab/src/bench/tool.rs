@@ -236,6 +236,8 @@ mod tests {
             rate: "r".into(),
             scenarios: Vec::new(),
             reference_target: None,
+            wire_target: None,
+            faster_than: Vec::new(),
         }
     }
 

@@ -48,7 +48,7 @@ pub fn segments_per_ack(steady: u32, in_slow_start_or_recovery: bool, cwnd_segme
 /// The ACK schedule asked of one member: with adaptive ACKs (`thinning`:
 /// the steady segments per ACK and [`ack_interval_us`]), [`segments_per_ack`]
 /// with its window (in segments), spaced at least that interval apart;
-/// without, every second segment (RFC 5681 §4.2). Either way its input is
+/// without, `every` = 0: the member keeps its own schedule. Either way its input is
 /// held at most [`max_ack_delay_us`] for its `rtt` (`previous`: the
 /// schedule it was last asked for).
 pub fn schedule(
@@ -68,7 +68,7 @@ pub fn schedule(
             segments_per_ack(steady, in_slow_start_or_recovery, segments),
             interval_us,
         ),
-        None => (2, 0),
+        None => (0, 0),
     };
     AckFrequencyFrame {
         every,
@@ -89,9 +89,11 @@ pub const INPUT_DELAY_RTT_DIVISOR: u32 = 8;
 /// or same-rack path, where a wake-up costs less than the loop it stalls).
 const MIN_INPUT_DELAY_US: u32 = 16;
 
-/// Longest input delay asked for, µs: a power of two under
-/// [`MAX_ACK_INTERVAL_US`].
-const MAX_INPUT_DELAY_US: u32 = 1 << 19;
+/// Longest input delay asked for, µs (a power of two): above the runtime's
+/// default batching (1.5 ms of timer slack and input coalescing), so it
+/// bounds nothing there, and queues that swing between 2 and 20 ms — a
+/// sawtooth at a deep bottleneck buffer — send no ACK_FREQUENCY.
+pub const MAX_INPUT_DELAY_US: u32 = 1 << 11;
 
 /// How long a member with smoothed RTT `srtt` and minimum RTT `min_rtt`
 /// may hold input and ACKs, µs: the larger of `srtt` /
@@ -159,12 +161,11 @@ mod tests {
         assert_eq!(idle(40, fresh), 0, "loopback: no holding");
         assert_eq!(idle(4_000, fresh), 256, "4 ms path");
         assert_eq!(idle(16_000, fresh), 1024);
-        assert_eq!(
-            max_ack_delay_us(Duration::from_secs(60), Duration::ZERO, fresh),
-            1 << 19
-        );
+        assert_eq!(idle(60_000_000, fresh), MAX_INPUT_DELAY_US);
         // A standing queue longer than that: the queue.
-        assert_eq!(max_ack_delay_us(us(10_000), us(4_000), fresh), 4096);
+        assert_eq!(max_ack_delay_us(us(6_000), us(4_000), fresh), 1024);
+        assert_eq!(max_ack_delay_us(us(30_000), us(4_000), 2048), 2048);
+        assert_eq!(max_ack_delay_us(us(6_100), us(4_000), 2048), 2048);
         assert_eq!(max_ack_delay_us(us(4_300), us(4_000), fresh), 512);
         // Within [current, 4 × current) of the exact value: unchanged.
         assert_eq!(idle(2_048, 256), 256);

@@ -155,6 +155,8 @@ impl Member {
             persist_probes: 0,
             last_ping: None,
             acks: 0,
+            // What a receiver starts with; `every` is 0 for a sender that
+            // does not thin ACKs ([`crate::session::feedback::schedule`]).
             ack_schedule: AckFrequencyFrame {
                 every: 2,
                 min_interval_us: 0,

@@ -325,15 +325,16 @@ pub enum Frame<'a> {
 /// Most a sender may space one receiver's ACKs: 1 s (µs).
 pub const MAX_ACK_INTERVAL_US: u32 = 1_000_000;
 
-/// ACK_FREQUENCY: acknowledge every `every` segments (1 ≤ every ≤ 64),
+/// ACK_FREQUENCY: acknowledge every `every` segments (1 ≤ every ≤ 64) and
 /// send data-triggered ACKs at most once per `min_interval_us` µs (0 = no
-/// limit, at most [`MAX_ACK_INTERVAL_US`]), and leave arrived input unread
+/// limit, at most [`MAX_ACK_INTERVAL_US`]) — `every` = 0 leaves both as the
+/// receiver has them — and leave arrived input unread
 /// (or an ACK it calls for unsent) no longer than `max_ack_delay_us` µs (as
 /// the Requested Max Ack Delay of QUIC's ACK_FREQUENCY extension; at most
 /// [`MAX_ACK_INTERVAL_US`], which asks nothing of the receiver's runtime).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckFrequencyFrame {
-    /// Segments per ACK.
+    /// Segments per ACK; 0: the receiver's own count and spacing.
     pub every: u32,
     /// Minimum spacing of data-triggered ACKs, µs.
     pub min_interval_us: u32,
@@ -477,7 +478,7 @@ impl<'a> Frame<'a> {
                 let interval = r.varint()?;
                 let max_delay = r.varint()?;
                 let limit = u64::from(MAX_ACK_INTERVAL_US);
-                if !(1..=64).contains(&n) || interval > limit || max_delay > limit {
+                if n > 64 || interval > limit || max_delay > limit {
                     return Err(DecodeError::Invalid("ack_frequency"));
                 }
                 Frame::AckFrequency(AckFrequencyFrame {
@@ -648,7 +649,7 @@ impl<'a> Frame<'a> {
             }
             Frame::AckFrequency(f) => {
                 out.put_u8(T_ACK_FREQUENCY);
-                out.put_varint(u64::from(f.every.clamp(1, 64)));
+                out.put_varint(u64::from(f.every.min(64)));
                 out.put_varint(u64::from(f.min_interval_us.min(MAX_ACK_INTERVAL_US)));
                 out.put_varint(u64::from(f.max_ack_delay_us.min(MAX_ACK_INTERVAL_US)));
             }
@@ -807,7 +808,7 @@ mod tests {
         #[test]
         fn control_roundtrip(max_payload in 0u64..1 << 20, window in 0u64..1 << 40,
                              timestamp: u32, member_id in 0u64..1 << 40, code in 0u64..1 << 40,
-                             reason in arb_reason(), n in 1u32..=64, iv in 0u32..=MAX_ACK_INTERVAL_US, off in 0u64..1 << 40, len in 0u64..1 << 40) {
+                             reason in arb_reason(), n in 0u32..=64, iv in 0u32..=MAX_ACK_INTERVAL_US, off in 0u64..1 << 40, len in 0u64..1 << 40) {
             let timestamp = WireTimestamp(timestamp);
             roundtrip(&Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: off }));
             roundtrip(&Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: member_id + 1, start_offset: off, token: off | 1 }));
