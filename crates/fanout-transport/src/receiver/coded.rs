@@ -205,6 +205,14 @@ impl Receiver {
             Ok(d) => d,
             Err(reason) => {
                 self.stats.drops.count(reason);
+                if reason == DropReason::Duplicate {
+                    // As for a duplicate segment (RFC 5681 §4.2), ACK at
+                    // once: the sender repairs what this receiver already
+                    // holds, so the ACK that told it was lost. Without
+                    // this, a sender blocked at its window's edge resends
+                    // symbols at every RTO and never learns.
+                    self.acks.on_segment(now, true);
+                }
                 return;
             }
         };
