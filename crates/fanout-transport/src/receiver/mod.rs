@@ -818,11 +818,12 @@ impl Receiver {
                 // Phase by member id: the members of one session spread their
                 // ACKs over `every` segments and over the feedback slot
                 // instead of sending them together.
-                Frame::AckFrequency(f) if f.every == 0 => {
-                    self.max_ack_delay_us = f.max_ack_delay_us;
-                }
                 Frame::AckFrequency(f) => {
                     self.max_ack_delay_us = f.max_ack_delay_us;
+                    if f.every == 0 {
+                        // Only the bound: the ACK schedule stays its own.
+                        continue;
+                    }
                     let n = f.every;
                     self.acks
                         .set_every_segments_with_phase(n, (self.member_id % u64::from(n)) as u32);
