@@ -296,7 +296,7 @@ fn runtimes_may_hold_input_an_eighth_of_the_round_trip() {
 #[test]
 fn a_repair_of_a_block_already_held_is_acknowledged_at_once() {
     use fanout_transport::fec::BlockGeometry;
-    use fanout_transport::wire::{decode_frames, Frame, Header, HeaderFlags, RepairFrame};
+    use fanout_transport::wire::{decode_frames, Frame, Header, RepairFrame};
     let mut net = Net::new(
         config(),
         1,
@@ -316,19 +316,15 @@ fn a_repair_of_a_block_already_held_is_acknowledged_at_once() {
     let mut buf = Vec::new();
     drain(member, net.now, &mut buf, 64, |_, _| {});
     let symbol = [0u8; 1000];
-    let mut repair = Vec::new();
-    Header {
-        flags: HeaderFlags::default(),
-        session_id: 42,
-        packet_number: 1 << 20,
-    }
-    .encode(&mut repair);
-    Frame::Repair(RepairFrame {
-        block: BlockGeometry::covering(0..4_000, 1_000).unwrap(),
-        id: 0,
-        symbol: &symbol,
-    })
-    .encode(&mut repair);
+    let repair = plain_datagram(
+        42,
+        1 << 20,
+        &Frame::Repair(RepairFrame {
+            block: BlockGeometry::covering(0..4_000, 1_000).unwrap(),
+            id: 0,
+            symbol: &symbol,
+        }),
+    );
     member.handle_datagram(net.now, SENDER.parse().unwrap(), &repair);
     let mut acks = 0;
     drain(member, net.now, &mut buf, 64, |_, d| {
@@ -691,21 +687,17 @@ fn hostile_joins_and_acks_are_bounded_and_counted() {
         190
     );
     // An ACK from a stranger.
-    let mut ack = Vec::new();
-    fanout_transport::wire::Header {
-        flags: Default::default(),
-        session_id: 42,
-        packet_number: 1,
-    }
-    .encode(&mut ack);
-    fanout_transport::wire::Frame::Ack(fanout_transport::wire::AckFrame {
-        cumulative: 1 << 30,
-        window: 0,
-        timestamp_echo: WireTimestamp(0),
-        ack_delay_us: 0,
-        sack: vec![],
-    })
-    .encode(&mut ack);
+    let mut ack = plain_datagram(
+        42,
+        1,
+        &fanout_transport::wire::Frame::Ack(fanout_transport::wire::AckFrame {
+            cumulative: 1 << 30,
+            window: 0,
+            timestamp_echo: WireTimestamp(0),
+            ack_delay_us: 0,
+            sack: vec![],
+        }),
+    );
     s.handle_datagram(now, "10.200.0.1:1".parse().unwrap(), &ack);
     assert_eq!(
         s.stats()
@@ -742,20 +734,16 @@ fn a_join_with_a_window_below_two_segments_is_refused_with_a_reason() {
     let now = Instant::ZERO;
     let mss = cfg.transport.max_payload();
     for (i, window) in [0, 1, 2 * mss - 1, 2 * mss].into_iter().enumerate() {
-        let mut connect = Vec::new();
-        fanout_transport::wire::Header {
-            flags: Default::default(),
-            session_id: 0,
-            packet_number: 0,
-        }
-        .encode(&mut connect);
-        fanout_transport::wire::Frame::Connect(fanout_transport::wire::ConnectFrame {
-            max_payload: mss,
-            window,
-            timestamp: WireTimestamp(0),
-            resume_from: 0,
-        })
-        .encode(&mut connect);
+        let connect = plain_datagram(
+            0,
+            0,
+            &fanout_transport::wire::Frame::Connect(fanout_transport::wire::ConnectFrame {
+                max_payload: mss,
+                window,
+                timestamp: WireTimestamp(0),
+                resume_from: 0,
+            }),
+        );
         s.handle_datagram(now, member_addr(i), &connect);
     }
     assert_eq!(s.member_count(), 1, "only the two-segment window joins");
@@ -796,17 +784,7 @@ fn nobody_without_a_members_token_can_speak_for_it() {
     net.run(Duration::from_millis(50));
     assert_eq!(net.sender.member_count(), 2);
     let victim = member_addr(0);
-    let forged = |frame: fanout_transport::wire::Frame<'_>| {
-        let mut d = Vec::new();
-        fanout_transport::wire::Header {
-            flags: Default::default(),
-            session_id: 42,
-            packet_number: 1 << 20,
-        }
-        .encode(&mut d);
-        frame.encode(&mut d);
-        d
-    };
+    let forged = |frame: fanout_transport::wire::Frame<'_>| plain_datagram(42, 1 << 20, &frame);
     let reset = forged(fanout_transport::wire::Frame::Reset(
         fanout_transport::wire::CloseFrame {
             code: 0,
@@ -1066,22 +1044,31 @@ fn token_of(s: &SessionSender, addr: SocketAddr) -> u64 {
         .unwrap_or(42)
 }
 
-fn upstream_datagram(id: u64, offset: u64, fin: bool, payload: &[u8]) -> Vec<u8> {
+/// An unsealed datagram of one frame in session `session_id`.
+fn plain_datagram(
+    session_id: u64,
+    packet_number: u32,
+    frame: &fanout_transport::wire::Frame<'_>,
+) -> Vec<u8> {
     let mut d = Vec::new();
     fanout_transport::wire::Header {
         flags: Default::default(),
-        session_id: id,
-        packet_number: 1,
+        session_id,
+        packet_number,
     }
     .encode(&mut d);
-    fanout_transport::wire::Frame::Upstream(fanout_transport::wire::UpstreamFrame {
+    frame.encode(&mut d);
+    d
+}
+
+fn upstream_datagram(id: u64, offset: u64, fin: bool, payload: &[u8]) -> Vec<u8> {
+    let frame = fanout_transport::wire::Frame::Upstream(fanout_transport::wire::UpstreamFrame {
         offset,
         timestamp: WireTimestamp(0),
         fin,
         payload,
-    })
-    .encode(&mut d);
-    d
+    });
+    plain_datagram(id, 1, &frame)
 }
 
 fn is_upstream(bytes: &[u8]) -> bool {
