@@ -73,6 +73,10 @@ pub struct Recovery {
     cc: Box<dyn CongestionController>,
     /// `SND.NXT` when the current recovery episode began (RFC 6582 "recover").
     recovery_point: Option<u64>,
+    /// `SND.NXT` when the latest episode began: a loss wholly below it is
+    /// of data sent before that episode's congestion response, and opens no
+    /// new one (RFC 9002 §7.3.2).
+    episode_start_edge: u64,
     /// Whether the data the last ACK covered was sent while the window
     /// limited the sending (RFC 7661).
     cwnd_limited: bool,
@@ -116,6 +120,7 @@ impl Recovery {
             rtt,
             cc,
             recovery_point: None,
+            episode_start_edge: start,
             rack_sent_at: None,
             rack_end: 0,
             rack_rtt: Duration::ZERO,
@@ -251,6 +256,33 @@ impl Recovery {
             return 0;
         }
         (end - start) - self.sacked.overlap_len(start..end)
+    }
+
+    /// The highest offset acknowledged, cumulatively or by SACK: the peer
+    /// has reported on every segment below it.
+    pub fn highest_acked(&self) -> u64 {
+        self.sacked.max_end().unwrap_or(0).max(self.cumulative)
+    }
+
+    /// Bytes of `range` below the highest SACKed offset that are neither
+    /// acknowledged, nor deemed lost, nor repaired: holes whose loss is not
+    /// detected yet (RACK's reordering window, RFC 8985 §6.2).
+    pub fn undetected_bytes(&self, range: Range<u64>) -> u64 {
+        let holes = self.unacked_bytes(range.clone());
+        if holes == 0 {
+            return 0;
+        }
+        let known = self.lost.overlap_len(range.clone())
+            + self
+                .repairs
+                .iter()
+                .map(|(r, _)| {
+                    r.end
+                        .min(range.end)
+                        .saturating_sub(r.start.max(range.start))
+                })
+                .sum::<u64>();
+        holes.saturating_sub(known)
     }
 
     /// A repair of `range` was sent (by unicast to this peer, or by
@@ -399,10 +431,13 @@ impl Recovery {
                 self.rack_rtt = now - t;
             }
         }
-        // RFC 6582 §3.2 step 5: the episode ends once the cumulative ACK
-        // passes the recovery point.
+        // The episode ends once the cumulative ACK passes the recovery
+        // point (RFC 6582 §3.2 step 5) or a segment sent after it began is
+        // acknowledged (RFC 9002 §7.3.2): holes still being repaired then
+        // (a repair lost, or held to be coded with other members' losses)
+        // no longer hold the window's growth.
         if let Some(rp) = self.recovery_point {
-            if self.cumulative >= rp {
+            if self.cumulative >= rp || self.highest_acked() > rp {
                 self.recovery_point = None;
                 self.cc.on_recovery_end(now);
             }
@@ -531,9 +566,12 @@ impl Recovery {
             }
         }
         self.rack_deadline = timer;
-        if !newly.is_empty() && self.recovery_point.is_none() {
-            // One congestion response per episode (RFC 6582 §3.2).
+        let fresh = newly.iter().any(|r| r.end > self.episode_start_edge);
+        if fresh && self.recovery_point.is_none() {
+            // One congestion response per episode (RFC 6582 §3.2), and
+            // none for data sent before the latest one began.
             self.recovery_point = Some(snd_nxt);
+            self.episode_start_edge = snd_nxt;
             self.recovery_episodes += 1;
             self.flight_at_congestion = flight_before;
             self.cc.on_congestion_event(now, flight_before);
@@ -607,6 +645,7 @@ impl Recovery {
         self.rtt.on_timeout();
         self.cc.on_retransmission_timeout(now, flight);
         self.recovery_point = Some(snd_nxt);
+        self.episode_start_edge = snd_nxt;
         self.repairs.clear();
         let mut newly = Vec::new();
         for gap in self.sacked.gaps_in(self.cumulative..snd_nxt) {

@@ -99,6 +99,12 @@ fn reorder_window_defers_loss_to_the_rack_timer() {
     let fired = r.on_timeout(timer, &log, 3 * SEG, SEG);
     assert!(!fired.rto);
     assert_eq!(fired.newly_lost, vec![0..SEG]);
+    // Segment 0 is known lost, segment 1 not yet: one undetected hole
+    // below the highest SACKed offset.
+    assert_eq!(r.highest_acked(), 3 * SEG);
+    assert_eq!(r.undetected_bytes(0..3 * SEG), SEG);
+    r.on_repair_sent(0..SEG, timer);
+    assert_eq!(r.undetected_bytes(0..3 * SEG), SEG, "a repair is not news");
     // Segment 1 was sent 1 ms after segment 0: due 1 ms later.
     let next = r.rack_deadline().expect("re-armed for the next hole");
     assert_eq!(next - timer, MS);
@@ -106,6 +112,7 @@ fn reorder_window_defers_loss_to_the_rack_timer() {
         r.on_timeout(next, &log, 3 * SEG, SEG).newly_lost,
         vec![SEG..2 * SEG]
     );
+    assert_eq!(r.undetected_bytes(0..3 * SEG), 0);
 }
 
 #[test]
@@ -297,4 +304,51 @@ fn a_lost_repair_with_nothing_sent_after_it_is_probed_before_the_rto() {
     // Its ACK ends the episode.
     let done = on_ack(&mut r, 200, &ack(5 * SEG, 1, vec![]), &log, 5 * SEG);
     assert!(done.progressed && r.rto_deadline().is_none() && r.tlp_deadline().is_none());
+}
+
+#[test]
+fn an_episode_ends_once_later_data_is_acknowledged_and_older_losses_open_none() {
+    // Segments 0..5 sent at 0..4 ms, 5..10 at 50..54 ms.
+    let mut log = SegmentLog::default();
+    for k in 0..10 {
+        let sent = if k < 5 { k } else { 45 + k };
+        log.push(k * SEG..(k + 1) * SEG, at(sent));
+    }
+    let mut r = recovery();
+    let out = on_ack(
+        &mut r,
+        50,
+        &ack(SEG, 4, vec![2 * SEG..5 * SEG]),
+        &log,
+        5 * SEG,
+    );
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    assert!(r.in_recovery());
+    r.on_repair_sent(SEG..2 * SEG, at(50));
+    // Segments 5 and 6, sent after the episode began, arrive; the repair
+    // of segment 1 (sent just before them) does not. The episode ends
+    // with the hole still open (RFC 9002 §7.3.2, where RFC 6582 would
+    // wait for the cumulative ACK), and the repair's loss is no new
+    // congestion event: its data was sent before the episode's response.
+    let out = on_ack(
+        &mut r,
+        100,
+        &ack(SEG, 51, vec![2 * SEG..7 * SEG]),
+        &log,
+        10 * SEG,
+    );
+    assert!(!r.in_recovery());
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    assert_eq!(r.recovery_episodes(), 1);
+    // A loss of data sent after the episode began is a new one.
+    let out = on_ack(
+        &mut r,
+        110,
+        &ack(SEG, 59, vec![2 * SEG..7 * SEG, 8 * SEG..10 * SEG]),
+        &log,
+        10 * SEG,
+    );
+    assert_eq!(out.newly_lost, vec![7 * SEG..8 * SEG]);
+    assert!(r.in_recovery());
+    assert_eq!(r.recovery_episodes(), 2);
 }
