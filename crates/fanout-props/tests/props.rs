@@ -41,3 +41,16 @@ proptest! {
         drive_catch_up(&data);
     }
 }
+
+/// Found by `merger_input`: coded repair, and a receiver that joins the
+/// merger late, inside a block whose start it never held. The sender sees
+/// only the merger; symbols of that block cannot help the receiver, so its
+/// losses reported again there must be repaired by copies, or the merger
+/// evicts it as stalled.
+#[test]
+fn a_late_joiner_behind_a_merger_inside_a_coded_block_completes() {
+    drive_merger(&[
+        9, 108, 2, 0, 56, 120, 0, 144, 0, 11, 11, 0, 136, 0, 0, 0, 0, 0, 9, 0, 0, 1, 64, 0, 12, 2,
+        0, 95, 64, 0, 79, 0,
+    ]);
+}

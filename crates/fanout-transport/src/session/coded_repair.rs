@@ -58,6 +58,9 @@ pub struct CodedBlocks {
     open: Option<Block>,
     /// Symbols to send, oldest decision first.
     pub queue: VecDeque<QueuedSymbol>,
+    /// The start offset and bytes of the block the send buffer was
+    /// released into, up to the buffer's base: its symbols still need them.
+    pub prefix: Option<(u64, Vec<u8>)>,
 }
 
 impl CodedBlocks {
@@ -69,6 +72,7 @@ impl CodedBlocks {
             closed: VecDeque::new(),
             open: None,
             queue: VecDeque::new(),
+            prefix: None,
         }
     }
 
@@ -101,6 +105,16 @@ impl CodedBlocks {
         if let Some(b) = self.open.take() {
             self.closed.push_back(b);
         }
+    }
+
+    /// The block (closed or open) holding `offset`, as filled so far.
+    pub fn peek_block(&self, offset: u64) -> Option<Block> {
+        let holds = |b: &Block| b.start <= offset && offset < b.end;
+        if let Some(b) = self.open.filter(holds) {
+            return Some(b);
+        }
+        let i = self.closed.partition_point(|b| b.end <= offset);
+        self.closed.get(i).filter(|b| holds(b)).copied()
     }
 
     /// The block holding `offset`; the open block is closed first if it is
@@ -196,6 +210,12 @@ mod tests {
         // A short segment closes the open block and joins none.
         c.on_segment(100..105, true);
         assert!(c.block_of(102).is_none());
+        assert_eq!(
+            c.peek_block(95).map(|b| (b.start, b.end)),
+            Some((80, 100)),
+            "open"
+        );
+        assert_eq!(c.peek_block(102), None, "no block");
         let tail = c.block_of(95).unwrap();
         assert_eq!((tail.start, tail.end, tail.segments), (80, 100, 2));
         // Asking for the open block closes it: later segments start anew.

@@ -123,7 +123,15 @@ pub struct Member {
     cwnd_avg: u64,
     /// Its loss recovery.
     recovery: Recovery,
+    /// Starts of the blocks last repaired for it by coded symbols (at most
+    /// [`RECENT_CODED_BLOCKS`], newest last).
+    coded_blocks: Vec<u64>,
 }
+
+/// Coded blocks a member remembers: a loss in one of them reported again
+/// is repaired by copies (symbols did not help: lost, or undecodable for
+/// a receiver that never held the block's start).
+pub const RECENT_CODED_BLOCKS: usize = 4;
 
 impl Member {
     /// A member of id `id` at `addr` with token `token`, whose delivery
@@ -164,6 +172,7 @@ impl Member {
             },
             cwnd_avg: recovery.cwnd(),
             recovery,
+            coded_blocks: Vec::new(),
         }
     }
 
@@ -439,6 +448,23 @@ impl Member {
     pub fn on_persist_probe(&mut self) {
         self.persist = None;
         self.persist_probes = self.persist_probes.saturating_add(1);
+    }
+
+    /// Symbols of the block starting at `start` were sent for it.
+    pub fn on_coded_repair(&mut self, start: u64) {
+        if self.coded_blocks.last() == Some(&start) {
+            return;
+        }
+        if self.coded_blocks.len() == RECENT_CODED_BLOCKS {
+            self.coded_blocks.remove(0);
+        }
+        self.coded_blocks.push(start);
+    }
+
+    /// Whether symbols of the block starting at `start` were sent for it
+    /// lately.
+    pub fn was_coded(&self, start: u64) -> bool {
+        self.coded_blocks.contains(&start)
     }
 
     /// A repair of `range` was sent.

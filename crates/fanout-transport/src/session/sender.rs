@@ -372,6 +372,7 @@ impl SessionSender {
     /// Frees the send buffer, the segment log and coded-repair state below
     /// `offset`.
     fn release_below(&mut self, offset: u64) {
+        self.coded_before_release(offset);
         self.buffer.release(offset);
         self.log.release_below(offset);
         self.coded_release(offset);

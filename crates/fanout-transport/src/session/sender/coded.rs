@@ -49,6 +49,101 @@ impl SessionSender {
         }
     }
 
+    /// Before the send buffer releases below `offset`: keeps a copy of the
+    /// released part of the block `offset` falls inside of, since a
+    /// block's symbols are encoded from all of its segments. So a member's
+    /// loss late in a block stays codable after every member acknowledged
+    /// the block's start (at most one block, `k` segments, is held; each
+    /// byte is copied once).
+    pub(super) fn coded_before_release(&mut self, offset: u64) {
+        let base = self.buffer.base();
+        let Some(c) = self.coded.as_mut() else {
+            return;
+        };
+        // Copied whether or not the block has had a loss yet: most of a
+        // block's losses are detected after every member acknowledged its
+        // start.
+        let Some(start) = c
+            .peek_block(offset)
+            .filter(|b| b.start < offset)
+            .map(|b| b.start)
+        else {
+            c.prefix = None;
+            return;
+        };
+        let mut bytes = match c.prefix.take() {
+            Some((s, b)) if s == start && s + b.len() as u64 == base => b,
+            _ if start >= base => Vec::new(),
+            // Part of the block was released uncopied: not codable.
+            _ => return,
+        };
+        if offset > base.max(start) {
+            self.buffer.copy_to(base.max(start)..offset, &mut bytes);
+        }
+        c.prefix = Some((start, bytes));
+    }
+
+    /// The copy of the released start of the block at `start`, if it
+    /// reaches the send buffer's base.
+    fn coded_prefix(&self, start: u64) -> Option<&[u8]> {
+        let base = self.buffer.base();
+        match self.coded.as_ref()?.prefix.as_ref() {
+            Some((s, b)) if *s == start && s + b.len() as u64 == base => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Whether every byte of the block `range` is still held (in the send
+    /// buffer, or its start in the copy of a partly released block).
+    fn coded_block_held(&self, range: Range<u64>) -> bool {
+        range.end <= self.buffer.end()
+            && (range.start >= self.buffer.base() || self.coded_prefix(range.start).is_some())
+    }
+
+    /// The bytes of the block `range`, if all are still held.
+    fn coded_block_bytes(&self, range: Range<u64>) -> Option<Vec<u8>> {
+        if !self.coded_block_held(range.clone()) {
+            return None;
+        }
+        let base = self.buffer.base();
+        let mut bytes = Vec::with_capacity((range.end - range.start) as usize);
+        if range.start < base {
+            bytes.extend_from_slice(self.coded_prefix(range.start)?);
+        }
+        self.buffer
+            .copy_to(range.start.max(base)..range.end, &mut bytes);
+        Some(bytes)
+    }
+
+    /// When the repair decision of `block` (first loss reported at
+    /// `oldest`) may be taken: at once if every member has reported past
+    /// the block, else once the ACK of its last segment is overdue (sent
+    /// then, plus the slowest member's smoothed RTT and a quarter of it
+    /// for RACK's reordering window, RFC 8985 §6.2).
+    fn block_settles_at(
+        &self,
+        block: &crate::session::coded_repair::Block,
+        oldest: Instant,
+    ) -> Instant {
+        let mut slowest = Duration::ZERO;
+        let mut settled = true;
+        for m in self.members.iter() {
+            let r = m.recovery();
+            if r.highest_acked() < block.end || r.undetected_bytes(block.start..block.end) > 0 {
+                settled = false;
+                slowest = slowest.max(r.srtt());
+            }
+        }
+        if settled {
+            return oldest;
+        }
+        let last_sent = self
+            .log
+            .containing(block.end - 1)
+            .map_or(oldest, |s| s.first_sent_at);
+        (last_sent + slowest + slowest / 4).max(oldest)
+    }
+
     /// The next queued REPAIR symbol, encoded from the send buffer, if any
     /// (symbols of blocks released meanwhile are dropped).
     pub(super) fn next_coded_symbol(
@@ -60,11 +155,9 @@ impl SessionSender {
         loop {
             let q = self.coded.as_mut()?.queue.pop_front()?;
             let block = q.block;
-            if block.start < self.buffer.base() || block.end() > self.buffer.end() {
+            let Some(bytes) = self.coded_block_bytes(block.start..block.end()) else {
                 continue;
-            }
-            let mut bytes = Vec::with_capacity((block.end() - block.start) as usize);
-            self.buffer.copy_to(block.start..block.end(), &mut bytes);
+            };
             let stripes: Vec<&[u8]> = bytes.chunks(block.symbol_len).collect();
             let Some(symbol) = fec::encode_repair(&stripes, block.symbol_len, q.id) else {
                 continue;
@@ -97,10 +190,12 @@ impl SessionSender {
         if self.config.group.is_none() {
             return CodedStep::PerSegment;
         }
-        let Some(block) = self.coded.as_mut().and_then(|c| c.block_of(start)) else {
+        // The block as filled so far: an open block is closed (its extent
+        // fixed) only when its decision is taken.
+        let Some(block) = self.coded.as_ref().and_then(|c| c.peek_block(start)) else {
             return CodedStep::PerSegment;
         };
-        if block.start < self.buffer.base() || block.end > self.buffer.end() {
+        if !self.coded_block_held(block.start..block.end) {
             return CodedStep::PerSegment;
         }
         // Members still missing each pending segment of the block.
@@ -120,11 +215,23 @@ impl SessionSender {
         // members that lost the same segments; losses reported later get
         // a round of their own (waiting for the block's last report, up to
         // two hold-offs, measured 36.5 against 38.5 Mbit/s at N = 100).
-        let ready = oldest + holdoff;
+        // Without time thinning (few members, each ACKing on its own
+        // schedule) the decision waits instead until every member has
+        // reported past the block, so one decision sees the losses of
+        // all: a member's losses are otherwise coded alone, one symbol
+        // per segment, no cheaper than copies.
+        let ready = if holdoff.is_zero() {
+            self.block_settles_at(&block, oldest)
+        } else {
+            oldest + holdoff
+        };
         if ready > now {
             self.timers.set_earliest(Timer::Repair, ready);
             return CodedStep::Skip(block.end);
         }
+        let Some(block) = self.coded.as_mut().and_then(|c| c.block_of(start)) else {
+            return CodedStep::PerSegment;
+        };
         let (reported, distinct) = block_need(
             self.repairs
                 .entries_in(block.start..block.end)
@@ -136,16 +243,23 @@ impl SessionSender {
         // (losses not yet detected, earlier repairs not yet confirmed),
         // not just the reported ones.
         let mss = self.mss.max(1);
+        // A member admitted inside the block never held its start and
+        // cannot decode it, nor can one whose earlier symbols of it did
+        // not help (a receiver joined behind a merger inside the block, or
+        // the symbols were lost): per-segment repair then.
         let mut most = reported;
+        let mut undecodable = false;
         for (_, p) in self.repairs.entries_in(block.start..block.end) {
             for id in &p.ids {
                 if let Some(m) = self.members.get(*id) {
                     let unacked = m.recovery().unacked_bytes(block.start..block.end);
                     most = most.max(unacked.div_ceil(mss) as usize);
+                    undecodable |= m.start() > block.start || m.was_coded(block.start);
                 }
             }
         }
-        if most > distinct
+        if undecodable
+            || most > distinct
             || !self
                 .coded
                 .as_mut()
@@ -163,8 +277,10 @@ impl SessionSender {
             };
             self.stats.coded_repair_members += p.ids.len() as u64;
             for id in p.ids {
-                self.members
-                    .update(id, self.snd_nxt, |m| m.on_repair_sent(s..p.end, now));
+                self.members.update(id, self.snd_nxt, |m| {
+                    m.on_repair_sent(s..p.end, now);
+                    m.on_coded_repair(block.start);
+                });
                 touched.push(id);
             }
         }
