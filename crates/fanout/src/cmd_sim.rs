@@ -9,6 +9,7 @@ use fanout_sim::session_flow::SessionFlows;
 use fanout_sim::session_live::{live_figures, LiveFlows};
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::Scenario;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -89,9 +90,11 @@ pub fn simulate_window(
     Ok(f)
 }
 
-/// Prints figures for people.
-pub fn print_human(f: &RunFigures) {
-    println!(
+/// Figures for people, one line each.
+pub fn human_report(f: &RunFigures) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "seed {}  trace {}  window {:.1}–{:.1} s",
         f.seed,
         f.trace_hash.as_deref().unwrap_or("off"),
@@ -99,7 +102,8 @@ pub fn print_human(f: &RunFigures) {
         f.window_end_s
     );
     for fl in &f.flows {
-        println!(
+        let _ = writeln!(
+            out,
             "  flow {:<24} goodput {:>9.3} Mbit/s  retransmitted {:>10} B  recoveries {:>4}  RTOs {:>3}",
             fl.label,
             fl.goodput_bps / 1e6,
@@ -109,16 +113,18 @@ pub fn print_human(f: &RunFigures) {
         );
     }
     if f.flows.len() > 1 {
-        println!("  Jain index {:.4}", f.jain_index);
+        let _ = writeln!(out, "  Jain index {:.4}", f.jain_index);
     }
     if !f.flows.is_empty() && !f.sessions.is_empty() {
-        println!(
+        let _ = writeln!(
+            out,
             "  Jain index with sessions (each at its slowest member) {:.4}",
             f.jain_index_with_sessions
         );
     }
     for s in &f.sessions {
-        println!(
+        let _ = writeln!(
+            out,
             "  session: {} members ({} left)  goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
             s.members,
             s.members_left,
@@ -126,24 +132,28 @@ pub fn print_human(f: &RunFigures) {
             s.median_goodput_bps / 1e6,
             s.max_goodput_bps / 1e6
         );
-        println!(
+        let _ = writeln!(
+            out,
             "    {} segments multicast, repairs {} multicast / {} unicast, {} recoveries, {} RTOs; sender link {:.3} B per delivered B",
             s.data_segments, s.multicast_repairs, s.unicast_repairs, s.recovery_episodes, s.rto_events, s.sender_link_bytes_per_delivered_byte
         );
         if s.multicast_repairs > 0 {
-            println!(
+            let _ = writeln!(
+            out,
                 "    multicast repairs: {:.2} members served per copy, {} of a segment multicast again before",
                 s.members_per_multicast_repair, s.repeat_multicast_repairs
             );
         }
-        println!(
+        let _ = writeln!(
+            out,
             "    feedback at the sender: {:.0} pkt/s, {:.3} Mbit/s, {} dropped by its CPU model",
             s.feedback_pps,
             s.feedback_bps / 1e6,
             s.feedback_cpu_drops
         );
         for r in &s.relays {
-            println!(
+            let _ = writeln!(
+            out,
                 "    relay {}: upstream {:.3} Mbit/s; {} members ({} left) goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
                 r.node,
                 r.upstream_goodput_bps / 1e6,
@@ -155,7 +165,8 @@ pub fn print_human(f: &RunFigures) {
             );
         }
         if let Some(g) = &s.relayed {
-            println!(
+            let _ = writeln!(
+            out,
                 "    all {} receivers behind relays: goodput min {:.3} / median {:.3} / max {:.3} Mbit/s",
                 g.count,
                 g.min_bps / 1e6,
@@ -164,7 +175,8 @@ pub fn print_human(f: &RunFigures) {
             );
         }
         for l in &s.late_joiners {
-            println!(
+            let _ = writeln!(
+            out,
                 "    late joiner {} at {:.1} s: start {} B, session {} B ({}), catch-up {} B ({}); complete: {}",
                 l.node,
                 l.joined_at_s,
@@ -178,7 +190,8 @@ pub fn print_human(f: &RunFigures) {
         }
     }
     for l in &f.live {
-        println!(
+        let _ = writeln!(
+            out,
             "  live: {} members, {} messages written, {:.3} Mbit/s delivered each; perceived loss mean {:.3}% / max {:.3}%; \
              delay p50 {:.1} / p99 {:.1} / max {:.1} ms, {} read late, {} dropped late; jitter {:.1} ms; reordering index {:.2}",
             l.members,
@@ -194,13 +207,15 @@ pub fn print_human(f: &RunFigures) {
             l.jitter_ms,
             l.reordering_index
         );
-        println!(
+        let _ = writeln!(
+            out,
             "    sender: {} SKIPs, {} B repaired, {} messages dropped from its queue; {} recoveries, {} RTOs",
             l.skips_sent, l.repair_bytes, l.queue_dropped, l.recovery_episodes, l.rto_events
         );
     }
     for l in f.links.iter().filter(|l| l.utilisation > 0.01) {
-        println!(
+        let _ = writeln!(
+            out,
             "  link {:<10} {:>8.2} Mbit/s  utilisation {:>6.2}%  drops {}",
             l.label,
             l.rate_bps as f64 / 1e6,
@@ -208,6 +223,7 @@ pub fn print_human(f: &RunFigures) {
             l.drops
         );
     }
+    out
 }
 
 /// Runs `fanout sim`.
@@ -219,13 +235,13 @@ pub fn run(args: SimArgs) -> Result<()> {
         args.warmup,
         args.until,
     )?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&f)?);
+    let mut text = if args.json {
+        serde_json::to_string_pretty(&f)? + "\n"
     } else {
-        print_human(&f);
-        if let Some(dir) = &args.out {
-            println!("  time series and plots in {}", dir.display());
-        }
+        human_report(&f)
+    };
+    if let (false, Some(dir)) = (args.json, &args.out) {
+        let _ = writeln!(text, "  time series and plots in {}", dir.display());
     }
-    Ok(())
+    crate::report::print_stdout(&text)
 }
