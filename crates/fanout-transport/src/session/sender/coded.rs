@@ -73,7 +73,12 @@ impl SessionSender {
         };
         let mut bytes = match c.prefix.take() {
             Some((s, b)) if s == start && s + b.len() as u64 == base => b,
-            _ if start >= base => Vec::new(),
+            // A new block: the previous copy's allocation serves again.
+            old if start >= base => {
+                let mut b = old.map(|(_, b)| b).unwrap_or_default();
+                b.clear();
+                b
+            }
             // Part of the block was released uncopied: not codable.
             _ => return,
         };
