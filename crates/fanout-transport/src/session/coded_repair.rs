@@ -120,14 +120,11 @@ impl CodedBlocks {
     /// The block holding `offset`; the open block is closed first if it is
     /// that one (a repair decision fixes a block's extent).
     pub fn block_of(&mut self, offset: u64) -> Option<Block> {
-        if self
-            .open
-            .is_some_and(|b| b.start <= offset && offset < b.end)
-        {
+        let block = self.peek_block(offset)?;
+        if self.open == Some(block) {
             self.close_open();
         }
-        let i = self.closed.partition_point(|b| b.end <= offset);
-        self.closed.get(i).filter(|b| b.start <= offset).copied()
+        Some(block)
     }
 
     /// Queues `count` new symbols of the block starting at `start`; false

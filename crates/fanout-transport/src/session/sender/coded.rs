@@ -182,9 +182,10 @@ impl SessionSender {
     }
 
     /// Decides the repair of the block holding the due segment at `start`,
-    /// one hold-off after the block's first pending report: codes when the
-    /// member missing the most of it misses fewer segments than the block
-    /// has missing in all.
+    /// once its losses are gathered (one hold-off after its first pending
+    /// report, or, without time thinning, [`Self::block_settles_at`]):
+    /// codes when the member missing the most of it misses no more
+    /// segments than the block has missing in all.
     pub(super) fn coded_block_repair(
         &mut self,
         now: Instant,
