@@ -16,6 +16,7 @@ mod config;
 mod event;
 pub mod fec;
 pub mod handshake;
+mod join_budget;
 pub mod merge;
 mod packet;
 pub mod protection;

@@ -6,6 +6,7 @@ use super::noise::{first_ephemeral, Responder};
 use super::{
     Credentials, HandshakeError, PacketKey, PairKeys, PublicKey, ReplayWindow, SeedStream,
 };
+use crate::join_budget::JoinBudget;
 use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -13,14 +14,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// First handshake messages read per [`HANDSHAKE_PERIOD`] at most. Reading
+/// First handshake messages read per second at most, on average. Reading
 /// one costs up to two X25519 operations (about 100 µs under `IK`) before
 /// it can fail, so a flood of junk could otherwise take a core; beyond the
 /// budget they are dropped unread (`limit_exceeded`) and honest joiners
-/// retry. 200 per 100 ms admits 2 000 joiners a second.
-pub const HANDSHAKES_PER_PERIOD: u32 = 200;
-/// The period of [`HANDSHAKES_PER_PERIOD`].
-pub const HANDSHAKE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// retry.
+pub const HANDSHAKES_PER_SECOND: u32 = 2000;
+/// First handshake messages that may be read at once ([`JoinBudget`]): a
+/// thousand receivers started together are all answered in their first
+/// round trip (about 0.1 s of X25519 work).
+pub const HANDSHAKE_BURST: u32 = 1024;
 
 /// One joiner's handshake and keys.
 pub struct JoinerKeys {
@@ -134,19 +137,27 @@ pub enum Clear {
 
 /// Reads first handshake messages within the budget, and holds the one
 /// being admitted.
-#[derive(Default)]
 pub struct Answering {
-    /// Start of the current handshake period and first messages read in it.
-    budget: (Option<Instant>, u32),
+    /// First messages that may be read.
+    budget: JoinBudget,
     /// The handshake of the join being admitted, between reading it and
     /// admitting (or refusing) it.
     pending: Option<Responder>,
 }
 
+impl Default for Answering {
+    fn default() -> Self {
+        Answering {
+            budget: JoinBudget::new(HANDSHAKES_PER_SECOND, HANDSHAKE_BURST),
+            pending: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for Answering {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Answering")
-            .field("read_in_period", &self.budget.1)
+            .field("budget_left", &self.budget.left())
             .finish()
     }
 }
@@ -176,15 +187,9 @@ impl Answering {
                 Err(DropReason::UnknownSession)
             };
         }
-        let (start, read) = &mut self.budget;
-        if start.is_none_or(|s| now >= s + HANDSHAKE_PERIOD) {
-            *start = Some(now);
-            *read = 0;
-        }
-        if *read >= HANDSHAKES_PER_PERIOD {
+        if !self.budget.take(now) {
             return Err(DropReason::LimitExceeded);
         }
-        *read += 1;
         match Responder::read(creds, seed(), first) {
             Ok((r, payload)) => {
                 self.pending = Some(r);

@@ -59,7 +59,7 @@ pub use member_token::TokenKey;
 pub use members::{IndexSpec, MemberKey, MemberView};
 pub use policy::{rank_at, FairScaling, RepairPolicy, RttPolicy, WindowPolicy};
 pub use repair_queue::MAX_QUEUED_REPAIRS;
-pub use retry_gate::{RetryGate, RETRIES_PER_PERIOD, RETRY_PERIOD};
+pub use retry_gate::{RetryGate, RETRIES_PER_SECOND, RETRY_BURST};
 pub use roster::{ReceiverProgress, MAX_SESSION_ROSTER_ENTRIES};
 pub use sender::{
     RealtimeStats, SessionEvent, SessionSender, SessionStats, MAX_OFFERS, MAX_PENDING_CONTROL,

@@ -7,27 +7,37 @@
 
 use super::config::{RETRY_ABOVE_UNVALIDATED, RETRY_MODE_HOLD, RETRY_WINDOW};
 use super::TokenKey;
+use crate::join_budget::JoinBudget;
 use fanout_core::time::Instant;
 use std::net::SocketAddr;
 
-/// RETRYs sent per [`RETRY_PERIOD`] at most; beyond, unproven joins are
+/// RETRYs sent per second at most, on average; beyond, unproven joins are
 /// dropped unanswered (honest joiners try again). A flood's joins come
 /// from addresses no host may hold: each answer waits in the kernel for
 /// address resolution, holding the socket's send buffer, and enough of
-/// them would block what the engine sends its members. 100 per 100 ms
-/// answers 1 000 joiners a second.
-pub const RETRIES_PER_PERIOD: u32 = 100;
-/// The period of [`RETRIES_PER_PERIOD`].
-pub const RETRY_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// them would block what the engine sends its members.
+pub const RETRIES_PER_SECOND: u32 = 1000;
+/// RETRYs that may go out at once ([`JoinBudget`]): a thousand receivers
+/// started together all get theirs in the first round trip.
+pub const RETRY_BURST: u32 = 1024;
 
 /// When an engine answers joins with RETRYs, and its tokens.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct RetryGate {
     /// RETRYs go out until then (`RETRY_MODE_HOLD` (10 s) after the last
     /// unproven join that got one).
     until: Option<Instant>,
-    /// Start of the current [`RETRY_PERIOD`] and RETRYs sent in it.
-    budget: (Option<Instant>, u32),
+    /// RETRYs that may go out.
+    budget: JoinBudget,
+}
+
+impl Default for RetryGate {
+    fn default() -> Self {
+        RetryGate {
+            until: None,
+            budget: JoinBudget::new(RETRIES_PER_SECOND, RETRY_BURST),
+        }
+    }
 }
 
 /// The RETRY window `now` falls in.
@@ -43,8 +53,8 @@ impl RetryGate {
     }
 
     /// The token of a RETRY to `addr` at `now` (session `session_id`,
-    /// secret `key`), or `None` beyond [`RETRIES_PER_PERIOD`] (the join
-    /// is then dropped unanswered); RETRYs keep going out for
+    /// secret `key`), or `None` when the budget ([`RETRIES_PER_SECOND`],
+    /// [`RETRY_BURST`]) is spent (the join is then dropped unanswered); RETRYs keep going out for
     /// `RETRY_MODE_HOLD` (10 s).
     pub fn retry(
         &mut self,
@@ -54,15 +64,9 @@ impl RetryGate {
         addr: SocketAddr,
     ) -> Option<u64> {
         self.until = Some(now + RETRY_MODE_HOLD);
-        let (start, sent) = &mut self.budget;
-        if start.is_none_or(|s| now >= s + RETRY_PERIOD) {
-            *start = Some(now);
-            *sent = 0;
-        }
-        if *sent >= RETRIES_PER_PERIOD {
+        if !self.budget.take(now) {
             return None;
         }
-        *sent += 1;
         Some(key.token_for_retry(session_id, window(now), addr))
     }
 
