@@ -14,8 +14,9 @@
 //! repair = "coded"            # optional: coded (parity) repair, blocks of repair_block;
 //!                             #   "auto" (the CLI's default): coded unless unicast_fanout
 //! repair_block = 32           #   segments; fallback: the cost rule (repair_cost_ratio, default 1)
-//! window_policy = "min"       # optional: "auto" (default: "min"), "min", "acker" (the worst
-//!                             # member's ACKs drive one window), "fair" (essentially
+//! window_policy = "min"       # optional: "auto" (default: "acker"), "min" (the smallest
+//!                             # member window), "acker" (the worst member's ACKs drive
+//!                             # one window), "fair" (essentially
 //!                             # fair, TCP-SMO §II.F), "equation" or "equation-min"
 //! fair = { percentile = 0.5, a = 1.0, b = 1.0, scaling = "log2" }  # optional, for "fair"
 //! rtt_percentile = 0.9        # optional: session RTT = this percentile (default max)

@@ -56,11 +56,13 @@ pub struct SessionSendArgs {
     #[arg(long, default_value = "slowest", value_name = "POLICY", value_parser = parse_release)]
     pub release: ReleasePolicy,
     /// With --group: the session window (TCP-SMO §II). `auto`: `equation`
-    /// for messages with deadlines (--latency), `min` otherwise; `min`: the smallest receiver window, TCP-fair on every
-    /// path; `acker`: one window driven by the receiver a TCP flow would get
-    /// the least through, so receivers that lose independently do not each
-    /// cut it (one TCP flow's rate to the worst receiver,
-    /// docs/experiments/lossy.md); `fair`: essentially fair, the median receiver's window kept
+    /// for messages with deadlines (--latency), `acker` otherwise; `acker`:
+    /// one window driven by the receiver a TCP flow would get the least
+    /// through, so receivers that lose independently do not each cut it
+    /// (one TCP flow's rate to the worst receiver,
+    /// docs/experiments/lossy.md); `min`: the smallest receiver window (the
+    /// seed's behaviour), TCP-fair on every path but, with receivers that
+    /// lose independently, far below one TCP flow's rate; `fair`: essentially fair, the median receiver's window kept
     /// between 1 and 1 + log2 N times a TCP flow's on the worst path, so a
     /// few lossy receivers do not hold back all the others; `equation`: a
     /// smooth rate, RFC 5348's equation at the best receiver's loss event

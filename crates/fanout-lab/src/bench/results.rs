@@ -190,10 +190,17 @@ impl Results {
 
     /// Successful runs above their tool's `wire_target`, or not faster
     /// than a tool it names in `faster_than` (compared only where that
-    /// tool finished in the same scenario).
+    /// tool finished in the same scenario), in the scenarios that measured
+    /// a reference flow (`tcp_reference`: the paths the targets are set
+    /// on; a short lossless run spends a larger share on its start).
     pub fn target_misses(&self) -> Vec<TargetMiss<'_>> {
         let mut out = Vec::new();
-        for run in self.results.iter().filter(|r| r.ok) {
+        let measured = |scenario: &str| self.tcp_references.iter().any(|r| r.scenario == scenario);
+        for run in self
+            .results
+            .iter()
+            .filter(|r| r.ok && measured(&r.scenario))
+        {
             let Some(tool) = self.tools.iter().find(|t| t.name == run.tool) else {
                 continue;
             };

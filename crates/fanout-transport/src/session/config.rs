@@ -58,8 +58,8 @@ pub struct SessionConfig {
     /// more than 5% of members miss a segment).
     pub repair: RepairPolicy,
     /// The session window from the members' (TCP-SMO §II.F `G`; default
-    /// [`WindowPolicy::Auto`]: min, or the equation rate for messages with
-    /// deadlines).
+    /// [`WindowPolicy::Auto`]: the acker's window, or the equation rate for
+    /// messages with deadlines).
     pub window: WindowPolicy,
     /// The session RTT from the members' (TCP-SMO §II.E; default max).
     pub rtt: RttPolicy,

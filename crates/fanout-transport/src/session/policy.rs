@@ -9,11 +9,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum WindowPolicy {
     /// The default: [`WindowPolicy::REALTIME`] for a real-time session
-    /// whose messages carry deadlines, [`WindowPolicy::Minimum`] (TCP's
-    /// own window, as TCP-CM) otherwise.
+    /// whose messages carry deadlines, [`WindowPolicy::Acker`] otherwise
+    /// (with one member, or before any member has lost, the same window as
+    /// [`WindowPolicy::Minimum`]).
     Auto,
-    /// The smallest member window: strictly TCP-fair on every shared
-    /// link, and every member runs at the pace of the slowest.
+    /// The smallest member window (the seed's behaviour, TCP-SMO §II):
+    /// strictly TCP-fair on every shared link, and every member runs at the
+    /// pace of the slowest; with members that lose independently, far
+    /// below one TCP flow's rate to any of them (loss path multiplicity).
     Minimum,
     /// The window of the member a TCP flow would get the least through
     /// (PGMCC's acker, [`super::AckerWindow`]): one TCP flow to the worst
@@ -81,7 +84,7 @@ impl WindowPolicy {
     pub fn resolve(self, deadlines: bool) -> WindowPolicy {
         match self {
             WindowPolicy::Auto if deadlines => WindowPolicy::REALTIME,
-            WindowPolicy::Auto => WindowPolicy::Minimum,
+            WindowPolicy::Auto => WindowPolicy::Acker,
             other => other,
         }
     }
