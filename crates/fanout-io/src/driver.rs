@@ -124,7 +124,7 @@ pub struct Driver {
     tx_retry_at: Option<Instant>,
     /// The latest datagram the kernel refused for good (destination, error
     /// kind), for [`Driver::take_send_error`].
-    send_error: Option<(SocketAddr, io::ErrorKind)>,
+    send_error: Option<(SocketAddr, io::Error)>,
 }
 
 impl Driver {
@@ -205,7 +205,7 @@ impl Driver {
     /// (destination and error kind; e.g. `NetworkUnreachable` when a
     /// multicast route disappeared), so the application can react —
     /// [`crate::RunStats::send_errors`] only counts them.
-    pub fn take_send_error(&mut self) -> Option<(SocketAddr, io::ErrorKind)> {
+    pub fn take_send_error(&mut self) -> Option<(SocketAddr, io::Error)> {
         self.send_error.take()
     }
 
@@ -478,7 +478,7 @@ impl Driver {
                 }
                 Err(e) => {
                     tracing::debug!("send to {} failed: {e}", batch.destination);
-                    self.send_error = Some((batch.destination, e.kind()));
+                    self.send_error = Some((batch.destination, e));
                     self.stats.send_errors += batch.segments as u64;
                     self.outbox.pop_front();
                 }

@@ -39,5 +39,5 @@ pub use error::IoError;
 pub use impair::{ImpairConfig, ImpairStats, Impairment};
 pub use output_file::{target_paths, Existing, OutputFile};
 pub use poller::Waker;
-pub use socket::{EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
+pub use socket::{is_message_too_long, EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
 pub use stats::RunStats;

@@ -292,8 +292,36 @@ impl UdpEndpoint {
         if !group.ip().is_multicast() {
             return Err(IoError::Family(group));
         }
+        self.route_probe(group, "multicast route (connect)")
+            .map(drop)
+    }
+
+    /// The MTU of the route from this socket to `destination`, in bytes of
+    /// IP packet: the outgoing interface's MTU, or less where the kernel
+    /// learnt a smaller path MTU (`IP_MTU` / `IPV6_MTU`, ip(7), ipv6(7)).
+    /// A multicast group's route is the one through this socket's outgoing
+    /// multicast interface. Nothing is sent.
+    pub fn route_mtu(&self, destination: SocketAddr) -> Result<usize, IoError> {
+        let probe = self.route_probe(destination, "route (connect)")?;
+        // A dual-stack socket reaches IPv4 through IPv4-mapped addresses;
+        // IPV6_MTU then reports the IPv4 route's MTU.
+        let (mtu, option) = match destination.ip() {
+            IpAddr::V4(_) if !self.dual_stack => (rustix::net::sockopt::ip_mtu(&probe), "IP_MTU"),
+            _ => (rustix::net::sockopt::ipv6_mtu(&probe), "IPV6_MTU"),
+        };
+        let mtu = mtu.map_err(|e| IoError::SocketOption {
+            option,
+            source: e.into(),
+        })?;
+        Ok(mtu as usize)
+    }
+
+    /// A scratch socket on this socket's local address and outgoing
+    /// multicast interface, connected to `destination` (the kernel's route
+    /// lookup; nothing is sent).
+    fn route_probe(&self, destination: SocketAddr, what: &'static str) -> Result<Socket, IoError> {
         let probe_err = |source| IoError::SocketOption {
-            option: "multicast route (connect)",
+            option: what,
             source,
         };
         let probe = Socket::new(
@@ -309,7 +337,7 @@ impl UdpEndpoint {
             .bind(&SocketAddr::new(self.local.ip(), 0).into())
             .map_err(probe_err)?;
         let me = self.sock_ref();
-        match group.ip() {
+        match destination.ip() {
             IpAddr::V4(_) => {
                 if let Ok(interface) = me.multicast_if_v4() {
                     probe.set_multicast_if_v4(&interface).map_err(probe_err)?;
@@ -322,8 +350,9 @@ impl UdpEndpoint {
             }
         }
         probe
-            .connect(&self.map_destination(group).into())
-            .map_err(probe_err)
+            .connect(&self.map_destination(destination).into())
+            .map_err(probe_err)?;
+        Ok(probe)
     }
 
     /// The std socket, for the driver's batched I/O.
@@ -345,6 +374,12 @@ impl UdpEndpoint {
     fn sock_ref(&self) -> SockRef<'_> {
         SockRef::from(&self.socket)
     }
+}
+
+/// Whether a send failed because the datagram is larger than the route
+/// carries (`EMSGSIZE`), rather than because the destination is unusable.
+pub fn is_message_too_long(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::EMSGSIZE)
 }
 
 /// Shows a v4-mapped IPv6 sender (from a dual-stack socket) as IPv4.

@@ -263,6 +263,18 @@ impl LanTopology {
             .collect()
     }
 
+    /// Sets the MTU of host `index`'s link, both ends (its interface and
+    /// its switch port), as a tunnel or a cloud network would have it. A
+    /// frame larger than the host's end is dropped on the way in; the
+    /// bridge's other ports keep theirs.
+    pub fn set_mtu(&self, index: usize, mtu: u32) -> Result<(), NetnsError> {
+        let host = self.host(index);
+        let mtu = mtu.to_string();
+        host.netns.ip(&["link", "set", HOST_IF, "mtu", &mtu])?;
+        self.switch.ip(&["link", "set", &host.port, "mtu", &mtu])?;
+        Ok(())
+    }
+
     /// Installs (`Some`) or removes (`None`) a tbf limit on host `index`'s
     /// link in `direction`.
     pub fn set_rate_limit(

@@ -229,9 +229,15 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     if let Some(tx) = bound {
         let _ = tx.send(endpoint.local_addr());
     }
+    // A joiner tells the sender the largest payload its route carries
+    // (CONNECT's max_payload); a listener learns its peer only later.
+    let path = join.map(|sender| args.net.fit_path(&endpoint, sender));
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let mut transport = args.net.transport(Side::Receiver)?;
+    if let Some(p) = &path {
+        transport.max_datagram = p.max_datagram;
+    }
     args.merger
         .apply(&mut transport, &args.net.security, join)?;
     let mut receiver = match join {
@@ -250,7 +256,8 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     let give_up = (args.wait > 0).then(|| clock.now() + std::time::Duration::from_secs(args.wait));
     let stats = driver.run(&mut receiver, |r, now| {
         if r.peer().is_none() {
-            return give_up.is_some_and(|t| now >= t);
+            // Not admitted yet: a refusal ends the wait as a timeout does.
+            return r.is_closed() || give_up.is_some_and(|t| now >= t);
         }
         started.get_or_insert(now);
         if r.start_offset() > 0 {
@@ -284,6 +291,9 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         return crate::catch_up::receive_rest(args, &mut driver, &mut receiver, clock, started);
     }
     let Some(peer) = receiver.peer() else {
+        if let Some(why) = receiver.close_reason() {
+            bail!("the sender did not admit this receiver: {why}");
+        }
         bail!(
             "no sender connected within {} s{}",
             args.wait,
@@ -332,6 +342,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         peak_rss_bytes: peak_rss_bytes(),
         members: Vec::new(),
         delivery: None,
+        path,
         protection: args.net.security.mode(),
     })
 }

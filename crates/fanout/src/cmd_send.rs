@@ -19,7 +19,7 @@ use fanout_app::catch_up::CatchUpServer;
 use fanout_app::FileFeed;
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
-use fanout_transport::CloseReason;
+use fanout_transport::{CloseReason, TransportConfig};
 use std::fs::File;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -91,11 +91,15 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let peer = resolve(args.to.as_deref().context("--to or --group is required")?)?;
     let bind = args.bind.unwrap_or(any_addr(peer));
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
+    let path = args.net.fit_path(&endpoint, peer);
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let config = SessionConfig {
         token_key: fanout_io::random_token_key(),
-        ..SessionConfig::unicast(args.net.transport(Side::Sender)?)
+        ..SessionConfig::unicast(TransportConfig {
+            max_datagram: path.max_datagram,
+            ..args.net.transport(Side::Sender)?
+        })
     };
     let mut sender = SessionSender::new(config, random_session_id(), clock.now());
     sender.offer(clock.now(), peer);
@@ -139,7 +143,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         ("rto_events", st.rto_events),
         ("send_syscalls", stats.send_syscalls),
     ];
-    Ok(sent_report(
+    let mut report = sent_report(
         peer.to_string(),
         &feed,
         seconds,
@@ -149,7 +153,9 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         &stats,
         Vec::new(),
         args.net.security.mode(),
-    ))
+    );
+    report.path = Some(path);
+    Ok(report)
 }
 
 fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferReport> {
@@ -163,15 +169,22 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         ttl: args.session.ttl,
     };
     let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
+    // Receivers' routes are not known yet: a group's route, or the flag.
+    let path = delivery.group().map(|g| args.net.fit_path(&endpoint, g));
+    let transport = || -> Result<TransportConfig> {
+        let mut t = args.net.transport(Side::Sender)?;
+        if let Some(p) = &path {
+            t.max_datagram = p.max_datagram;
+        }
+        Ok(t)
+    };
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     // Late joiners get the live stream from the current position and
     // the missed prefix by unicast catch-up (`catch_up`).
-    let config = args.session.config(
-        args.net.transport(Side::Sender)?,
-        delivery.group(),
-        JoinPolicy::CatchUp,
-    );
+    let config = args
+        .session
+        .config(transport()?, delivery.group(), JoinPolicy::CatchUp);
     let source = FilePrefix {
         path: args.file.clone(),
         manifest: feed.manifest().clone(),
@@ -179,7 +192,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let mut session = CatchUpServer::new(
         SessionSender::new(config, random_session_id(), clock.now()),
         Box::new(source),
-        args.net.transport(Side::Sender)?,
+        transport()?,
         args.catch_up.config(),
         random_rng(),
     );
@@ -237,6 +250,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         args.net.security.mode(),
     );
     report.delivery = Some(delivery.report());
+    report.path = path;
     Ok(report)
 }
 
@@ -270,6 +284,7 @@ fn sent_report(
         peak_rss_bytes: peak_rss_bytes(),
         members,
         delivery: None,
+        path: None,
         protection,
     }
 }

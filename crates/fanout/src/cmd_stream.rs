@@ -186,13 +186,16 @@ pub fn stream_send(
         ttl: args.session.ttl,
     };
     let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
+    let path = delivery.group().map(|g| args.net.fit_path(&endpoint, g));
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut config = args.session.config(
-        args.net.transport(Side::Sender)?,
-        delivery.group(),
-        JoinPolicy::Live,
-    );
+    let mut transport = args.net.transport(Side::Sender)?;
+    if let Some(p) = &path {
+        transport.max_datagram = p.max_datagram;
+    }
+    let mut config = args
+        .session
+        .config(transport, delivery.group(), JoinPolicy::Live);
     config.realtime = args.realtime.mode(config.transport.max_datagram);
     config.repair = args
         .session
@@ -350,6 +353,7 @@ pub fn stream_send(
         peak_rss_bytes: peak_rss_bytes(),
         members: view.member_reports(&session),
         delivery: Some(delivery.report()),
+        path,
         protection: args.net.security.mode(),
     })
 }
@@ -373,9 +377,11 @@ pub fn stream_recv(
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
     args.net.security.warn_if_unprotected(args.out.quiet);
+    let path = args.net.fit_path(&endpoint, from);
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let mut transport = args.net.transport(Side::Receiver)?;
+    transport.max_datagram = path.max_datagram;
     if args.wait > 0 {
         transport.handshake_timeout = Duration::from_secs(args.wait);
     }
@@ -454,7 +460,10 @@ pub fn stream_recv(
     }
     flushed?;
     let Some(peer) = receiver.peer() else {
-        bail!("the sender at {from} did not accept");
+        match receiver.close_reason() {
+            Some(why) => bail!("the sender at {from} did not admit this receiver: {why}"),
+            None => bail!("the sender at {from} did not accept"),
+        }
     };
     if !receiver.is_finished() {
         let why = receiver
@@ -497,6 +506,7 @@ pub fn stream_recv(
         peak_rss_bytes: peak_rss_bytes(),
         members: Vec::new(),
         delivery: None,
+        path: Some(path),
         protection: args.net.security.mode(),
     })
 }

@@ -3,8 +3,10 @@
 use crate::security_opts::{SecurityOpts, Side};
 use clap::Args;
 use fanout_core::cc::CcAlgorithm;
-use fanout_io::{DriverConfig, ImpairConfig};
+use fanout_io::{DriverConfig, ImpairConfig, UdpEndpoint};
 use fanout_transport::TransportConfig;
+use serde::Serialize;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Default `--timer-slack-us`: at 100 Mbit/s about thirteen 1452-byte
@@ -41,10 +43,11 @@ pub struct TransportOpts {
     /// Congestion control: cubic or newreno.
     #[arg(long, default_value = "cubic", value_name = "ALGO")]
     pub cc: CcAlgorithm,
-    /// Largest UDP payload, in bytes (path MTU − IP/UDP headers).
-    #[arg(long, default_value_t = fanout_transport::DEFAULT_MAX_DATAGRAM as u64, value_name = "BYTES",
-          value_parser = clap::value_parser!(u64).range(256..=65_000))]
-    pub max_datagram: u64,
+    /// Largest UDP payload, in bytes. Default: what the route toward the
+    /// peer or group carries (its MTU − 48 bytes of IPv6 and UDP headers),
+    /// at most 1452 (a 1500-byte MTU).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=65_000))]
+    pub max_datagram: Option<u64>,
     /// Send buffer / receive window, in MiB.
     #[arg(long, default_value_t = 8, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub window_mib: u32,
@@ -100,7 +103,9 @@ impl TransportOpts {
     fn unprotected(&self) -> TransportConfig {
         let window = (self.window_mib as usize) << 20;
         TransportConfig {
-            max_datagram: self.max_datagram as usize,
+            max_datagram: self
+                .max_datagram
+                .map_or(fanout_transport::DEFAULT_MAX_DATAGRAM, |m| m as usize),
             send_buffer_bytes: window,
             recv_window_bytes: window,
             cc: self.cc,
@@ -108,6 +113,42 @@ impl TransportOpts {
             pacing_burst: pacing_burst(Duration::from_micros(self.timer_slack_us)),
             idle_timeout: Duration::from_secs(self.idle_timeout),
             ..TransportConfig::default()
+        }
+    }
+
+    /// Fits the datagram size to the route from `endpoint` toward
+    /// `destination` (a peer or a group): without `--max-datagram`, the
+    /// largest payload its MTU carries ([`datagram_for_mtu`]), at most the
+    /// default; with it, the flag's value and a warning on stderr when the
+    /// route carries less (the kernel then fragments the datagrams or
+    /// refuses them). The
+    /// report says what was chosen and why.
+    pub fn fit_path(&self, endpoint: &UdpEndpoint, destination: SocketAddr) -> PathReport {
+        let route_mtu = match endpoint.route_mtu(destination) {
+            Ok(mtu) => Some(mtu),
+            Err(e) => {
+                tracing::debug!("no route MTU toward {destination}: {e}");
+                None
+            }
+        };
+        let fits = route_mtu.map(datagram_for_mtu);
+        let max_datagram = match (self.max_datagram, fits) {
+            (Some(flag), Some(fits)) if flag as usize > fits => {
+                eprintln!(
+                    "fanout: warning: --max-datagram {flag} is more than the route toward \
+                     {destination} carries (MTU {}, at most {fits}-byte datagrams)",
+                    route_mtu.unwrap_or_default()
+                );
+                flag as usize
+            }
+            (Some(flag), _) => flag as usize,
+            (None, Some(fits)) => fits.min(fanout_transport::DEFAULT_MAX_DATAGRAM),
+            (None, None) => fanout_transport::DEFAULT_MAX_DATAGRAM,
+        };
+        PathReport {
+            toward: destination.to_string(),
+            route_mtu,
+            max_datagram,
         }
     }
 
@@ -127,6 +168,26 @@ impl TransportOpts {
         }
         d
     }
+}
+
+/// The largest UDP payload a route of `mtu` bytes carries without
+/// fragmentation, for either IP version: the MTU less 40 bytes of IPv6
+/// header and 8 of UDP (1500 → 1452, the default; 1280, IPv6's minimum,
+/// → 1232), never below the 256 bytes the protocol needs.
+pub fn datagram_for_mtu(mtu: usize) -> usize {
+    mtu.saturating_sub(48).max(256)
+}
+
+/// The datagram size a command chose, in the `--json` report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathReport {
+    /// The peer or group whose route was measured.
+    pub toward: String,
+    /// The route's MTU, bytes of IP packet (`None`: unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_mtu: Option<usize>,
+    /// The largest UDP payload sent, bytes.
+    pub max_datagram: usize,
 }
 
 /// A fresh random 64-bit session id.

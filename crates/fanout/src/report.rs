@@ -122,6 +122,9 @@ pub struct TransferReport {
     /// why, when that was an automatic fallback). Session senders only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery: Option<crate::session_net::DeliveryReport>,
+    /// The datagram size and the route MTU it was fitted to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::net_opts::PathReport>,
     /// The session's protection: "none", "psk", "keys" or "keys+psk"
     /// (`docs/security.md`).
     pub protection: &'static str,

@@ -164,12 +164,24 @@ pub fn run_session<E: Engine>(
     let max_wait = driver.config().max_wait;
     while !stop(engine, driver.clock().now()) {
         driver.step(engine, max_wait)?;
-        let Some((to, kind)) = driver.take_send_error() else {
+        let Some((to, error)) = driver.take_send_error() else {
             continue;
         };
+        if fanout_io::is_message_too_long(&error) {
+            // Too large for the route, not a group that cannot be used:
+            // unicast copies would be just as large.
+            let hint = match driver.endpoint().route_mtu(to) {
+                Ok(mtu) => format!(
+                    "the route's MTU is {mtu}: give --max-datagram {} or less",
+                    crate::net_opts::datagram_for_mtu(mtu)
+                ),
+                Err(_) => "give --max-datagram a smaller size".into(),
+            };
+            bail!("sending to {to} failed: a datagram is larger than the route carries ({error}); {hint}");
+        }
         if let Delivery::Multicast(group) = *delivery {
             if to == group {
-                let why = format!("sending to multicast group {group} failed ({kind})");
+                let why = format!("sending to multicast group {group} failed ({error})");
                 eprintln!(
                     "fanout: warning: {why}; falling back to unicast fan-out \
                      (one copy per receiver)"

@@ -978,6 +978,19 @@ impl Receiver {
                 self.state = State::Established;
                 self.events.push_back(Event::Connected);
                 self.confirm = true;
+                if a.max_payload > self.config.max_payload() {
+                    // Its datagrams are larger than this receiver's route
+                    // carries (its MTU): they would never arrive. Leave
+                    // at once, telling the sender why.
+                    let reason = format!(
+                        "the sender's datagrams carry {}-byte payloads, more than \
+                         this receiver's route takes ({})",
+                        a.max_payload,
+                        self.config.max_payload()
+                    );
+                    self.reset(3, &reason);
+                    return true;
+                }
                 // The parent's silence counts from its ACCEPT, not from
                 // when this receiver started waiting for the tree to form.
                 if let Some(c) = self.chain_mut() {

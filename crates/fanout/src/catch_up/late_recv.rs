@@ -137,6 +137,7 @@ pub fn receive_rest(
         peak_rss_bytes: peak_rss_bytes(),
         members: Vec::new(),
         delivery: None,
+        path: None,
         protection: args.net.security.mode(),
     })
 }
