@@ -31,8 +31,10 @@
 //! queue overflows no deeper than under the minimum; the session window
 //! then takes over the window in force. Guards: new data goes out within
 //! the session window beyond the acker's pipe, every member's pipe stays
-//! within twice the window (a member with no loss signal yet — a deep
+//! within twice the window plus what the session sends between two of a
+//! member's (time-thinned) ACKs (a member with no loss signal yet — a deep
 //! queue, no drops — cannot run away), and every receive window holds.
+//! The acker's own ACKs are not thinned by time: they clock the session.
 
 use super::equation::MemberRate;
 use super::SessionController;
@@ -43,6 +45,7 @@ use fanout_core::cc::{AckSample, CcAlgorithm, CongestionController};
 use fanout_core::time::Instant;
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// A member becomes the acker when its rate is below this times the
 /// acker's.
@@ -94,6 +97,8 @@ pub struct AckerWindow {
     in_recovery: bool,
     /// Who takes over once heard, after the acker left.
     next: Option<MemberId>,
+    /// Members' least ACK spacing (time thinning).
+    feedback_interval: Duration,
 }
 
 impl AckerWindow {
@@ -107,6 +112,7 @@ impl AckerWindow {
             last_window: Cell::new(0),
             in_recovery: false,
             next: None,
+            feedback_interval: Duration::ZERO,
         }
     }
 
@@ -177,6 +183,14 @@ impl AckerWindow {
 }
 
 impl SessionController for AckerWindow {
+    fn clocking_member(&self) -> Option<MemberId> {
+        self.acker()
+    }
+
+    fn set_feedback_interval(&mut self, interval: Duration) {
+        self.feedback_interval = interval;
+    }
+
     fn indexes(&self) -> Vec<IndexSpec> {
         [
             MemberKey::SendEdge,
@@ -241,19 +255,25 @@ impl SessionController for AckerWindow {
     }
 
     /// The session window beyond the acker's pipe, every member's pipe
-    /// within twice the session window, and every receive window.
+    /// within twice the session window plus what the session sends between
+    /// two of a member's ACKs, and every receive window.
     fn send_limit(&self, members: &MemberView<'_>, window: u64) -> u64 {
         if !self.started {
             return members.min(MemberKey::SendEdge).unwrap_or(0);
         }
         let furthest_behind = members.min(MemberKey::PipeBase).unwrap_or(0);
         let window_end = members.min(MemberKey::WindowEnd).unwrap_or(0);
-        let acker_base = self
-            .acker
-            .and_then(|a| self.members.get(&a.id))
-            .map_or(furthest_behind, |m| m.pipe_base);
+        let acker = self.acker.and_then(|a| self.members.get(&a.id));
+        let acker_base = acker.map_or(furthest_behind, |m| m.pipe_base);
+        // A member asked to ACK every 41 ms (N = 1000) holds the session's
+        // sending of those 41 ms unacknowledged besides its round trip:
+        // without this the guard, not the window, set the pace there.
+        let between_acks = acker.map_or(0, |m| {
+            let srtt_us = m.srtt().as_micros().max(1);
+            (u128::from(window) * self.feedback_interval.as_micros() / srtt_us) as u64
+        });
         (acker_base + window)
-            .min(furthest_behind + 2 * window)
+            .min(furthest_behind + 2 * window + between_acks)
             .min(window_end)
     }
 }

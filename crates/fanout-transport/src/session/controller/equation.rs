@@ -78,6 +78,13 @@ pub(super) struct MemberRate {
     first_ack: Option<(Instant, u64)>,
 }
 
+impl MemberRate {
+    /// Its smoothed RTT (without its ACK delay).
+    pub(super) fn srtt(&self) -> Duration {
+        self.srtt
+    }
+}
+
 impl Default for MemberRate {
     fn default() -> Self {
         MemberRate::with_history(RFC_5348_INTERVALS)

@@ -43,6 +43,21 @@ pub trait SessionController: std::fmt::Debug + Send {
     /// A member left the session.
     fn on_member_left(&mut self, _id: MemberId) {}
 
+    /// Members acknowledge at most every `interval` (the session's time
+    /// thinning, [`crate::session::feedback::ack_interval_us`]): between
+    /// two of a member's ACKs its pipe grows by what the session sends in
+    /// that time. Told whenever it changes.
+    fn set_feedback_interval(&mut self, _interval: std::time::Duration) {}
+
+    /// The member whose ACKs clock the session window, if one does (the
+    /// acker): its ACKs are not thinned by time, as PGMCC's acker
+    /// acknowledges every packet; thinned like every other member's (one
+    /// every 41 ms at N = 1000 on a 100 Mbit/s sender link), they would
+    /// clock the session at a fraction of its path's rate.
+    fn clocking_member(&self) -> Option<MemberId> {
+        None
+    }
+
     /// The session window in bytes: with the session RTT it sets the
     /// pacing rate (and it is what reports show as the session's cwnd).
     fn window(&self, members: &MemberView<'_>) -> u64;
@@ -68,8 +83,8 @@ pub fn build(
     mss: u64,
 ) -> Box<dyn SessionController> {
     match policy.resolve(deadlines) {
-        WindowPolicy::Auto | WindowPolicy::Minimum => Box::new(MinimumWindow),
-        WindowPolicy::Acker => Box::new(AckerWindow::new(cc, mss)),
+        WindowPolicy::Minimum => Box::new(MinimumWindow),
+        WindowPolicy::Auto | WindowPolicy::Acker => Box::new(AckerWindow::new(cc, mss)),
         WindowPolicy::Equation {
             percentile,
             b,

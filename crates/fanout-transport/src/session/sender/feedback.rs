@@ -92,7 +92,14 @@ impl SessionSender {
         // recovery, thinned in loss-free congestion avoidance), plus time
         // thinning to the session's feedback budget.
         let steady = self.config.steady_ack_every;
-        let interval = steady.map(|_| self.ack_interval_us());
+        let clocks_session = self.controller.clocking_member() == Some(id);
+        let interval = steady.map(|_| {
+            if clocks_session {
+                0
+            } else {
+                self.ack_interval_us()
+            }
+        });
         let (log, mss, cwnd_limited) = (&self.log, self.mss, self.cwnd_limited);
         let Some((out, episodes, schedule, addr, delay_before)) =
             self.members.update(id, snd_nxt, |m| {
@@ -161,6 +168,10 @@ impl SessionSender {
         let key = (self.feedback_sources(), self.config.feedback_budget_pps);
         if self.ack_interval.0 != key {
             self.ack_interval = (key, crate::session::feedback::ack_interval_us(key.0, key.1));
+            self.controller
+                .set_feedback_interval(std::time::Duration::from_micros(
+                    self.ack_interval.1.into(),
+                ));
         }
         self.ack_interval.1
     }
