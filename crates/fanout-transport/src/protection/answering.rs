@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// budget they are dropped unread (`limit_exceeded`) and honest joiners
 /// retry.
 pub const HANDSHAKES_PER_SECOND: u32 = 2000;
-/// First handshake messages that may be read at once ([`JoinBudget`]): a
+/// First handshake messages that may be read at once (a token bucket): a
 /// thousand receivers started together are all answered in their first
 /// round trip (about 0.1 s of X25519 work).
 pub const HANDSHAKE_BURST: u32 = 1024;

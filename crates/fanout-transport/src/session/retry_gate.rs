@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 /// address resolution, holding the socket's send buffer, and enough of
 /// them would block what the engine sends its members.
 pub const RETRIES_PER_SECOND: u32 = 1000;
-/// RETRYs that may go out at once ([`JoinBudget`]): a thousand receivers
+/// RETRYs that may go out at once (a token bucket): a thousand receivers
 /// started together all get theirs in the first round trip.
 pub const RETRY_BURST: u32 = 1024;
 
