@@ -122,8 +122,8 @@ pub struct Driver {
     tx_blocked: bool,
     /// The last send hit `ENOBUFS`: retry at this time.
     tx_retry_at: Option<Instant>,
-    /// The latest datagram the kernel refused for good (destination, error
-    /// kind), for [`Driver::take_send_error`].
+    /// The latest datagram the kernel refused for good (destination and
+    /// error), for [`Driver::take_send_error`].
     send_error: Option<(SocketAddr, io::Error)>,
 }
 
@@ -202,8 +202,9 @@ impl Driver {
     }
 
     /// The latest send the kernel refused for good since the last call
-    /// (destination and error kind; e.g. `NetworkUnreachable` when a
-    /// multicast route disappeared), so the application can react —
+    /// (destination and error; e.g. `NetworkUnreachable` when a multicast
+    /// route disappeared, `EMSGSIZE` for a datagram larger than the route
+    /// carries), so the application can react —
     /// [`crate::RunStats::send_errors`] only counts them.
     pub fn take_send_error(&mut self) -> Option<(SocketAddr, io::Error)> {
         self.send_error.take()

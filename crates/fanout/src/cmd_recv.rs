@@ -234,10 +234,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     let path = join.map(|sender| args.net.fit_path(&endpoint, sender));
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut transport = args.net.transport(Side::Receiver)?;
-    if let Some(p) = &path {
-        transport.max_datagram = p.max_datagram;
-    }
+    let mut transport = args.net.transport_on(Side::Receiver, path.as_ref())?;
     args.merger
         .apply(&mut transport, &args.net.security, join)?;
     let mut receiver = match join {

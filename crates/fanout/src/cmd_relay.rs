@@ -220,11 +220,14 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
         Some(p) => Some(File::create(p).with_context(|| format!("cannot create {}", p.display()))?),
         None => None,
     };
+    // Upstream toward its sender, downstream to its own group.
+    let up_path = args.net.fit_path(&up_ep, from);
+    let down_path = delivery.group().map(|g| args.net.fit_path(&down_ep, g));
     let clock = Clock::new();
     let mut down = Driver::new(down_ep, clock, args.net.driver())?;
     let up = Driver::new(up_ep, clock, args.net.driver())?;
     let (wake_down, wake_up) = (down.waker(), up.waker());
-    let mut up_transport = args.net.transport(Side::RelayIn)?;
+    let mut up_transport = args.net.transport_on(Side::RelayIn, Some(&up_path))?;
     let latency = args.latency.map(Duration::from_millis);
     if let Some(l) = latency {
         receive_in_real_time(&mut up_transport, l);
@@ -243,9 +246,10 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     } else {
         JoinPolicy::FromStart
     };
-    let mut config =
-        args.session
-            .config(args.net.transport(Side::RelayOut)?, delivery.group(), join);
+    let down_transport = || args.net.transport_on(Side::RelayOut, down_path.as_ref());
+    let mut config = args
+        .session
+        .config(down_transport()?, delivery.group(), join);
     if realtime {
         let mut mode = RealtimeSend::with_defaults(config.transport.max_datagram);
         mode.deadlines = true;
@@ -261,7 +265,7 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let mut session = CatchUpServer::new(
         session,
         source,
-        args.net.transport(Side::RelayOut)?,
+        down_transport()?,
         args.catch_up.config(),
         random_rng(),
     );

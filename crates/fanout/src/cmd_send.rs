@@ -19,7 +19,7 @@ use fanout_app::catch_up::CatchUpServer;
 use fanout_app::FileFeed;
 use fanout_io::{Clock, Driver, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
-use fanout_transport::{CloseReason, TransportConfig};
+use fanout_transport::CloseReason;
 use std::fs::File;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -96,10 +96,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     let config = SessionConfig {
         token_key: fanout_io::random_token_key(),
-        ..SessionConfig::unicast(TransportConfig {
-            max_datagram: path.max_datagram,
-            ..args.net.transport(Side::Sender)?
-        })
+        ..SessionConfig::unicast(args.net.transport_on(Side::Sender, Some(&path))?)
     };
     let mut sender = SessionSender::new(config, random_session_id(), clock.now());
     sender.offer(clock.now(), peer);
@@ -171,13 +168,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
     // Receivers' routes are not known yet: a group's route, or the flag.
     let path = delivery.group().map(|g| args.net.fit_path(&endpoint, g));
-    let transport = || -> Result<TransportConfig> {
-        let mut t = args.net.transport(Side::Sender)?;
-        if let Some(p) = &path {
-            t.max_datagram = p.max_datagram;
-        }
-        Ok(t)
-    };
+    let transport = || args.net.transport_on(Side::Sender, path.as_ref());
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
     // Late joiners get the live stream from the current position and

@@ -189,13 +189,11 @@ pub fn stream_send(
     let path = delivery.group().map(|g| args.net.fit_path(&endpoint, g));
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut transport = args.net.transport(Side::Sender)?;
-    if let Some(p) = &path {
-        transport.max_datagram = p.max_datagram;
-    }
-    let mut config = args
-        .session
-        .config(transport, delivery.group(), JoinPolicy::Live);
+    let mut config = args.session.config(
+        args.net.transport_on(Side::Sender, path.as_ref())?,
+        delivery.group(),
+        JoinPolicy::Live,
+    );
     config.realtime = args.realtime.mode(config.transport.max_datagram);
     config.repair = args
         .session
@@ -380,8 +378,7 @@ pub fn stream_recv(
     let path = args.net.fit_path(&endpoint, from);
     let clock = Clock::new();
     let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
-    let mut transport = args.net.transport(Side::Receiver)?;
-    transport.max_datagram = path.max_datagram;
+    let mut transport = args.net.transport_on(Side::Receiver, Some(&path))?;
     if args.wait > 0 {
         transport.handshake_timeout = Duration::from_secs(args.wait);
     }

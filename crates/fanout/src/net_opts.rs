@@ -116,13 +116,27 @@ impl TransportOpts {
         }
     }
 
+    /// The transport configuration for an engine of `side` whose datagram
+    /// size was fitted to a route ([`TransportOpts::fit_path`]; `None`:
+    /// the flag or the default).
+    pub fn transport_on(
+        &self,
+        side: Side,
+        path: Option<&PathReport>,
+    ) -> anyhow::Result<TransportConfig> {
+        let mut t = self.transport(side)?;
+        if let Some(p) = path {
+            t.max_datagram = p.max_datagram;
+        }
+        Ok(t)
+    }
+
     /// Fits the datagram size to the route from `endpoint` toward
     /// `destination` (a peer or a group): without `--max-datagram`, the
     /// largest payload its MTU carries ([`datagram_for_mtu`]), at most the
     /// default; with it, the flag's value and a warning on stderr when the
     /// route carries less (the kernel then fragments the datagrams or
-    /// refuses them). The
-    /// report says what was chosen and why.
+    /// refuses them). The report says what was chosen and why.
     pub fn fit_path(&self, endpoint: &UdpEndpoint, destination: SocketAddr) -> PathReport {
         let route_mtu = match endpoint.route_mtu(destination) {
             Ok(mtu) => Some(mtu),
