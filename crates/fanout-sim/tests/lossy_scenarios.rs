@@ -12,11 +12,16 @@ use common::run;
 
 /// `scenarios/lossy/NAME` with `edit` applied to its text.
 fn variant(name: &str, edit: impl Fn(String) -> String) -> Scenario {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/lossy")
-        .join(name);
-    let text = edit(std::fs::read_to_string(&path).expect("scenario reads"));
-    Scenario::from_toml(&text, name).expect("scenario parses")
+    scenario(&format!("lossy/{name}"), edit)
+}
+
+/// `scenarios/PATH` with `edit` applied to its text.
+fn scenario(path: &str, edit: impl Fn(String) -> String) -> Scenario {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(path);
+    let text = edit(std::fs::read_to_string(&file).expect("scenario reads"));
+    Scenario::from_toml(&text, path).expect("scenario parses")
 }
 
 /// The scenario with the session replaced by one bulk transfer (CUBIC, as
@@ -115,18 +120,19 @@ fn two_hundred_fifty_members_with_a_hundred_lossy_still_get_one_flows_rate() {
             .replace("lossy_leaves = 400", "lossy_leaves = 100")
             + "repair = \"coded\"\n"
     };
-    let smo = |edit: &dyn Fn(String) -> String| {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../scenarios/smo/lossy400.toml");
-        let text = edit(std::fs::read_to_string(&path).expect("scenario reads"));
-        Scenario::from_toml(&text, "lossy400.toml").expect("scenario parses")
-    };
     let (secs, warmup) = (20, 5);
-    let f = run(smo(&quarter), secs, warmup);
+    let f = run(scenario("smo/lossy400.toml", quarter), secs, warmup);
     let s = &f.sessions[0];
     assert_eq!(s.members, 250, "{s:?}");
     let acker = session_mbps(&f);
-    let tcp = run(smo(&|t| one_flow(quarter(t))), secs, warmup).flows[0].goodput_bps / 1e6;
+    let tcp = run(
+        scenario("smo/lossy400.toml", |t| one_flow(quarter(t))),
+        secs,
+        warmup,
+    )
+    .flows[0]
+        .goodput_bps
+        / 1e6;
     assert!(
         acker >= 0.9 * tcp,
         "acker {acker:.2} Mbit/s, one flow {tcp:.2}"
