@@ -28,6 +28,7 @@ mod outbox;
 mod output_file;
 mod poller;
 mod socket;
+mod socket_tuning;
 #[cfg(target_os = "linux")]
 mod ssm_v6;
 mod stats;
@@ -40,4 +41,5 @@ pub use impair::{ImpairConfig, ImpairStats, Impairment};
 pub use output_file::{target_paths, Existing, OutputFile};
 pub use poller::Waker;
 pub use socket::{is_message_too_long, EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
+pub use socket_tuning::{parse_dscp, BufferGrant};
 pub use stats::RunStats;

@@ -371,7 +371,7 @@ impl UdpEndpoint {
         }
     }
 
-    fn sock_ref(&self) -> SockRef<'_> {
+    pub(crate) fn sock_ref(&self) -> SockRef<'_> {
         SockRef::from(&self.socket)
     }
 }

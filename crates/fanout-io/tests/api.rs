@@ -161,12 +161,12 @@ fn a_receiver_that_leaves_is_reported_and_the_others_complete() {
     let left: Vec<_> = summary
         .members
         .iter()
-        .filter(|m| matches!(m.outcome, Outcome::Left(_)))
+        .filter(|m| matches!(m.outcome, Outcome::Failed(_)))
         .collect();
     assert_eq!(left.len(), 1, "{summary:?}");
     // It said so (a RESET on drop), rather than being evicted as stalled.
     assert!(
-        matches!(&left[0].outcome, Outcome::Left(why) if why.contains("dropped the connection")),
+        matches!(&left[0].outcome, Outcome::Failed(why) if why.contains("dropped the connection")),
         "{:?}",
         left[0]
     );

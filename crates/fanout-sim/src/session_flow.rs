@@ -44,7 +44,7 @@ use crate::session_merge::{self, MergerApp};
 use crate::session_relay::{RelayApp, RelaySpec, DEFAULT_RELAY_BUFFER};
 use crate::sim::Simulator;
 use crate::transfer::{apply_transport_options, feed_bulk, SinkReceiver};
-use crate::units::Bytes;
+use crate::units::{Bytes, Rate};
 use fanout_app::catch_up::{CatchUpConfig, CatchUpServer, RepeatedByte};
 use fanout_core::{Engine, Instant, Rng, Transmit};
 use fanout_transport::session::budget_for_link;
@@ -189,6 +189,9 @@ struct SessionSpec {
     feedback_budget: Option<u32>,
     #[serde(default)]
     window: Option<Bytes>,
+    /// A cap on the sender's rate on top of congestion control.
+    #[serde(default)]
+    max_rate: Option<Rate>,
     #[serde(default)]
     evict_outliers: Option<bool>,
     #[serde(default)]
@@ -501,6 +504,7 @@ impl FlowFactory for SessionFlows {
             t.window,
             t.ack_every,
         )?;
+        config.transport.max_rate = t.max_rate.map(|r| r.0.div_ceil(8));
         let mut members = Vec::with_capacity(addrs.len());
         for (i, addr) in addrs.into_iter().enumerate() {
             let mut transport = config.transport.clone();

@@ -21,7 +21,7 @@ use crate::app::{AppProbe, SimApp};
 use crate::ids::AppId;
 use crate::scenario::{FlowFactory, FlowSpec, ScenarioContext};
 use crate::sim::Simulator;
-use crate::units::{Bytes, HumanDuration};
+use crate::units::{Bytes, HumanDuration, Rate};
 use fanout_core::cc::CcAlgorithm;
 use fanout_core::{Engine, Instant, Transmit};
 use fanout_transport::session::{SessionConfig, SessionSender};
@@ -223,6 +223,9 @@ struct TransferSpec {
     max_datagram: Option<usize>,
     #[serde(default)]
     pacing: Option<bool>,
+    /// A cap on the sender's rate on top of congestion control.
+    #[serde(default)]
+    max_rate: Option<Rate>,
 }
 
 /// One transfer flow built into a simulation.
@@ -267,6 +270,7 @@ impl FlowFactory for TransferFlows {
         if let Some(p) = t.pacing {
             config.pacing = p;
         }
+        config.max_rate = t.max_rate.map(|r| r.0.div_ceil(8));
         let start = Instant::ZERO + t.start.map_or(Duration::ZERO, |d| d.0);
         let session = SessionConfig::unicast(config.clone());
         let session_id = 0x5EED_0000 + self.flows.len() as u64;

@@ -39,14 +39,15 @@ fn split_number(s: &str) -> Result<(f64, &str), UnitError> {
 }
 
 /// Parses a bit rate in bits per second: `"10Mbit"`, `"1.5 Gbps"`, `"64kbit"`,
-/// `"1000bps"` or a bare number of bits per second. Prefixes are decimal (SI).
+/// `"200M"`, `"1000bps"` or a bare number of bits per second. Prefixes are
+/// decimal (SI).
 pub fn parse_rate_bps(s: &str) -> Result<u64, UnitError> {
     let (v, unit) = split_number(s)?;
     let mult = match unit.to_ascii_lowercase().as_str() {
         "" | "bit" | "bps" | "b/s" | "bit/s" => 1.0,
-        "kbit" | "kbps" | "kb/s" | "kbit/s" => 1e3,
-        "mbit" | "mbps" | "mb/s" | "mbit/s" => 1e6,
-        "gbit" | "gbps" | "gb/s" | "gbit/s" => 1e9,
+        "k" | "kbit" | "kbps" | "kb/s" | "kbit/s" => 1e3,
+        "m" | "mbit" | "mbps" | "mb/s" | "mbit/s" => 1e6,
+        "g" | "gbit" | "gbps" | "gb/s" | "gbit/s" => 1e9,
         _ => {
             return Err(UnitError(format!(
                 "`{s}`: unknown rate unit `{unit}` (use bps, Kbit, Mbit or Gbit)"

@@ -35,6 +35,12 @@ pub struct TransportConfig {
     /// A runtime that may wake up to `x` late for a pacing deadline needs
     /// more than `x` here, or it loses sending credit on every late wake-up.
     pub pacing_burst: Duration,
+    /// A cap on the sending rate, in stream bytes per second (new data and
+    /// repairs, as the pacer counts them; headers not included), on top of
+    /// congestion control (which may only send slower); pacing is on
+    /// whenever it is set. A unicast fan-out caps each receiver's copy.
+    /// `None`: congestion control alone.
+    pub max_rate: Option<u64>,
     /// Close the session after this long without hearing the peer.
     pub idle_timeout: Duration,
     /// Give up connecting after this long.
@@ -87,6 +93,7 @@ impl Default for TransportConfig {
             ack: AckPolicy::default(),
             pacing: true,
             pacing_burst: fanout_core::pacing::DEFAULT_BURST_TIME,
+            max_rate: None,
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(10),
             linger: Duration::from_secs(2),

@@ -21,6 +21,9 @@ const DEMO_SCENARIO: &str = include_str!("../../../scenarios/fairness-droptail-c
 
 /// Arguments of `fanout demo`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout demo
+  fanout demo --mib 256 --loss 0.02")]
 pub struct DemoArgs {
     /// Size of the file sent over loopback, in MiB.
     #[arg(long, default_value_t = 64, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -106,6 +109,11 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
         group: None,
         unicast: false,
         bind: None,
+        require: crate::outcome::Requirement::All,
+        stats: crate::realtime_opts::StatsOpts {
+            stats: None,
+            stats_interval: 1000,
+        },
         session: SessionSendArgs {
             wait_for: 1,
             wait_secs: 10,

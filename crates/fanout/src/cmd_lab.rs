@@ -13,6 +13,10 @@ use std::time::Duration;
 
 /// Arguments of `fanout lab`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples (as root):
+  fanout lab run scenarios/lab/multicast.toml
+  fanout lab bench benchmarks/suite.toml --only g --out results.json
+  fanout lab report results.json")]
 pub struct LabArgs {
     #[command(subcommand)]
     command: LabCommand,

@@ -1,6 +1,7 @@
 //! `fanout recv --listen ADDR:PORT -o PATH`.
 
 use crate::net_opts::TransportOpts;
+use crate::outcome::tell_sender_of_failure;
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
@@ -10,17 +11,29 @@ use crate::security_opts::Side;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
-use fanout_io::{Clock, Driver, Existing, OutputFile, UdpEndpoint};
+use fanout_io::{Clock, Existing, OutputFile, UdpEndpoint};
 use fanout_transport::{AllowedSenders, Receiver};
 use ipnet::IpNet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 /// Arguments of `fanout recv`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  # one file from one sender (`fanout send FILE --to THIS-HOST:7000`)
+  fanout recv --listen 0.0.0.0:7000 -o downloads/
+  # join a multicast session on a given interface
+  fanout recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 \\
+      --interface 192.0.2.7 -o downloads/
+  # only from a sender holding the key whose .pub this is
+  fanout recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 \\
+      --key recv.key --sender-key sender.key.pub -o downloads/
+
+Exit codes: 0 received and verified; 1 failed; 2 bad command line;
+130 interrupted (the sender is told).")]
 pub struct RecvArgs {
     /// Address to listen on for one unicast sender, e.g. `0.0.0.0:7000` or `[::]:7000`.
     /// With --from (no --group): the local address to join from.
@@ -114,18 +127,20 @@ impl Incoming {
     fn consume(&mut self, data: &[u8]) -> Result<()> {
         let (output, existing) = (&self.output, self.existing);
         let (target, writer) = (&mut self.target, &mut self.writer);
-        self.intake.consume(data, &mut |piece| match piece {
-            Piece::Manifest(m) => {
-                let (file, f) = OutputFile::create(output, &m.name, m.size, existing)?;
-                *writer = Some(BufWriter::with_capacity(1 << 20, f));
-                *target = Some(file);
-                Ok(())
-            }
-            Piece::Body(b) => match writer.as_mut() {
-                Some(w) => w.write_all(b),
-                None => Ok(()),
-            },
-        })?;
+        self.intake
+            .consume(data, &mut |piece| match piece {
+                Piece::Manifest(m) => {
+                    let (file, f) = OutputFile::create(output, &m.name, m.size, existing)?;
+                    *writer = Some(BufWriter::with_capacity(1 << 20, f));
+                    *target = Some(file);
+                    Ok(())
+                }
+                Piece::Body(b) => match writer.as_mut() {
+                    Some(w) => w.write_all(b),
+                    None => Ok(()),
+                },
+            })
+            .context("cannot write the output")?;
         Ok(())
     }
 
@@ -189,6 +204,49 @@ impl RecvArgs {
     }
 }
 
+/// Checks, before joining anything, that a file can be written at
+/// `output` (a file path, or a directory to write the sender's file name
+/// into): its directory exists and takes a new file, and an existing file
+/// is not there to be replaced without `--overwrite`. The free space is
+/// checked once the file's size is known.
+pub(crate) fn check_output(output: &Path, existing: Existing) -> Result<()> {
+    let dir = if output.is_dir() {
+        output.to_path_buf()
+    } else {
+        let parent = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        ensure!(
+            parent.is_dir(),
+            "output directory {} does not exist",
+            parent.display()
+        );
+        ensure!(
+            existing == Existing::Replace || output.symlink_metadata().is_err(),
+            "{} exists; refusing to replace it (--overwrite allows it)",
+            output.display()
+        );
+        parent
+    };
+    // A probe file, created and removed at once: a read-only or
+    // unwritable directory fails here and not after the sender started.
+    let probe = dir.join(format!(".fanout-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        // A stale probe of an earlier process with this id: not ours to remove.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot write into {}", dir.display())),
+    }
+}
+
 /// Binds the socket: `--listen` for a unicast sender, or a session
 /// member's socket (`--from`, joined to `--group` if given). Returns it and,
 /// for a session, the sender to join.
@@ -214,13 +272,7 @@ fn open_endpoint(args: &RecvArgs) -> Result<(UdpEndpoint, Option<SocketAddr>)> {
 /// Receives one file; returns the report. `bound` (if given) learns the
 /// local address once the socket is bound (port 0 → chosen port).
 pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<TransferReport> {
-    if let Some(parent) = args.output.parent().filter(|p| !p.as_os_str().is_empty()) {
-        ensure!(
-            parent.is_dir(),
-            "output directory {} does not exist",
-            parent.display()
-        );
-    }
+    check_output(&args.output, args.existing())?;
     let (endpoint, join) = open_endpoint(args)?;
     if !args.out.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
@@ -233,7 +285,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     // (CONNECT's max_payload); a listener learns its peer only later.
     let path = join.map(|sender| args.net.fit_path(&endpoint, sender));
     let clock = Clock::new();
-    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut driver = args.net.driver_on(endpoint, clock)?;
     let mut transport = args.net.transport_on(Side::Receiver, path.as_ref())?;
     args.merger
         .apply(&mut transport, &args.net.security, join)?;
@@ -251,7 +303,11 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     let mut bar = None;
     let mut started = None;
     let give_up = (args.wait > 0).then(|| clock.now() + std::time::Duration::from_secs(args.wait));
+    crate::interrupt::watch();
     let stats = driver.run(&mut receiver, |r, now| {
+        if crate::interrupt::reset_if_interrupted(r) {
+            return true;
+        }
         if r.peer().is_none() {
             // Not admitted yet: a refusal ends the wait as a timeout does.
             return r.is_closed() || give_up.is_some_and(|t| now >= t);
@@ -268,7 +324,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
                 break;
             }
             if let Err(e) = inc.consume(&buf[..n]) {
-                r.reset(3, "receiver refused the file");
+                tell_sender_of_failure(r, &e);
                 app_error = Some(e);
             }
         }
@@ -283,6 +339,14 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         b.finish_and_clear();
     }
     let stats = stats?;
+    if crate::interrupt::interrupted() {
+        inc.abandon();
+        return Err(crate::interrupt::error(if receiver.peer().is_some() {
+            "the sender was told"
+        } else {
+            "no sender had admitted this receiver"
+        }));
+    }
     if receiver.start_offset() > 0 && !receiver.is_closed() {
         let started = started.unwrap_or_else(|| clock.now());
         return crate::catch_up::receive_rest(args, &mut driver, &mut receiver, clock, started);
@@ -341,6 +405,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         delivery: None,
         path,
         protection: args.net.security.mode(),
+        receivers: None,
     })
 }
 

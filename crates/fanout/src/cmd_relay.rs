@@ -63,6 +63,11 @@ const CHANNEL_CHUNKS: usize = 16;
 /// Arguments of `fanout relay`.
 #[derive(Debug, Args)]
 #[command(
+    after_help = "Examples:
+  # receive session 1 (239.1.1.1) and serve it to a second group behind this host
+  fanout relay --from 192.0.2.1:6000 --group 239.1.1.1:7000 \\
+      --bind 198.51.100.1:6001 --out-group 239.1.1.2:7001 --wait-for 4
+  fanout recv --group 239.1.1.2:7001 --from 198.51.100.1:6001 -o downloads/",
     mut_arg("wait_for", |a| a.help("Downstream: start once this many receivers joined ...")),
     mut_arg("wait_secs", |a| a.help(
         "... or this many seconds after the relay started, if one joined"
@@ -224,8 +229,8 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     let up_path = args.net.fit_path(&up_ep, from);
     let down_path = delivery.group().map(|g| args.net.fit_path(&down_ep, g));
     let clock = Clock::new();
-    let mut down = Driver::new(down_ep, clock, args.net.driver())?;
-    let up = Driver::new(up_ep, clock, args.net.driver())?;
+    let mut down = args.net.driver_on(down_ep, clock)?;
+    let up = args.net.driver_on(up_ep, clock)?;
     let (wake_down, wake_up) = (down.waker(), up.waker());
     let mut up_transport = args.net.transport_on(Side::RelayIn, Some(&up_path))?;
     let latency = args.latency.map(Duration::from_millis);
@@ -270,8 +275,8 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
         random_rng(),
     );
     args.net.security.warn_if_unprotected(args.out.quiet);
-    let quiet = args.out.quiet || args.out.json;
-    let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
+    let mut view = SessionView::new(None, &delivery.peer_label(), args.out);
+    view.wait_for(args.session.wait_for);
     let mut forward = Forward {
         rx,
         latency,
@@ -451,7 +456,10 @@ fn pump_upstream(
                  before the upstream's data (count it in the sender's --wait-for)",
                 r.start_offset()
             );
-            r.reset(3, "relay cannot forward a stream joined mid-way");
+            r.reset(
+                crate::outcome::reset_code::APPLICATION,
+                "relay cannot forward a stream joined mid-way",
+            );
             failure = Some(why.clone());
             pending = Some(Up::Failed(why));
         }
@@ -494,7 +502,10 @@ fn pump_upstream(
             if let (Some(f), Up::Data(chunk)) = (spool.as_mut(), &up) {
                 if let Err(e) = f.write_all(chunk) {
                     let why = format!("spool write error: {e}");
-                    r.reset(3, "relay's spool failed");
+                    r.reset(
+                        crate::outcome::reset_code::APPLICATION,
+                        "relay's spool failed",
+                    );
                     failure = Some(why.clone());
                     pending = Some(Up::Failed(why));
                     continue;
@@ -505,7 +516,10 @@ fn pump_upstream(
         }
         if hung_up {
             // The downstream ended first (it failed): stop the upstream too.
-            r.reset(3, "relay's downstream ended");
+            r.reset(
+                crate::outcome::reset_code::APPLICATION,
+                "relay's downstream ended",
+            );
             return true;
         }
         r.is_closed() && pending.is_none()

@@ -4,7 +4,9 @@
 
 use crate::catch_up::files::{open_file_feed, FilePrefix};
 use crate::net_opts::{random_rng, random_session_id, TransportOpts};
+use crate::outcome::{Outcome, ReceiverTally, Requirement};
 use crate::progress::bytes_bar;
+use crate::realtime_opts::{FileSessionLines, StatsOpts};
 use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts, TransferReport,
@@ -17,7 +19,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fanout_app::catch_up::CatchUpServer;
 use fanout_app::FileFeed;
-use fanout_io::{Clock, Driver, UdpEndpoint};
+use fanout_io::{Clock, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
 use fanout_transport::CloseReason;
 use std::fs::File;
@@ -26,6 +28,19 @@ use std::path::PathBuf;
 
 /// Arguments of `fanout send`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  # one receiver: it listens, the sender connects
+  fanout recv --listen 0.0.0.0:7000 -o downloads/
+  fanout send model.bin --to 192.0.2.7:7000
+  # many receivers over multicast: start them, then the sender
+  fanout recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 -o downloads/
+  fanout send model.bin --group 239.1.1.1:7000 --bind 192.0.2.1:6000 --wait-for 8
+  # at most 200 Mbit/s, done if 7 of 8 receivers complete, a JSON report
+  fanout send model.bin --group 239.1.1.1:7000 --bind 192.0.2.1:6000 \\
+      --wait-for 8 --max-rate 200M --require 7 --json > report.json
+
+Exit codes: 0 done; 1 failed; 2 bad command line; 3 fewer receivers completed
+than --require asks; 130 interrupted (the receivers are told).")]
 pub struct SendArgs {
     /// The file to send.
     pub file: PathBuf,
@@ -50,12 +65,20 @@ pub struct SendArgs {
     /// Local address to bind; with --group/--unicast, the address receivers name in --from.
     #[arg(long, value_name = "ADDR:PORT")]
     pub bind: Option<SocketAddr>,
+    /// With --group/--unicast: how many receivers must complete for exit
+    /// code 0: `all` (every receiver that joined) or a number. Fewer: exit
+    /// code 3, after the report.
+    #[arg(long, default_value = "all", value_name = "N|all")]
+    pub require: Requirement,
     #[command(flatten)]
     pub session: SessionSendArgs,
     #[command(flatten)]
     pub catch_up: CatchUpArgs,
     #[command(flatten)]
     pub out: OutputOpts,
+    /// Statistics lines while the transfer runs.
+    #[command(flatten)]
+    pub stats: StatsOpts,
     #[command(flatten)]
     pub net: TransportOpts,
 }
@@ -93,7 +116,7 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
     let path = args.net.fit_path(&endpoint, peer);
     let clock = Clock::new();
-    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut driver = args.net.driver_on(endpoint, clock)?;
     let config = SessionConfig {
         token_key: fanout_io::random_token_key(),
         ..SessionConfig::unicast(args.net.transport_on(Side::Sender, Some(&path))?)
@@ -106,7 +129,14 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let mut started = None;
     // Why the receiver left, if it did (a reset, a stall, silence).
     let mut left: Option<String> = None;
+    let mut lines = FileSessionLines::open(&args.stats, header_len + size)?;
+    crate::interrupt::watch();
     let stats = driver.run(&mut sender, |s, now| {
+        if crate::interrupt::interrupted() {
+            s.abort("the sender was interrupted");
+            return true;
+        }
+        lines.tick(now, s);
         feed.feed(s);
         while let Some(e) = s.poll_event() {
             if let SessionEvent::MemberLeft { reason, .. } = e {
@@ -120,6 +150,10 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         s.close_reason().is_some()
     })?;
     bar.finish_and_clear();
+    if crate::interrupt::interrupted() {
+        return Err(crate::interrupt::error("the receiver was told"));
+    }
+    lines.finish(clock.now(), &sender)?;
     if let Some(e) = feed.take_error() {
         return Err(anyhow::Error::new(e).context("read error"));
     }
@@ -170,7 +204,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let path = delivery.group().map(|g| args.net.fit_path(&endpoint, g));
     let transport = || args.net.transport_on(Side::Sender, path.as_ref());
     let clock = Clock::new();
-    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut driver = args.net.driver_on(endpoint, clock)?;
     // Late joiners get the live stream from the current position and
     // the missed prefix by unicast catch-up (`catch_up`).
     let config = args
@@ -189,15 +223,21 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     );
     let size = feed.manifest().size;
     let header_len = feed.header_len();
-    let quiet = args.out.quiet || args.out.json;
-    let mut view = SessionView::new(Some(size), &delivery.peer_label(), quiet);
+    let mut view = SessionView::new(Some(size), &delivery.peer_label(), args.out);
+    view.wait_for(args.session.wait_for);
     let mut started = None;
+    let mut lines = FileSessionLines::open(&args.stats, header_len + size)?;
+    crate::interrupt::watch();
     let stats = run_session(
         &mut driver,
         &mut session,
         &mut delivery,
         |s| &mut **s,
         |s, now| {
+            if crate::interrupt::interrupted() {
+                s.abort("the sender was interrupted");
+                return true;
+            }
             feed.feed(s);
             view.poll_events(s);
             if s.bytes_acked_by_all() > 0 {
@@ -205,11 +245,17 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
             }
             let position = s.bytes_acked_by_all().saturating_sub(header_len).min(size);
             view.update(s, now, position);
+            lines.tick(now, s);
             s.close_reason().is_some() && s.active() == 0
         },
     );
     view.finish();
     let stats = stats?;
+    lines.finish(clock.now(), &session)?;
+    if crate::interrupt::interrupted() {
+        let told = format!("{} receivers were told", session.member_count());
+        return Err(crate::interrupt::error(&told));
+    }
     if let Some(e) = feed.take_error() {
         return Err(anyhow::Error::new(e).context("read error"));
     }
@@ -217,11 +263,29 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
         session.close_reason(),
         &session.stats().drops,
         format_args!("session to {}", delivery.peer_label()),
-    )?;
+    )
+    .map_err(|e| view.explain(e))?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let cu = session.catch_up_stats().clone();
-    let members = view.member_reports(&session);
+    let mut members = view.member_reports(&session);
+    for m in members.iter_mut() {
+        // A late joiner completed only if its catch-up of the prefix did.
+        if m.start_offset > 0 && m.outcome == Outcome::Completed {
+            match session.catch_up_outcome(m.id) {
+                Some(true) => {}
+                Some(false) => {
+                    m.outcome = Outcome::Incomplete;
+                    m.reason = Some("its catch-up of the missed prefix failed".into());
+                }
+                None => {
+                    m.outcome = Outcome::Incomplete;
+                    m.reason = Some("it never fetched the prefix it missed".into());
+                }
+            }
+        }
+    }
+    let tally = ReceiverTally::count(&members, args.require);
     let mut transport = file_session_counters(st, &cu, stats.send_syscalls);
     transport.extend([
         ("recv_syscalls", stats.recv_syscalls),
@@ -242,6 +306,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     );
     report.delivery = Some(delivery.report());
     report.path = path;
+    report.receivers = Some(tally);
     Ok(report)
 }
 
@@ -277,11 +342,17 @@ fn sent_report(
         delivery: None,
         path: None,
         protection,
+        receivers: None,
     }
 }
 
-/// Runs `fanout send`.
+/// Runs `fanout send`: the report, then exit code 3 if fewer receivers
+/// completed than `--require` asks.
 pub fn run(args: SendArgs) -> Result<()> {
-    send(&args)?.print(args.out.json);
-    Ok(())
+    let report = send(&args)?;
+    report.print(args.out.json);
+    match report.receivers.as_ref().and_then(|t| t.unmet()) {
+        Some(unmet) => Err(unmet.into()),
+        None => Ok(()),
+    }
 }

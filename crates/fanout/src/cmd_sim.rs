@@ -15,6 +15,10 @@ use std::time::Duration;
 
 /// Arguments of `fanout sim`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout sim scenarios/smo/star-100.toml --json | jq .sessions[0].min_goodput_bps
+  fanout sim scenarios/red-4m5.toml --out out/red    # CSV series and SVG plots
+  fanout sim scenarios/red-4m5.toml --seed 7         # same seed, same trace")]
 pub struct SimArgs {
     /// Scenario file (TOML); see scenarios/ for examples.
     pub scenario: PathBuf,

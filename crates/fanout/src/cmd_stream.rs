@@ -42,7 +42,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use fanout_app::upstream_relay::UpstreamRelay;
 use fanout_app::UpstreamSink;
-use fanout_io::{Clock, Driver};
+use fanout_io::Clock;
 use fanout_transport::session::{JoinPolicy, SessionSender};
 use fanout_transport::Receiver;
 use std::io::{Read, Write};
@@ -124,6 +124,10 @@ pub struct StreamSendArgs {
 
 /// Arguments of `fanout stream recv`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout stream recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 > out.ts
+  # live video in time rather than complete (200 ms latency budget)
+  fanout stream recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 --latency 200 | ffplay -")]
 pub struct StreamRecvArgs {
     /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`.
     #[arg(long, value_name = "HOST:PORT")]
@@ -188,7 +192,7 @@ pub fn stream_send(
     let (endpoint, mut delivery) = open_sender_endpoint(&spec)?;
     let path = delivery.group().map(|g| args.net.fit_path(&endpoint, g));
     let clock = Clock::new();
-    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut driver = args.net.driver_on(endpoint, clock)?;
     let mut config = args.session.config(
         args.net.transport_on(Side::Sender, path.as_ref())?,
         delivery.group(),
@@ -204,8 +208,8 @@ pub fn stream_send(
     let mut session = SessionSender::new(config, random_session_id(), clock.now());
     let mut feed = InputFeed::spawn(input, driver.waker(), clock);
     args.net.security.warn_if_unprotected(args.out.quiet);
-    let quiet = args.out.quiet || args.out.json;
-    let mut view = SessionView::new(None, &delivery.peer_label(), quiet);
+    let mut view = SessionView::new(None, &delivery.peer_label(), args.out);
+    view.wait_for(args.session.wait_for);
     let mut relay_out = match &args.upstream_out {
         Some(path) => {
             let file = std::fs::File::create(path)
@@ -290,11 +294,7 @@ pub fn stream_send(
         &session.stats().drops,
         format_args!("stream to {}", delivery.peer_label()),
     )
-    .map_err(|e| match view.last_left() {
-        // Say why, not only that everyone left.
-        Some(last) => anyhow::anyhow!("{e:#}; the last receiver to leave, {last}"),
-        None => e,
-    })?;
+    .map_err(|e| view.explain(e))?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = session.stats();
     let bytes = feed.bytes();
@@ -353,6 +353,7 @@ pub fn stream_send(
         delivery: Some(delivery.report()),
         path,
         protection: args.net.security.mode(),
+        receivers: None,
     })
 }
 
@@ -377,7 +378,7 @@ pub fn stream_recv(
     args.net.security.warn_if_unprotected(args.out.quiet);
     let path = args.net.fit_path(&endpoint, from);
     let clock = Clock::new();
-    let mut driver = Driver::new(endpoint, clock, args.net.driver())?;
+    let mut driver = args.net.driver_on(endpoint, clock)?;
     let mut transport = args.net.transport_on(Side::Receiver, Some(&path))?;
     if args.wait > 0 {
         transport.handshake_timeout = Duration::from_secs(args.wait);
@@ -396,7 +397,12 @@ pub fn stream_recv(
     let mut buf = vec![0u8; CHUNK_BYTES];
     let mut app_error: Option<anyhow::Error> = None;
     let mut started = None;
+    crate::interrupt::watch();
     let io = driver.run(&mut receiver, |r, now| {
+        if crate::interrupt::reset_if_interrupted(r) {
+            app_error.get_or_insert_with(|| crate::interrupt::error("the sender was told"));
+            return true;
+        }
         if let Some(f) = up_feed.as_mut() {
             f.feed(&mut UpstreamSink(r));
         }
@@ -413,7 +419,7 @@ pub fn stream_recv(
                 Ok(true) => {}
                 Ok(false) => break, // stdout lags: leave the data in the window
                 Err(e) => {
-                    r.reset(3, "receiver's output failed");
+                    crate::outcome::tell_sender_of_failure(r, &e);
                     app_error = Some(e);
                     break;
                 }
@@ -430,7 +436,7 @@ pub fn stream_recv(
                 break;
             };
             if let Err(e) = out.push(chunk) {
-                r.reset(3, "receiver's output failed");
+                crate::outcome::tell_sender_of_failure(r, &e);
                 app_error = Some(e);
             }
         }
@@ -505,6 +511,7 @@ pub fn stream_recv(
         delivery: None,
         path: Some(path),
         protection: args.net.security.mode(),
+        receivers: None,
     })
 }
 

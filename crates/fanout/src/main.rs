@@ -2,6 +2,7 @@
 
 mod catch_up;
 mod cmd_demo;
+mod cmd_docs;
 mod cmd_lab;
 mod cmd_lab_bench;
 mod cmd_merge;
@@ -10,8 +11,10 @@ mod cmd_relay;
 mod cmd_send;
 mod cmd_sim;
 mod cmd_stream;
+mod interrupt;
 mod merger_opts;
 mod net_opts;
+mod outcome;
 mod pipe;
 mod progress;
 mod realtime_opts;
@@ -22,7 +25,8 @@ mod session_args;
 mod session_net;
 mod session_view;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// Deliver the same bytes — a file or a live stream — to many receivers at
@@ -42,8 +46,11 @@ reach its addresses (docs/security.md)."
 )]
 struct Cli {
     /// Log verbosity for diagnostics on stderr (error, warn, info, debug, trace).
-    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL", value_parser = parse_log_level)]
     log: String,
+    /// Diagnostics as text or as JSON lines (one object per event).
+    #[arg(long, global = true, default_value = "text", value_name = "FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,7 +67,7 @@ enum Command {
     /// its stream, as it arrives, to receivers of a second (--bind,
     /// --out-group).
     Relay(cmd_relay::RelayArgs),
-    /// Merge the feedback of a session's receivers (MCTCP ACK aggregation):
+    /// Merge the feedback of a session's receivers (ACK aggregation):
     /// children report to --listen, one merged flow goes to --parent.
     Merge(cmd_merge::MergeArgs),
     /// Run a simulated network scenario from a TOML file.
@@ -76,16 +83,56 @@ enum Command {
     Lab(cmd_lab::LabArgs),
     /// Write a key pair (or a pre-shared key) for protected sessions.
     Keygen(security_opts::KeygenArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd_docs::CompletionsArgs),
+    /// Print the man page, or write one per command into a directory.
+    Man(cmd_docs::ManArgs),
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    /// Human lines (coloured on a terminal only; `NO_COLOR` turns it off).
+    Text,
+    /// One JSON object per event, for log collectors.
+    Json,
+}
+
+/// A `--log` level, or a `tracing` filter such as `fanout_transport=debug`.
+fn parse_log_level(s: &str) -> Result<String, String> {
+    let levels = ["error", "warn", "info", "debug", "trace", "off"];
+    if levels.contains(&s.to_ascii_lowercase().as_str()) || s.contains('=') {
+        tracing_subscriber::EnvFilter::try_new(s)
+            .map(|_| s.to_owned())
+            .map_err(|e| e.to_string())
+    } else {
+        Err(format!(
+            "`{s}`: expected error, warn, info, debug, trace or off (or a filter such as \
+             fanout_transport=debug)"
+        ))
+    }
+}
+
+/// Starts the diagnostics on stderr: `--log` sets the level, `--log-format`
+/// the form; colour only when stderr is a terminal and `NO_COLOR` is unset.
+fn init_logging(level: &str, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => {
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(colour).init()
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(&cli.log, cli.log_format);
     let result = match cli.command {
         Command::Send(a) => cmd_send::run(a),
         Command::Recv(a) => cmd_recv::run(a),
@@ -96,12 +143,17 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd_demo::run(a),
         Command::Lab(a) => cmd_lab::run_lab(a),
         Command::Keygen(a) => security_opts::keygen(a),
+        Command::Completions(a) => cmd_docs::completions(&a, Cli::command()),
+        Command::Man(a) => cmd_docs::man(&a, Cli::command()),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::from(outcome::exit_code::SUCCESS),
         Err(e) => {
             eprintln!("fanout: error: {e:#}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<outcome::Exit>() {
+                Some(exit) => ExitCode::from(exit.code),
+                None => ExitCode::from(outcome::exit_code::FAILURE),
+            }
         }
     }
 }

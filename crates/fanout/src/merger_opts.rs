@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 pub struct MergerOpts {
     /// Send the join and all feedback to this ACK merger (`fanout merge
     /// --listen`) instead of the sender; data still comes from the sender
-    /// named by --from (MCTCP).
+    /// named by --from.
     #[arg(long, value_name = "HOST:PORT", requires = "from")]
     pub merger: Option<String>,
     /// With --key: the --merger's public key (64 hex digits or its .pub

@@ -1,9 +1,10 @@
 //! Transport and impairment flags shared by `send` and `recv`.
 
 use crate::security_opts::{SecurityOpts, Side};
+use anyhow::Context;
 use clap::Args;
 use fanout_core::cc::CcAlgorithm;
-use fanout_io::{DriverConfig, ImpairConfig, UdpEndpoint};
+use fanout_io::{Clock, Driver, DriverConfig, ImpairConfig, UdpEndpoint};
 use fanout_transport::TransportConfig;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -41,7 +42,12 @@ fn pacing_burst(timer_slack: Duration) -> Duration {
 #[derive(Debug, Clone, Args)]
 pub struct TransportOpts {
     /// Congestion control: cubic or newreno.
-    #[arg(long, default_value = "cubic", value_name = "ALGO")]
+    #[arg(
+        help_heading = "Tuning",
+        long,
+        default_value = "cubic",
+        value_name = "ALGO"
+    )]
     pub cc: CcAlgorithm,
     /// Largest UDP payload, in bytes. Default: what the route toward the
     /// peer or group carries (its MTU − 48 bytes of IPv6 and UDP headers),
@@ -49,35 +55,63 @@ pub struct TransportOpts {
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=65_000))]
     pub max_datagram: Option<u64>,
     /// Send buffer / receive window, in MiB.
-    #[arg(long, default_value_t = 8, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(help_heading = "Tuning", long, default_value_t = 8, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub window_mib: u32,
     /// Give up after this many seconds without hearing the peer.
     #[arg(long, default_value_t = 30, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub idle_timeout: u64,
     /// Disable pacing (send bursts as the window allows).
-    #[arg(long)]
+    #[arg(help_heading = "Tuning", long)]
     pub no_pacing: bool,
+    /// Never send faster than this, whatever congestion control allows:
+    /// bits per second of IP packets (headers and repairs count), with an SI
+    /// prefix, e.g. `200M`, `1.5Gbit`, `800k`. A unicast fan-out caps each
+    /// receiver's copy.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub max_rate: Option<u64>,
+    /// Mark every datagram with this DSCP (RFC 2474): a code point 0-63 or
+    /// a name: `ef`, `af11`...`af43`, `cs0`...`cs7`, `le` (lower effort).
+    #[arg(long, value_name = "DSCP", value_parser = fanout_io::parse_dscp)]
+    pub dscp: Option<u8>,
+    /// Kernel socket buffer in each direction, e.g. `16MiB` (default: 8 MiB
+    /// asked, as much as `net.core.rmem_max`/`wmem_max` allow). With
+    /// CAP_NET_ADMIN the limits are passed; otherwise a smaller grant is
+    /// reported with the sysctl that allows more.
+    #[arg(help_heading = "Tuning", long, value_name = "BYTES", value_parser = parse_buffer)]
+    pub socket_buffer: Option<usize>,
     /// How late the event loop may wake for a timer, in microseconds, so one
     /// wake-up sends several paced datagrams (in one GSO send); 0: on time.
-    #[arg(long, default_value_t = DEFAULT_TIMER_SLACK_US, value_name = "US",
+    #[arg(help_heading = "Tuning", long, default_value_t = DEFAULT_TIMER_SLACK_US, value_name = "US",
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub timer_slack_us: u64,
     /// Input coalescing, in microseconds: after handling input, sleep this
     /// long without waking for more, then read it all at once (datagrams
     /// keep their kernel arrival times); 0: wake for every arrival.
-    #[arg(long, default_value_t = DEFAULT_RX_COALESCE_US, value_name = "US",
+    #[arg(help_heading = "Tuning", long, default_value_t = DEFAULT_RX_COALESCE_US, value_name = "US",
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub rx_coalesce_us: u64,
     /// Drop this fraction of received datagrams in user space (0–1), to test
     /// recovery without netem.
-    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_probability)]
+    #[arg(help_heading = "Testing", long, default_value_t = 0.0, value_name = "P", value_parser = parse_probability)]
     pub inject_loss: f64,
     /// Seed of the injected loss.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(help_heading = "Testing", long, default_value_t = 1, value_name = "N")]
     pub loss_seed: u64,
     /// Keys that protect the session.
     #[command(flatten)]
     pub security: SecurityOpts,
+}
+
+fn parse_rate(s: &str) -> Result<u64, String> {
+    fanout_sim::units::parse_rate_bps(s).map_err(|e| e.to_string())
+}
+
+fn parse_buffer(s: &str) -> Result<usize, String> {
+    let bytes = fanout_sim::units::parse_bytes(s).map_err(|e| e.to_string())?;
+    match usize::try_from(bytes) {
+        Ok(b) if (4096..=1 << 31).contains(&b) => Ok(b),
+        _ => Err(format!("`{s}`: between 4KiB and 2GiB")),
+    }
 }
 
 fn parse_probability(s: &str) -> Result<f64, String> {
@@ -93,10 +127,24 @@ impl TransportOpts {
     /// The transport configuration these flags describe, for an engine
     /// of `side` (its keys checked and given fresh randomness).
     pub fn transport(&self, side: Side) -> anyhow::Result<TransportConfig> {
-        Ok(TransportConfig {
+        let mut t = TransportConfig {
             protection: self.security.protection(side)?,
             ..self.unprotected()
-        })
+        };
+        self.cap_rate(&mut t);
+        Ok(t)
+    }
+
+    /// Sets `t.max_rate` (stream bytes per second) from `--max-rate`, which
+    /// counts whole IP packets: each datagram of `max_payload` stream
+    /// bytes costs `max_datagram` + 48 bytes of IPv6 and UDP header on
+    /// the wire (IPv4's 28 leave a little room).
+    fn cap_rate(&self, t: &mut TransportConfig) {
+        t.max_rate = self.max_rate.map(|bps| {
+            let packet = (t.max_datagram + 48) as u128;
+            let payload = u128::from(t.max_payload());
+            (u128::from(bps) / 8 * payload / packet).max(1) as u64
+        });
     }
 
     /// The transport configuration without keys.
@@ -128,6 +176,7 @@ impl TransportOpts {
         if let Some(p) = path {
             t.max_datagram = p.max_datagram;
         }
+        self.cap_rate(&mut t);
         Ok(t)
     }
 
@@ -164,6 +213,40 @@ impl TransportOpts {
             route_mtu,
             max_datagram,
         }
+    }
+
+    /// The event loop over `endpoint`, its socket marked (`--dscp`) and
+    /// its buffers sized (`--socket-buffer`, with a warning on stderr when
+    /// the kernel grants less).
+    pub fn driver_on(&self, endpoint: UdpEndpoint, clock: Clock) -> anyhow::Result<Driver> {
+        self.tune(&endpoint)?;
+        Ok(Driver::new(endpoint, clock, self.driver())?)
+    }
+
+    /// Applies `--dscp` and `--socket-buffer` to `endpoint`.
+    pub fn tune(&self, endpoint: &UdpEndpoint) -> anyhow::Result<()> {
+        if let Some(dscp) = self.dscp {
+            endpoint
+                .set_dscp(dscp)
+                .with_context(|| format!("cannot mark datagrams with DSCP {dscp}"))?;
+        }
+        if let Some(bytes) = self.socket_buffer {
+            let grant = endpoint.set_buffers(bytes)?;
+            if grant.clamped() {
+                let limit = |name: &str| {
+                    std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+                        .map_or_else(|_| "?".into(), |v| v.trim().to_owned())
+                };
+                eprintln!(
+                    "fanout: warning: --socket-buffer: the kernel {grant} (its limits: \
+                     net.core.rmem_max = {}, wmem_max = {}); `sysctl -w net.core.rmem_max={bytes} \
+                     net.core.wmem_max={bytes}` allows the full size",
+                    limit("rmem_max"),
+                    limit("wmem_max")
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The driver configuration these flags describe.

@@ -35,7 +35,7 @@ pub enum QueueArg {
 /// Real-time flags of `stream send`.
 #[derive(Debug, Args)]
 pub struct RealtimeSendOpts {
-    /// Real time with a latency budget (TCP-RTM): each message is of use
+    /// Real time with a latency budget: each message is of use
     /// for MS milliseconds after it is read from the input; a lost segment
     /// is repaired only while the repair can still arrive in time, else
     /// receivers skip it. Every datagram names its message's deadline, so
@@ -44,7 +44,7 @@ pub struct RealtimeSendOpts {
     /// `stream recv --latency MS`.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub latency: Option<u64>,
-    /// Real time through a pushed queue (TCP-CM): writes never wait for
+    /// Real time through a pushed queue: writes never wait for
     /// the network; a full queue drops its oldest message. Without
     /// --latency, a lost segment is never sent again. [default with
     /// --latency: fifo]
@@ -282,13 +282,25 @@ impl StatsLines {
         now: Instant,
         line: impl FnOnce(f64) -> serde_json::Value,
     ) -> Result<()> {
+        self.tick_lines(now, |t| vec![line(t)])
+    }
+
+    /// Writes the lines made by `lines` (given the seconds since the first
+    /// call) if they are due at `now`.
+    pub fn tick_lines(
+        &mut self,
+        now: Instant,
+        lines: impl FnOnce(f64) -> Vec<serde_json::Value>,
+    ) -> Result<()> {
         let started = *self.started.get_or_insert(now);
         if self.next.is_some_and(|n| now < n) {
             return Ok(());
         }
         self.next = Some(now + self.every);
         let t = now.saturating_duration_since(started).as_secs_f64();
-        writeln!(self.out, "{}", line(t)).context("cannot write statistics")?;
+        for line in lines(t) {
+            writeln!(self.out, "{line}").context("cannot write statistics")?;
+        }
         self.out.flush().context("cannot write statistics")
     }
 
@@ -300,6 +312,16 @@ impl StatsLines {
     ) -> Result<()> {
         self.next = None;
         self.tick(now, line)
+    }
+
+    /// Writes the last lines (at the end, whatever the interval).
+    pub fn last_lines(
+        &mut self,
+        now: Instant,
+        lines: impl FnOnce(f64) -> Vec<serde_json::Value>,
+    ) -> Result<()> {
+        self.next = None;
+        self.tick_lines(now, lines)
     }
 }
 
@@ -355,4 +377,83 @@ pub fn receiver_line(t: f64, r: &Receiver, bytes: u64) -> serde_json::Value {
         "datagrams_received": st.datagrams_received,
         "acks_sent": st.acks_sent,
     })
+}
+
+/// A file sender's statistics lines ([`file_session_lines`]) while it
+/// runs: a write error is kept for the end rather than stopping the
+/// transfer.
+pub struct FileSessionLines {
+    lines: Option<StatsLines>,
+    error: Option<anyhow::Error>,
+    /// Stream bytes: the file and its header.
+    total: u64,
+}
+
+impl FileSessionLines {
+    /// Lines to `opts.stats` (nothing if not asked for) of a stream of
+    /// `total` bytes.
+    pub fn open(opts: &StatsOpts, total: u64) -> Result<Self> {
+        Ok(FileSessionLines {
+            lines: StatsLines::open(opts)?,
+            error: None,
+            total,
+        })
+    }
+
+    /// Writes the lines due at `now`.
+    pub fn tick(&mut self, now: Instant, s: &SessionSender) {
+        let total = self.total;
+        if let Some(Err(e)) =
+            (self.lines.as_mut()).map(|l| l.tick_lines(now, |t| file_session_lines(t, s, total)))
+        {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    /// Writes the last lines; the first write error, if any.
+    pub fn finish(mut self, now: Instant, s: &SessionSender) -> Result<()> {
+        let total = self.total;
+        if let Some(l) = self.lines.as_mut() {
+            l.last_lines(now, |t| file_session_lines(t, s, total))?;
+        }
+        self.error.map_or(Ok(()), Err)
+    }
+}
+
+/// Statistics lines of a file session's sender: one for the session, then
+/// one per receiver (`"kind": "receiver"`), so `jq` can follow each.
+pub fn file_session_lines(t: f64, s: &SessionSender, total: u64) -> Vec<serde_json::Value> {
+    let t = (t * 1000.0).round() / 1000.0;
+    let st = s.stats();
+    let mut lines = vec![serde_json::json!({
+        "t": t,
+        "kind": "session",
+        "bytes": total,
+        "bytes_acked_by_all": s.bytes_acked_by_all(),
+        "bytes_sent": s.snd_nxt(),
+        "receivers": s.receiver_count(),
+        "members_joined": st.members_joined,
+        "members_left": st.members_left,
+        "multicast_repairs": st.multicast_repairs,
+        "unicast_repairs": st.unicast_repairs,
+        "rto_events": st.rto_events,
+        "rtt_ms": s.session_rtt().as_secs_f64() * 1000.0,
+    })];
+    lines.extend(s.member_snapshots().map(|m| {
+        serde_json::json!({
+            "t": t,
+            "kind": "receiver",
+            "id": m.id.0,
+            "addr": m.addr.to_string(),
+            "acked_bytes": m.cumulative,
+            "start_offset": m.start,
+            "srtt_ms": m.srtt.as_secs_f64() * 1000.0,
+            "cwnd_bytes": m.cwnd,
+            "in_recovery": m.in_recovery,
+            "recovery_episodes": m.recovery_episodes,
+            "rtos": m.rtos,
+            "repaired_bytes": m.repaired_bytes,
+        })
+    }));
+    lines
 }

@@ -1,5 +1,6 @@
 //! End-of-run summaries: one human line set, or JSON for scripts.
 
+use crate::outcome::Outcome;
 use fanout_app::catch_up::CatchUpStats;
 use fanout_core::stats::{DropCounters, DropReason};
 use fanout_transport::session::SessionStats;
@@ -128,6 +129,9 @@ pub struct TransferReport {
     /// The session's protection: "none", "psk", "keys" or "keys+psk"
     /// (`docs/security.md`).
     pub protection: &'static str,
+    /// Session senders: receivers by outcome, and whether `--require` held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receivers: Option<crate::outcome::ReceiverTally>,
 }
 
 /// One receiver of a session, in the sender's report.
@@ -154,7 +158,14 @@ pub struct MemberReport {
     pub rtos: u64,
     /// Bytes repaired for it (unicast or within multicast repairs).
     pub repaired_bytes: u64,
-    /// Why it left, if it did.
+    /// How its part ended: completed, failed (its own reason), evicted
+    /// (the sender's reason) or incomplete.
+    pub outcome: crate::outcome::Outcome,
+    /// Why, unless it completed: the receiver's own words for a failure,
+    /// the sender's for an eviction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why it left, if it did (as the session recorded it).
     pub left: Option<String>,
     /// Receivers it stands for: 1, or an ACK merger's subtree count (its
     /// ROSTER, `docs/wire.md` §4.8).
@@ -216,6 +227,29 @@ impl TransferReport {
             &self.blake3[..16],
             if self.verified { " (verified)" } else { "" },
         );
+        if let Some(t) = &self.receivers {
+            eprintln!("  {}", t.summary());
+            // The receivers that did not complete, a screenful at most
+            // (the JSON lists every one).
+            const SHOWN: usize = 16;
+            let others: Vec<&MemberReport> = (self.members.iter())
+                .filter(|m| m.outcome != Outcome::Completed)
+                .collect();
+            for m in others.iter().take(SHOWN) {
+                eprintln!(
+                    "  {} {}: {}",
+                    m.addr,
+                    m.outcome.label(),
+                    m.reason.as_deref().unwrap_or("no reason given")
+                );
+            }
+            if others.len() > SHOWN {
+                eprintln!(
+                    "  ... and {} more (--json lists them)",
+                    others.len() - SHOWN
+                );
+            }
+        }
         if !self.drops.is_empty() || self.injected_drops > 0 {
             eprintln!(
                 "  dropped input: {:?}; injected loss: {}",

@@ -30,7 +30,12 @@ pub struct SessionSendArgs {
     pub ttl: u32,
     /// With --group: repair by multicast when more than this share of
     /// receivers miss a segment, otherwise by unicast.
-    #[arg(long, default_value_t = 0.05, value_name = "SHARE")]
+    #[arg(
+        help_heading = "Session tuning",
+        long,
+        default_value_t = 0.05,
+        value_name = "SHARE"
+    )]
     pub repair_threshold: f64,
     /// With --group: how losses are repaired. `segment`: each lost segment
     /// by itself (multicast or unicast by --repair-threshold); `coded`:
@@ -40,22 +45,27 @@ pub struct SessionSendArgs {
     /// per-segment repair (multicast when at least 2 receivers miss it)
     /// where that is no cheaper; `auto`: `coded` for a multicast session,
     /// `segment` without multicast or for real-time messages.
-    #[arg(long, default_value = "auto", value_name = "POLICY", value_parser = ["auto", "segment", "coded"])]
+    #[arg(help_heading = "Session tuning", long, default_value = "auto", value_name = "POLICY", value_parser = ["auto", "segment", "coded"])]
     pub repair: String,
     /// With --repair coded: segments per block (2-64).
-    #[arg(long, default_value_t = 32, value_name = "SEGMENTS")]
+    #[arg(
+        help_heading = "Session tuning",
+        long,
+        default_value_t = 32,
+        value_name = "SEGMENTS"
+    )]
     pub repair_block: usize,
     /// With --group: evict a receiver that makes no progress for this long.
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub stall_timeout: u64,
-    /// With --group: when the send buffer frees data (TCP-SMO §II). `slowest`:
+    /// With --group: when the send buffer frees data. `slowest`:
     /// once every receiver acknowledged it; `quorum:SHARE`: once that share
     /// of receivers did (one missing freed data is evicted); `buffer`: also
     /// whenever the writer needs room, so a slow receiver never blocks the
     /// others (it is evicted when it misses freed data).
-    #[arg(long, default_value = "slowest", value_name = "POLICY", value_parser = parse_release)]
+    #[arg(help_heading = "Session tuning", long, default_value = "slowest", value_name = "POLICY", value_parser = parse_release)]
     pub release: ReleasePolicy,
-    /// With --group: the session window (TCP-SMO §II). `auto`: `equation`
+    /// With --group: the session window. `auto`: `equation`
     /// for messages with deadlines (--latency), `acker` otherwise; `acker`:
     /// one window driven by the receiver a TCP flow would get the least
     /// through, so receivers that lose independently do not each cut it
@@ -69,12 +79,12 @@ pub struct SessionSendArgs {
     /// rate and RTT, at most 1 + log2 N times the worst receiver's (one
     /// receiver: its TCP-friendly rate); `equation-min`: the worst
     /// receiver's equation rate, as TFMCC (docs/experiments/realtime.md).
-    #[arg(long, default_value = "auto", value_name = "POLICY", value_parser = parse_window)]
+    #[arg(help_heading = "Session tuning", long, default_value = "auto", value_name = "POLICY", value_parser = parse_window)]
     pub window_policy: WindowPolicy,
-    /// With --group: the session RTT that paces sending (TCP-SMO §II). `max`:
+    /// With --group: the session RTT that paces sending. `max`:
     /// the largest receiver RTT; `pNN`: the largest among the fastest NN%
     /// of receivers (e.g. `p90`).
-    #[arg(long, default_value = "max", value_name = "POLICY", value_parser = parse_rtt)]
+    #[arg(help_heading = "Session tuning", long, default_value = "max", value_name = "POLICY", value_parser = parse_rtt)]
     pub session_rtt: RttPolicy,
 }
 
@@ -85,7 +95,7 @@ pub struct CatchUpArgs {
     /// While the session runs, late joiners' catch-ups together send at
     /// most one byte per this many bytes the session sends (the rest once
     /// it ended), so they barely slow the others.
-    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Session tuning", long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub catch_up_share: u64,
 }
 

@@ -3,10 +3,12 @@
 //! [`TABLE_HZ`] times a second); elsewhere nothing until the report. Shared
 //! by `fanout send --group` and `fanout stream send`.
 
-use crate::report::{MemberReport, SubtreeReceiverReport};
+use crate::outcome::Outcome;
+use crate::report::{MemberReport, OutputOpts, SubtreeReceiverReport};
 use fanout_app::upstream_relay::RelayEvent;
 use fanout_core::time::Instant;
-use fanout_transport::session::{MemberId, MemberSnapshot, SessionEvent, SessionSender};
+use fanout_transport::session::{Departure, MemberId, MemberSnapshot, SessionEvent, SessionSender};
+use fanout_transport::CloseReason;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -56,23 +58,27 @@ pub struct SessionView {
     /// Upstream news for the session relay, kept only once asked for
     /// ([`SessionView::watch_upstream`]); at most one entry per event.
     relay: Option<Vec<RelayEvent>>,
+    /// Receivers the session waits for before it starts, while it waits
+    /// (the bar says so instead of showing a rate of 0).
+    waiting_for: Option<usize>,
 }
 
 impl SessionView {
     /// A view of a session carrying `total` bytes (`None`: a stream of
     /// unknown length); `label` names the session (group or "unicast").
-    /// `quiet` (also `--json`) shows nothing while running.
-    pub fn new(total: Option<u64>, label: &str, quiet: bool) -> Self {
-        let terminal = !quiet && std::io::stderr().is_terminal();
-        let bar = match total {
-            Some(t) => crate::progress::bytes_bar(t, "send", !terminal),
-            None => crate::progress::stream_bar("send", !terminal),
-        };
+    /// `--quiet` shows nothing while running; `--json` shows no progress but
+    /// still tells of departures on stderr, as they happen.
+    pub fn new(total: Option<u64>, label: &str, out: OutputOpts) -> Self {
+        let quiet = out.quiet;
+        let terminal = !quiet && !out.json && std::io::stderr().is_terminal();
+        // Drawn only through the table's MultiProgress (a terminal), or not
+        // at all.
+        let bar = crate::progress::undrawn_bar(total, "send");
         let table = terminal.then(|| {
             let multi =
                 MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(TABLE_HZ));
             let bar = multi.add(bar.clone());
-            let lines = multi.insert_after(&bar, ProgressBar::new_spinner());
+            let lines = multi.insert_after(&bar, ProgressBar::hidden());
             lines.set_style(ProgressStyle::with_template("{msg}").expect("valid template"));
             Table {
                 multi,
@@ -90,7 +96,14 @@ impl SessionView {
             left: Vec::new(),
             left_dropped: 0,
             relay: None,
+            waiting_for: None,
         }
+    }
+
+    /// Shows "waiting for receivers: J of `n` joined" until data moves.
+    pub fn wait_for(&mut self, n: usize) {
+        self.waiting_for = Some(n);
+        crate::progress::waiting(&self.bar);
     }
 
     /// Takes the session's events: departures are kept (with the member's
@@ -100,12 +113,22 @@ impl SessionView {
             if let (Some(relay), SessionEvent::Upstream { id, addr }) = (self.relay.as_mut(), &e) {
                 relay.push(RelayEvent::Readable(*id, *addr));
             }
-            if let SessionEvent::MemberLeft { id, addr, reason } = e {
+            if let SessionEvent::MemberLeft {
+                id,
+                addr,
+                reason,
+                departure,
+            } = e
+            {
                 if let Some(relay) = self.relay.as_mut() {
                     relay.push(RelayEvent::Left(id));
                 }
+                let outcome = match departure {
+                    Departure::MemberReset { .. } => Outcome::Failed,
+                    Departure::Evicted => Outcome::Evicted,
+                };
                 if !self.quiet {
-                    self.println(&format!("receiver {addr} left: {reason}"));
+                    self.println(&format!("receiver {addr} {}: {reason}", outcome.label()));
                 }
                 let last = self.samples.remove(&id);
                 if self.left.len() >= MAX_LEFT_REPORTS {
@@ -115,6 +138,13 @@ impl SessionView {
                 let mut report = last.map_or_else(MemberReport::default, |l| report(&l.snap));
                 report.id = id.0;
                 report.addr = addr.to_string();
+                report.outcome = outcome;
+                report.reason = Some(
+                    reason
+                        .strip_prefix("member reset: ")
+                        .unwrap_or(&reason)
+                        .to_owned(),
+                );
                 report.left = Some(reason);
                 self.left.push(report);
             }
@@ -143,6 +173,18 @@ impl SessionView {
 
     /// Updates the display: `position` is the progress bar's byte count.
     pub fn update(&mut self, s: &SessionSender, now: Instant, position: u64) {
+        if let Some(n) = self.waiting_for {
+            if s.snd_nxt() == 0 {
+                self.bar.set_message(format!(
+                    "waiting for receivers: {} of {n} joined",
+                    s.receiver_count()
+                ));
+                self.bar.tick();
+                return;
+            }
+            self.waiting_for = None;
+            crate::progress::moving(&self.bar, self.total);
+        }
         self.bar
             .set_message(format!("{} receivers", s.receiver_count()));
         self.bar.set_position(position);
@@ -188,9 +230,11 @@ impl SessionView {
         }
     }
 
-    /// Every receiver for the report: those still in the session, then
-    /// those that left (with why and their last figures).
+    /// Every receiver for the report: those still in the session (completed
+    /// if the session did), then those that left (with why and their last
+    /// figures).
     pub fn member_reports(&self, s: &SessionSender) -> Vec<MemberReport> {
+        let completed = s.close_reason() == Some(&CloseReason::Completed);
         let mut subtrees: BTreeMap<MemberId, Vec<SubtreeReceiverReport>> = BTreeMap::new();
         for r in s.receivers() {
             if let Some((id, merger)) = r.via {
@@ -206,6 +250,15 @@ impl SessionView {
             .map(|m| MemberReport {
                 receivers: s.member_weight(m.id),
                 subtree: subtrees.remove(&m.id).unwrap_or_default(),
+                outcome: if completed {
+                    Outcome::Completed
+                } else {
+                    Outcome::Incomplete
+                },
+                reason: (!completed).then(|| match s.close_reason() {
+                    Some(why) => format!("the session ended: {why}"),
+                    None => "the session did not end".to_owned(),
+                }),
                 ..report(&m)
             })
             .collect();
@@ -223,6 +276,15 @@ impl SessionView {
         let m = self.left.last()?;
         Some(format!("{}: {}", m.addr, m.left.as_deref().unwrap_or("")))
     }
+
+    /// `e` (a session that failed) with the last departure, so the error
+    /// says why and not only that everyone left.
+    pub fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        match self.last_left() {
+            Some(last) => anyhow::anyhow!("{e:#}; the last receiver to leave, {last}"),
+            None => e,
+        }
+    }
 }
 
 /// The report entry of a member still in the session.
@@ -238,6 +300,8 @@ fn report(m: &MemberSnapshot) -> MemberReport {
         recovery_episodes: m.recovery_episodes,
         rtos: m.rtos,
         repaired_bytes: m.repaired_bytes,
+        outcome: Outcome::Incomplete,
+        reason: None,
         left: None,
         receivers: 1,
         subtree: Vec::new(),
@@ -362,13 +426,18 @@ mod tests {
     use fanout_core::Engine;
     use fanout_transport::session::bench_support::SyntheticSession;
 
+    const QUIET: OutputOpts = OutputOpts {
+        json: false,
+        quiet: true,
+    };
+
     #[test]
     fn the_table_lists_the_slowest_receivers_first_and_counts_the_rest() {
         let n = TABLE_ROWS + 4;
         let mut syn = SyntheticSession::new(n);
         let sent = syn.send_more(200_000, Duration::from_millis(1));
         assert!(sent > 10_000, "sent {sent}");
-        let mut view = SessionView::new(Some(sent), "239.1.1.1:7000", true);
+        let mut view = SessionView::new(Some(sent), "239.1.1.1:7000", QUIET);
         view.sample(&syn.session, syn.now);
         // Member i acknowledges i × 500 bytes (member 0 nothing; the
         // sender counts whole segments only).
@@ -465,7 +534,7 @@ mod tests {
         .encode(&mut d);
         syn.session.handle_datagram(syn.now, merger, &d);
         assert_eq!(syn.session.receiver_count(), 4);
-        let view = SessionView::new(None, "unicast", true);
+        let view = SessionView::new(None, "unicast", QUIET);
         let reports = view.member_reports(&syn.session);
         let m = reports
             .iter()

@@ -235,6 +235,145 @@ fn killed_sender_leaves_no_complete_looking_file() {
     assert!(!dir.join("got.bin.part").exists(), "partial file removed");
 }
 
+/// A receiver stopped with Ctrl-C (SIGINT) mid-transfer tells the sender
+/// before it exits (code 130): the sender fails at once, naming the
+/// interruption, instead of waiting out a stall or its idle timeout.
+#[test]
+fn an_interrupted_receiver_tells_the_sender_at_once() {
+    let scratch = temp_dir("interrupted");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    write_random(&src, 64 << 20, 6);
+    let out = dir.join("got.bin");
+    // Injected loss keeps the transfer going long enough to interrupt.
+    let (recv, addr, _log) = start_recv(&out, &["--inject-loss", "0.05"]);
+    let send = Command::new(BIN)
+        .args(["send", "--quiet", "--window-mib", "1", "--to"])
+        .arg(addr.to_string())
+        .arg(&src)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut send = Proc(send);
+    let sender_log = read_lines(send.0.stderr.take().unwrap());
+    let start = Instant::now();
+    while std::fs::metadata(dir.join("got.bin.part")).map_or(0, |m| m.len()) < (1 << 20) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no transfer");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = recv.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let interrupted = Instant::now();
+    let recv = finish(recv, Duration::from_secs(5));
+    assert_eq!(recv.status.code(), Some(130), "the receiver's exit code");
+    let send = finish(send, Duration::from_secs(5));
+    let took = interrupted.elapsed();
+    let err = sender_log.join().unwrap().join("\n");
+    assert!(!send.status.success());
+    assert!(err.contains("interrupted by its operator"), "{err}");
+    assert!(
+        took < Duration::from_secs(2),
+        "the sender ended {took:?} after"
+    );
+    assert!(!out.exists() && !dir.join("got.bin.part").exists());
+}
+
+/// The output path is checked before anything is joined: a missing
+/// directory, or an existing file without --overwrite, is an error at
+/// once, not after a sender connected.
+#[test]
+fn a_bad_output_path_fails_before_listening() {
+    let scratch = temp_dir("preflight");
+    let dir = scratch.path();
+    std::fs::write(dir.join("taken.bin"), b"mine").unwrap();
+    for (out, says) in [
+        (dir.join("no-such-dir").join("x.bin"), "does not exist"),
+        (dir.join("taken.bin"), "--overwrite"),
+    ] {
+        let started = Instant::now();
+        let o = Command::new(BIN)
+            .args(["recv", "--listen", "127.0.0.1:0", "--wait", "20", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(says) && !err.contains("listening"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    assert_eq!(std::fs::read(dir.join("taken.bin")).unwrap(), b"mine");
+}
+
+/// `--max-rate` caps the sender below what loopback carries (several
+/// Gbit/s): the goodput stays under the cap (which counts IP packets, so
+/// the file's bytes arrive a few percent below it), with `--dscp` and
+/// `--socket-buffer` accepted on both sides.
+#[test]
+fn max_rate_caps_the_sender() {
+    let scratch = temp_dir("max-rate");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, 6 << 20, 12);
+    let out = dir.join("got.bin");
+    let tuning = ["--dscp", "af41", "--socket-buffer", "4MiB"];
+    let stats = dir.join("stats.jsonl");
+    let stats_arg = stats.to_str().unwrap();
+    let mut send_extra = vec![
+        "--max-rate",
+        "40M",
+        "--stats",
+        stats_arg,
+        "--stats-interval",
+        "100",
+    ];
+    send_extra.extend(tuning);
+    let (send, recv, err) = send_to_recv_with(&src, &out, &tuning, &send_extra);
+    assert!(send.status.success() && recv.status.success(), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    let mbps = json(&send)["goodput_bps"].as_f64().unwrap() / 1e6;
+    assert!((15.0..=40.0).contains(&mbps), "{mbps:.1} Mbit/s");
+    // Statistics lines while it ran: the receiver's acknowledged bytes
+    // grow, every ~100 ms, to the whole stream.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&stats)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let acked: Vec<u64> = (lines.iter())
+        .filter(|l| l["kind"] == "receiver")
+        .map(|l| l["acked_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(acked.len() >= 8, "{} receiver lines", acked.len());
+    assert!(acked.windows(2).all(|w| w[0] <= w[1]), "{acked:?}");
+    assert!(*acked.last().unwrap() > data.len() as u64, "{acked:?}");
+    assert!(lines.iter().any(|l| l["kind"] == "session"));
+    // Bad values are refused by name.
+    for (flag, value) in [
+        ("--max-rate", "fast"),
+        ("--dscp", "64"),
+        ("--socket-buffer", "1B"),
+    ] {
+        let o = Command::new(BIN)
+            .args(["send", "--to", "127.0.0.1:9", flag, value])
+            .arg(&src)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(flag), "{e}");
+    }
+}
+
+/// Collects a pipe's lines on a thread until it closes.
+fn read_lines(pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || BufReader::new(pipe).lines().map_while(Result::ok).collect())
+}
+
 /// Sends `src` to a `fanout recv -o out` started with `extra`; returns
 /// both outputs and the receiver's stderr.
 fn send_to_recv(src: &Path, out: &Path, extra: &[&str]) -> (Output, Output, String) {

@@ -65,6 +65,12 @@ fn start_receiver(lan: &LanTopology, host: usize, out: &Path, extra: &[&str]) ->
 
 /// Waits for `child` (bounded) and returns (success, stdout).
 fn finish(child: &mut NsChild, limit: Duration) -> (bool, String) {
+    let (code, out) = finish_with_code(child, limit);
+    (code == Some(0), out)
+}
+
+/// Waits for `child` (bounded) and returns (exit code, stdout).
+fn finish_with_code(child: &mut NsChild, limit: Duration) -> (Option<i32>, String) {
     let status = child.wait_timeout(limit).expect("wait").unwrap_or_else(|| {
         let _ = child.kill();
         panic!("process {} did not finish within {limit:?}", child.pid())
@@ -73,10 +79,12 @@ fn finish(child: &mut NsChild, limit: Duration) -> (bool, String) {
     if let Some(so) = child.child_mut().stdout.as_mut() {
         let _ = so.read_to_string(&mut out);
     }
-    (status.success(), out)
+    (status.code(), out)
 }
 
 struct Run {
+    /// The sender's exit code.
+    sender_code: Option<i32>,
     sender: serde_json::Value,
     receivers: Vec<(bool, Option<serde_json::Value>)>,
     outs: Vec<PathBuf>,
@@ -131,9 +139,9 @@ fn session(
         .stderr(Stdio::null());
     let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
     during(&lan, &mut rx, &outs);
-    let (ok, out) = finish(&mut tx, Duration::from_secs(120));
-    assert!(ok, "sender failed: {out}");
-    let sender: serde_json::Value = serde_json::from_str(&out).expect("sender JSON");
+    let (sender_code, out) = finish_with_code(&mut tx, Duration::from_secs(120));
+    let sender: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("sender (exit {sender_code:?}) JSON: {e}: {out}"));
     let receivers = rx
         .iter_mut()
         .map(|c| {
@@ -142,6 +150,7 @@ fn session(
         })
         .collect();
     let run = Run {
+        sender_code,
         sender,
         receivers,
         outs,
@@ -164,6 +173,15 @@ fn every_receiver_verified(run: &Run, data: &[u8]) {
         );
     }
     assert_eq!(run.sender["transport"]["members_joined"], 8);
+    assert_eq!(run.sender_code, Some(0), "{}", run.sender["receivers"]);
+    let tally = &run.sender["receivers"];
+    assert_eq!(
+        (tally["completed"].as_u64(), tally["met"].as_bool()),
+        (Some(8), Some(true))
+    );
+    for m in run.sender["members"].as_array().unwrap() {
+        assert_eq!(m["outcome"], "completed", "{m}");
+    }
 }
 
 #[test]
@@ -261,6 +279,17 @@ fn run_with_a_killed_receiver(
         .filter(|m| !m["left"].is_null())
         .collect();
     assert_eq!(left.len(), 1, "{}", run.sender["members"]);
+    // Killed without a word, it is evicted by the sender, which says why,
+    // and `--require all` (the default) makes the sender's exit code 3.
+    assert_eq!(left[0]["outcome"], "evicted", "{}", left[0]);
+    assert!(!left[0]["reason"].as_str().unwrap().is_empty());
+    let tally = &run.sender["receivers"];
+    assert_eq!(
+        (tally["joined"].as_u64(), tally["completed"].as_u64()),
+        (Some(8), Some(7)),
+        "{tally}"
+    );
+    assert_eq!(run.sender_code, Some(3), "{tally}");
     Some(run.sender)
 }
 
@@ -316,4 +345,151 @@ fn a_protected_session_delivers_to_every_receiver_over_multicast() {
         run.sender["seconds"].as_f64().unwrap(),
         run.sender["goodput_bps"].as_f64().unwrap() / 1e6
     );
+}
+
+/// A tmpfs of `bytes` mounted at a directory; unmounted when dropped (a
+/// failing test too).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, bytes: usize) -> SmallDisk {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot mount a tmpfs at {}", dir.display());
+        SmallDisk(dir.to_path_buf())
+    }
+
+    /// Writes a filler file until the disk is full; returns when it is.
+    fn fill(&self) {
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while f.write_all(&chunk).is_ok() {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A receiver whose disk fills mid-transfer tells the sender at once: the
+/// sender prints that this receiver failed, with the receiver's reason,
+/// within a second of the disk filling, lists it as `failed` in its
+/// report, and exits 3 under `--require all` (the default) while the
+/// others complete; with `--require 2` the same run exits 0.
+#[test]
+fn a_receiver_whose_disk_fills_is_reported_failed_at_once_with_its_reason() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let scratch = Scratch::new("mc-disk-full");
+    let dir = scratch.path();
+    let len = file_size();
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, len, 11);
+    // Room for the file and 4 MiB: the free-space check at the start
+    // passes, the filler below takes the rest mid-transfer.
+    let disk = SmallDisk::mount(&dir.join("small"), len + (4 << 20));
+    let lan = LanTopology::new(4).expect("LAN");
+    let outs = [
+        dir.join("got1.bin"),
+        dir.join("small").join("got2.bin"),
+        dir.join("got3.bin"),
+    ];
+    for require in ["all", "2"] {
+        for out in &outs {
+            let _ = std::fs::remove_file(out);
+        }
+        let _ = std::fs::remove_file(dir.join("small").join("filler"));
+        let mut rx: Vec<NsChild> = (1..=3)
+            .map(|i| start_receiver(&lan, i, &outs[i - 1], &[]))
+            .collect();
+        let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
+        lan.wait_for_members(group, 3, Duration::from_secs(5))
+            .expect("bridge state");
+        let mut cmd = lan.host(0).netns().exec(BIN);
+        cmd.arg("send")
+            .arg(&src)
+            .args(["--group", GROUP, "--bind", SENDER, "--wait-for", "3"])
+            .args(["--json", "--window-mib", "2", "--require", require])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+        // The sender's stderr, each line stamped when it arrived.
+        let stderr = tx.child_mut().stderr.take().unwrap();
+        let lines = std::thread::spawn(move || {
+            use std::io::BufRead;
+            std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .map(|l| (Instant::now(), l))
+                .collect::<Vec<_>>()
+        });
+        let part = dir.join("small").join("got2.bin.part");
+        let start = Instant::now();
+        while std::fs::metadata(&part).map_or(0, |m| m.len()) < (1 << 20) {
+            assert!(start.elapsed() < Duration::from_secs(30), "no transfer");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        disk.fill();
+        let full = Instant::now();
+        let (code, out) = finish_with_code(&mut tx, Duration::from_secs(120));
+        let lines = lines.join().unwrap();
+        let report: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("sender JSON ({e}): {out} {lines:?}"));
+        let failed_addr = lan.host(2).ipv4().to_string();
+        let (told, line) = lines
+            .iter()
+            .find(|(_, l)| l.contains(&failed_addr) && l.contains("failed"))
+            .unwrap_or_else(|| panic!("no failure line: {lines:?}"));
+        assert!(line.contains("No space left"), "{line}");
+        let delay = told.saturating_duration_since(full);
+        assert!(delay < Duration::from_secs(1), "told after {delay:?}");
+        let members = report["members"].as_array().unwrap();
+        let failed: Vec<_> = members
+            .iter()
+            .filter(|m| m["outcome"] != "completed")
+            .collect();
+        assert_eq!(failed.len(), 1, "{members:?}");
+        assert_eq!(failed[0]["outcome"], "failed");
+        assert!(failed[0]["addr"]
+            .as_str()
+            .unwrap()
+            .starts_with(&failed_addr));
+        assert!(
+            failed[0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("No space left"),
+            "{}",
+            failed[0]
+        );
+        let want = if require == "all" { 3 } else { 0 };
+        assert_eq!(
+            code,
+            Some(want),
+            "--require {require}: {}",
+            report["receivers"]
+        );
+        for (i, c) in rx.iter_mut().enumerate() {
+            let (ok, _) = finish(c, Duration::from_secs(30));
+            assert_eq!(ok, i != 1, "receiver {}", i + 1);
+        }
+        for i in [0, 2] {
+            assert!(std::fs::read(&outs[i]).unwrap() == data);
+        }
+        assert!(!outs[1].exists() && !part.exists(), "no partial file left");
+        eprintln!(
+            "--require {require}: exit {code:?}, failure told {delay:?} after the disk filled"
+        );
+    }
 }

@@ -131,7 +131,8 @@ fn a_receiver_behind_a_smaller_link_than_the_senders_says_why_at_once() {
     let mut full = s.receiver(2, &[]);
     s.wait_for_members(2);
     let began = Instant::now();
-    let mut tx = s.sender(2, &[]);
+    // One of two completes: `--require 1` keeps the sender's exit code 0.
+    let mut tx = s.sender(2, &["--require", "1"]);
     let status = small
         .wait_timeout(Duration::from_secs(10))
         .expect("wait")
@@ -156,6 +157,7 @@ fn a_receiver_behind_a_smaller_link_than_the_senders_says_why_at_once() {
             .is_some_and(|why| why.contains("more than this receiver's route takes"))),
         "the sender's report says why: {sent}"
     );
+    assert_eq!(sent["receivers"]["failed"], 1, "{sent}");
     let got = finish(&mut full, "receiver", Duration::from_secs(30));
     assert_eq!(got["verified"], true, "{got}");
     assert!(std::fs::read(&s.outs[1]).unwrap() == s.data);

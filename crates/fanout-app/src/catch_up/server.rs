@@ -57,6 +57,10 @@ impl Default for CatchUpConfig {
 /// remembered: its joiner may ask again.
 const MAX_REMEMBERED: usize = 256;
 
+/// Catch-up outcomes kept by member id for [`CatchUpServer::catch_up_outcome`]
+/// (the oldest ids are forgotten first).
+const MAX_OUTCOMES: usize = 4096;
+
 /// Catch-up counters.
 #[derive(Debug, Clone, Default)]
 pub struct CatchUpStats {
@@ -104,6 +108,9 @@ pub struct CatchUpServer {
     /// The catch-up peer that sent last (round robin among them).
     cursor: SocketAddr,
     stats: CatchUpStats,
+    /// Member id → whether its latest catch-up completed (bounded by
+    /// [`MAX_OUTCOMES`]).
+    outcomes: BTreeMap<u64, bool>,
 }
 
 impl CatchUpServer {
@@ -134,7 +141,14 @@ impl CatchUpServer {
             catch_up_sent: 0,
             cursor: SocketAddr::from(([0, 0, 0, 0], 0)),
             stats: CatchUpStats::default(),
+            outcomes: BTreeMap::new(),
         }
+    }
+
+    /// Whether the latest catch-up of member `member_id` completed (`None`:
+    /// it never ended one, or it ended long ago among many).
+    pub fn catch_up_outcome(&self, member_id: u64) -> Option<bool> {
+        self.outcomes.get(&member_id).copied()
     }
 
     /// Catch-up transfers still running.
@@ -239,7 +253,12 @@ impl CatchUpServer {
                 continue;
             };
             let reason = job.sender.close_reason().cloned();
-            if reason == Some(CloseReason::Completed) && !job.feed.failed() {
+            let completed = reason == Some(CloseReason::Completed) && !job.feed.failed();
+            self.outcomes.insert(job.member_id, completed);
+            if self.outcomes.len() > MAX_OUTCOMES {
+                self.outcomes.pop_first();
+            }
+            if completed {
                 self.stats.completed += 1;
                 self.stats.bytes += job.feed.written();
                 tracing::info!(%addr, bytes = job.feed.written(), "catch-up completed");

@@ -3,7 +3,7 @@
 //! produces them. Both are bounded (joins are peer-controlled).
 
 use fanout_core::{Engine, Instant, Transmit};
-use fanout_transport::session::{MemberId, SessionEvent, SessionSender};
+use fanout_transport::session::{Departure, MemberId, SessionEvent, SessionSender};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
@@ -25,8 +25,11 @@ pub enum Outcome {
     /// Still in the session (acknowledged everything once the session
     /// completed).
     Active,
-    /// Left or was evicted, with the session's reason.
-    Left(String),
+    /// It reset its membership (its application failed, was stopped or
+    /// dropped the connection), with the reason it gave.
+    Failed(String),
+    /// The sender removed it (stalled, unreachable, silent, ...), with why.
+    Evicted(String),
 }
 
 /// One member's record in a [`super::SessionSummary`].
@@ -94,10 +97,18 @@ impl RosterEngine {
                         },
                     );
                 }
-                SessionEvent::MemberLeft { id, reason, .. } => {
+                SessionEvent::MemberLeft {
+                    id,
+                    reason,
+                    departure,
+                    ..
+                } => {
                     self.upstream_ready.remove(&id);
                     if let Some(r) = self.records.get_mut(&id) {
-                        r.outcome = Outcome::Left(reason);
+                        r.outcome = match departure {
+                            Departure::MemberReset { .. } => Outcome::Failed(reason),
+                            Departure::Evicted => Outcome::Evicted(reason),
+                        };
                         self.left_order.push_back(id);
                     }
                     while self.left_order.len() > self.limit {

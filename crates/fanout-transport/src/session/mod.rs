@@ -62,7 +62,8 @@ pub use repair_queue::MAX_QUEUED_REPAIRS;
 pub use retry_gate::{RetryGate, RETRIES_PER_SECOND, RETRY_BURST};
 pub use roster::{ReceiverProgress, MAX_SESSION_ROSTER_ENTRIES};
 pub use sender::{
-    RealtimeStats, SessionEvent, SessionSender, SessionStats, MAX_OFFERS, MAX_PENDING_CONTROL,
+    Departure, RealtimeStats, SessionEvent, SessionSender, SessionStats, MAX_OFFERS,
+    MAX_PENDING_CONTROL,
 };
 pub use snapshot::MemberSnapshot;
 pub use upstream::{UpstreamStats, MAX_UPSTREAM_BUFFERS, MAX_UPSTREAM_RANGES, MAX_UPSTREAM_WINDOW};

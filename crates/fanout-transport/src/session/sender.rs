@@ -50,6 +50,19 @@ pub use admission::MAX_OFFERS;
 use transmit::Control;
 pub use transmit::MAX_PENDING_CONTROL;
 
+/// Who ended a member's part in a session ([`SessionEvent::MemberLeft`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Departure {
+    /// The member reset its membership (RESET): it failed (its output, its
+    /// disk) or was stopped; `code` is its RESET's error code.
+    MemberReset {
+        /// The RESET's code (`docs/wire.md` §3).
+        code: u64,
+    },
+    /// The sender removed it: stalled, unreachable, silent, behind data a
+    /// quorum or buffer release freed, or a failed key update.
+    Evicted,
+}
 /// What the session tells its application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionEvent {
@@ -72,6 +85,8 @@ pub enum SessionEvent {
         addr: SocketAddr,
         /// Why.
         reason: String,
+        /// Who ended its membership: itself, or the sender.
+        departure: Departure,
     },
     /// Upstream bytes of a member (session relay), or their end, became
     /// readable: call [`SessionSender::read_upstream`] until it returns 0.
@@ -264,7 +279,7 @@ impl SessionSender {
             0
         };
         let mss = config.transport.max_payload() - deadline_room;
-        let pacer = if config.transport.pacing {
+        let pacer = if config.transport.pacing || config.transport.max_rate.is_some() {
             Pacer::new(mss).with_burst_time(config.transport.pacing_burst)
         } else {
             Pacer::disabled()
@@ -679,7 +694,7 @@ impl SessionSender {
 
     /// Removes a member (evicted, reset, or left) and tells it why. Callers
     /// then run [`SessionSender::after_progress`] (release may advance).
-    fn remove(&mut self, now: Instant, id: MemberId, reason: &str, notify: bool) {
+    fn remove(&mut self, now: Instant, id: MemberId, reason: &str, departure: Departure) {
         let Some(member) = self.members.remove(id) else {
             return;
         };
@@ -709,7 +724,7 @@ impl SessionSender {
             "member left"
         );
         // An address never validated is not told: it may be a victim's.
-        if notify && member.is_validated() {
+        if departure == Departure::Evicted && member.is_validated() {
             self.control(
                 member.addr(),
                 Control::Reset {
@@ -722,6 +737,7 @@ impl SessionSender {
                 id,
                 addr: member.addr(),
                 reason: reason.into(),
+                departure,
             });
         }
     }
@@ -810,7 +826,7 @@ impl SessionSender {
                 now,
                 id,
                 "address not validated: its token never came back",
-                false,
+                Departure::Evicted,
             );
             self.after_progress(now);
             return;
@@ -860,7 +876,7 @@ impl SessionSender {
             None
         };
         if let Some(reason) = reason {
-            self.remove(now, id, reason, true);
+            self.remove(now, id, reason, Departure::Evicted);
             self.after_progress(now);
         } else if let Some(m) = self.members.get(id) {
             self.controller.on_feedback(now, m);

@@ -416,7 +416,19 @@ fn decode_close<'a>(r: &mut Reader<'a>) -> Result<CloseFrame<'a>, DecodeError> {
     let n = r.varint_len("close.reason", MAX_REASON_BYTES)?;
     let reason =
         std::str::from_utf8(r.bytes(n)?).map_err(|_| DecodeError::Invalid("close.reason"))?;
-    Ok(CloseFrame { code, reason })
+    Ok(CloseFrame {
+        code,
+        reason: printable_prefix(reason),
+    })
+}
+
+/// `text` up to its first control character: a peer's reason is printed to
+/// people, and an escape sequence in it must not reach their terminal.
+fn printable_prefix(text: &str) -> &str {
+    match text.find(char::is_control) {
+        Some(at) => &text[..at],
+        None => text,
+    }
 }
 
 impl<'a> Frame<'a> {
@@ -748,6 +760,22 @@ pub fn decode_frames(body: &[u8]) -> FrameIter<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_reason_ends_at_its_first_control_character() {
+        let mut out = Vec::new();
+        Frame::Reset(CloseFrame {
+            code: 3,
+            reason: "disk full\u{1b}[2J\nrm -rf",
+        })
+        .encode(&mut out);
+        let mut r = Reader::new(&out);
+        match Frame::decode(&mut r) {
+            Ok(Frame::Reset(c)) => assert_eq!((c.code, c.reason), (3, "disk full")),
+            other => panic!("{other:?}"),
+        }
+    }
+
     use super::super::roster::{RosterEntry, MAX_ROSTER_PAGE};
     use super::*;
     use proptest::prelude::*;

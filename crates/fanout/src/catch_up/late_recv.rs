@@ -64,6 +64,7 @@ pub fn receive_rest(
     };
     let endpoint = UdpEndpoint::bind(SocketAddr::new(ip, 0))
         .with_context(|| format!("cannot bind a catch-up socket on {ip}"))?;
+    args.net.tune(&endpoint)?;
     tracing::info!(
         start = plan.end,
         local = %endpoint.local_addr(),
@@ -139,6 +140,7 @@ pub fn receive_rest(
         delivery: None,
         path: None,
         protection: args.net.security.mode(),
+        receivers: None,
     })
 }
 
@@ -183,8 +185,12 @@ fn assemble(
             take_live(r, out)
         })();
         if let Err(e) = step {
-            r.reset(3, "receiver refused the file");
+            crate::outcome::tell_sender_of_failure(r, &e);
             error = Some(e);
+            return true;
+        }
+        if crate::interrupt::reset_if_interrupted(r) {
+            error = Some(crate::interrupt::error("the sender was told"));
             return true;
         }
         if let Some(m) = out.manifest() {

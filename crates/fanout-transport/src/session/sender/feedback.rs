@@ -7,7 +7,7 @@ use super::transmit::Control;
 use super::SessionSender;
 use crate::session::eviction::MemberSample;
 use crate::session::upstream;
-use crate::session::{MemberId, SessionEvent};
+use crate::session::{Departure, MemberId, SessionEvent};
 use crate::wire::{decode_frames, AckFrame, CloseFrame, Frame, UpstreamFrame};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
@@ -49,9 +49,9 @@ impl SessionSender {
                         );
                     }
                 }
-                Frame::Reset(CloseFrame { reason, .. }) => {
+                Frame::Reset(CloseFrame { code, reason }) => {
                     let why = format!("member reset: {reason}");
-                    self.remove(now, id, &why, false);
+                    self.remove(now, id, &why, Departure::MemberReset { code });
                     self.after_progress(now);
                     return;
                 }
@@ -208,7 +208,7 @@ impl SessionSender {
             .collect();
         let evict = self.outliers.sweep(now, &policy, &samples);
         for (id, reason) in &evict {
-            self.remove(now, *id, reason, true);
+            self.remove(now, *id, reason, Departure::Evicted);
         }
         if !evict.is_empty() {
             self.after_progress(now);

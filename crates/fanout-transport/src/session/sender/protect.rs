@@ -23,6 +23,7 @@ use crate::protection::segments::{
 use crate::protection::source::{SignedList, Signer};
 use crate::protection::{GroupKey, Protection, SeedStream};
 use crate::session::timers::Timer;
+use crate::session::Departure;
 use crate::wire::{GroupKeyFrame, HeaderFlags, HEADER_LEN};
 use fanout_core::time::Instant;
 use std::net::SocketAddr;
@@ -388,7 +389,12 @@ impl super::SessionSender {
         }
         for addr in due.evict {
             if let Some(id) = self.members.at_addr(&addr).map(|m| m.id()) {
-                self.remove(now, id, "did not confirm the new group key", true);
+                self.remove(
+                    now,
+                    id,
+                    "did not confirm the new group key",
+                    Departure::Evicted,
+                );
             }
         }
         self.arm_key_update(now);

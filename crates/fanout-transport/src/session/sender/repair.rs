@@ -6,7 +6,7 @@
 use super::coded::CodedStep;
 use super::SessionSender;
 use crate::session::timers::Timer;
-use crate::session::MemberId;
+use crate::session::{Departure, MemberId};
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
 use std::ops::Range;
@@ -88,7 +88,7 @@ impl SessionSender {
                 if !behind.is_empty() {
                     let why = self.released_reason();
                     for id in behind {
-                        self.remove(now, id, why, true);
+                        self.remove(now, id, why, Departure::Evicted);
                     }
                     self.after_progress(now);
                     // Look at this segment again, for the others.

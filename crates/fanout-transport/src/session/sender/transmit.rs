@@ -259,6 +259,9 @@ impl SessionSender {
         if let Some(cap) = self.controller.rate_cap() {
             self.pacer.cap_rate(cap);
         }
+        if let Some(cap) = self.config.transport.max_rate {
+            self.pacer.cap_rate(cap);
+        }
     }
 
     /// The next new segment, if the controller's limit allows it.
