@@ -26,6 +26,15 @@ fn read_wall_clock() -> std::time::SystemTime {
     std::time::SystemTime::now()
 }
 
+/// Seconds since the Unix epoch by the wall clock (0 before it), for
+/// records people and log collectors read (a service's events); never a
+/// time source for an engine.
+pub fn unix_time() -> f64 {
+    read_wall_clock()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// A reading of this clock and of the wall clock taken together, to convert
 /// kernel receive timestamps ([`Clock::stamp`]).
 #[derive(Debug, Clone, Copy)]

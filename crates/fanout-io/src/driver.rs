@@ -100,6 +100,8 @@ pub struct Driver {
     poller: Poller,
     endpoint: UdpEndpoint,
     state: UdpSocketState,
+    /// A second, receive-only socket ([`Driver::add_receive_socket`]).
+    second: Option<(UdpEndpoint, UdpSocketState)>,
     clock: Clock,
     config: DriverConfig,
     recv_buf: Box<[u8]>,
@@ -161,9 +163,28 @@ impl Driver {
             tx_blocked: false,
             tx_retry_at: None,
             send_error: None,
+            second: None,
             endpoint,
             config,
         })
+    }
+
+    /// Also reads `endpoint` (made nonblocking): its datagrams go to the
+    /// engine as the main socket's do, while everything is sent from the
+    /// main socket. A session member on a multicast group's port takes the
+    /// group's data on it and keeps a unicast socket of its own as the main
+    /// one, so several members on one host each have their own address.
+    pub fn add_receive_socket(&mut self, endpoint: UdpEndpoint) -> Result<(), IoError> {
+        let state = UdpSocketState::new(UdpSockRef::from(endpoint.socket()))
+            .map_err(IoError::option("quinn-udp socket setup"))?;
+        self.poller.register_second(endpoint.socket())?;
+        self.second = Some((endpoint, state));
+        Ok(())
+    }
+
+    /// The second, receive-only socket, if one was added.
+    pub fn receive_socket(&self) -> Option<&UdpEndpoint> {
+        self.second.as_ref().map(|(e, _)| e)
     }
 
     /// The socket, e.g. to join multicast groups while running.
@@ -281,11 +302,38 @@ impl Driver {
         }
     }
 
-    /// Reads until the socket is empty or the per-step cap is reached.
+    /// Reads until the sockets are empty or the per-step cap is reached.
+    /// With two sockets, the one read first alternates from step to step,
+    /// so a flood on one (forged datagrams to a group) cannot starve the
+    /// other (a merger's keep-alives, the sender's replies).
     fn receive<E: Engine + ?Sized>(&mut self, engine: &mut E) {
+        self.rx_pending = false;
+        self.rx_handled = false;
+        let mut got = 0;
+        let order: &[usize] = match (&self.second, self.stats.iterations % 2) {
+            (None, _) => &[0],
+            (Some(_), 0) => &[0, 1],
+            (Some(_), _) => &[1, 0],
+        };
+        for &which in order {
+            if self.poller.maybe_readable(which) && !self.receive_from(which, engine, &mut got) {
+                return;
+            }
+        }
+    }
+
+    /// Reads socket `which` (0: main, 1: second) until it is empty (true)
+    /// or `got` reached the per-step cap (false, input pending).
+    fn receive_from<E: Engine + ?Sized>(
+        &mut self,
+        which: usize,
+        engine: &mut E,
+        got: &mut usize,
+    ) -> bool {
         let Driver {
             endpoint,
             state,
+            second,
             clock,
             config,
             recv_buf,
@@ -299,28 +347,25 @@ impl Driver {
             poller,
             ..
         } = self;
+        let (socket, state) = match (which, second.as_ref()) {
+            (1, Some((e, st))) => (e.socket(), st),
+            _ => (endpoint.socket(), &*state),
+        };
         let rx_transparent = impair_rx.is_transparent();
-        let mut got = 0;
-        *rx_pending = false;
-        *rx_handled = false;
-        if !poller.maybe_readable() {
-            // Found empty and no readiness event since: skip the syscall.
-            return;
-        }
         loop {
-            if got >= config.max_recv_per_step {
+            if *got >= config.max_recv_per_step {
                 *rx_pending = true;
-                return;
+                return false;
             }
             let mut slots = recv_buf.chunks_mut(RECV_SLOT_BYTES);
             let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
                 std::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
-            let n = match state.recv(UdpSockRef::from(endpoint.socket()), &mut bufs, meta) {
+            let n = match state.recv(UdpSockRef::from(socket), &mut bufs, meta) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     stats.recv_empty += 1;
-                    poller.mark_drained();
-                    return;
+                    poller.mark_drained(which);
+                    return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -328,7 +373,7 @@ impl Driver {
                     tracing::debug!("recv: {e}");
                     stats.recv_errors += 1;
                     *rx_pending = true;
-                    return;
+                    return true;
                 }
             };
             stats.recv_syscalls += 1;
@@ -347,7 +392,7 @@ impl Driver {
                 let bytes = &buf[..m.len];
                 let stride = if m.stride == 0 { m.len } else { m.stride };
                 let mut deliver = |d: &[u8]| {
-                    got += 1;
+                    *got += 1;
                     stats.datagrams_received += 1;
                     stats.bytes_received += d.len() as u64;
                     if rx_transparent || impair_rx.handle(now, from, d) == Verdict::Pass {
@@ -363,8 +408,8 @@ impl Driver {
                 }
             }
             if drained {
-                poller.mark_drained();
-                return;
+                poller.mark_drained(which);
+                return true;
             }
         }
     }

@@ -33,7 +33,7 @@ mod socket_tuning;
 mod ssm_v6;
 mod stats;
 
-pub use clock::Clock;
+pub use clock::{unix_time, Clock};
 pub use driver::{run, Driver, DriverConfig, DEFAULT_TIMER_SLACK};
 pub use entropy::{random_seed, random_token_key};
 pub use error::IoError;

@@ -16,6 +16,8 @@ const SOCKET: Token = Token(0);
 #[cfg(any(target_os = "linux", target_os = "android"))]
 const TIMER: Token = Token(1);
 const WAKER: Token = Token(2);
+/// The second, receive-only socket ([`Poller::register_second`]).
+const SECOND: Token = Token(3);
 
 /// Readiness events collected per wait; a handful is plenty for three sources.
 const EVENT_CAPACITY: usize = 8;
@@ -27,11 +29,11 @@ pub(crate) struct Poller {
     events: Events,
     socket_fd: std::os::fd::RawFd,
     writable_interest: bool,
-    /// The socket may hold input: set by a readiness event (or whenever no
-    /// wait told otherwise), cleared by [`Poller::mark_drained`]. The
-    /// registration is edge-triggered, so a datagram arriving after the
-    /// drain always brings a new event.
-    readable: bool,
+    /// Per socket (0: the main one, 1: the second): it may hold input. Set
+    /// by a readiness event (or whenever no wait told otherwise), cleared
+    /// by [`Poller::mark_drained`]. The registrations are edge-triggered,
+    /// so a datagram arriving after the drain always brings a new event.
+    readable: [bool; 2],
     /// The instant the precise timer is armed for, until it fires. A later
     /// deadline keeps it (the early wake-up finds nothing due and arms the
     /// timer anew), so a deadline that moves later at every ACK — an RTO,
@@ -90,7 +92,7 @@ impl Poller {
             events: Events::with_capacity(EVENT_CAPACITY),
             socket_fd,
             writable_interest: false,
-            readable: true,
+            readable: [true; 2],
             armed: None,
             waker,
             #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -121,22 +123,36 @@ impl Poller {
         Ok(())
     }
 
-    /// Whether the socket may hold input. `false` only after
-    /// [`Poller::mark_drained`] with no readiness event since, so a receive
-    /// attempt can be skipped (it would fail with `WouldBlock`).
-    pub fn maybe_readable(&self) -> bool {
-        self.readable
+    /// Also waits for input on `socket` (a receive-only second socket,
+    /// index 1 in [`Poller::maybe_readable`]).
+    pub fn register_second(&mut self, socket: &UdpSocket) -> Result<(), IoError> {
+        let fd = socket.as_raw_fd();
+        self.poll
+            .registry()
+            .register(&mut SourceFd(&fd), SECOND, Interest::READABLE)
+            .map_err(IoError::Poll)?;
+        self.readable[1] = true;
+        Ok(())
     }
 
-    /// Records that a receive found the socket empty (`WouldBlock`).
-    pub fn mark_drained(&mut self) {
-        self.readable = false;
+    /// Whether socket `which` (0: main, 1: second) may hold input. `false`
+    /// only after [`Poller::mark_drained`] with no readiness event since,
+    /// so a receive attempt can be skipped (it would fail with
+    /// `WouldBlock`).
+    pub fn maybe_readable(&self, which: usize) -> bool {
+        self.readable[which]
     }
 
-    /// Forgets a drain: the next [`Poller::maybe_readable`] says yes (for a
-    /// caller that goes on without waiting, hence without readiness news).
+    /// Records that a receive found socket `which` empty (`WouldBlock`).
+    pub fn mark_drained(&mut self, which: usize) {
+        self.readable[which] = false;
+    }
+
+    /// Forgets the drains: the next [`Poller::maybe_readable`] says yes
+    /// (for a caller that goes on without waiting, hence without readiness
+    /// news).
     pub fn assume_readable(&mut self) {
-        self.readable = true;
+        self.readable = [true; 2];
     }
 
     /// Blocks until a registered event, `deadline` (precise on Linux), or
@@ -151,8 +167,8 @@ impl Poller {
         let mut timeout = cap;
         if let Some(d) = deadline {
             if d <= now {
-                // No wait, so no news about the socket: assume input.
-                self.readable = true;
+                // No wait, so no news about the sockets: assume input.
+                self.readable = [true; 2];
                 return Ok(());
             }
             let until = d - now;
@@ -165,7 +181,10 @@ impl Poller {
                 for event in self.events.iter() {
                     match event.token() {
                         SOCKET if event.is_readable() || event.is_error() => {
-                            self.readable = true;
+                            self.readable[0] = true;
+                        }
+                        SECOND if event.is_readable() || event.is_error() => {
+                            self.readable[1] = true;
                         }
                         #[cfg(any(target_os = "linux", target_os = "android"))]
                         TIMER => self.armed = None,
@@ -175,7 +194,7 @@ impl Poller {
                 Ok(())
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                self.readable = true;
+                self.readable = [true; 2];
                 Ok(())
             }
             Err(e) => Err(IoError::Poll(e)),

@@ -95,6 +95,7 @@ fn demo_in(dir: &std::path::Path, args: &DemoArgs) -> Result<()> {
             json: false,
             quiet: true,
         },
+        service: crate::cmd_serve::ServiceOpts::default(),
         net: net.clone(),
     };
     let (tx, rx) = mpsc::channel();

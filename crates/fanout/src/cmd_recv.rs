@@ -8,6 +8,7 @@ use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, version_hint, OutputOpts, TransferReport,
 };
 use crate::security_opts::Side;
+use crate::session_net::MemberSockets;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
@@ -39,18 +40,15 @@ pub struct RecvArgs {
     /// With --from (no --group): the local address to join from.
     #[arg(long, value_name = "ADDR:PORT", required_unless_present_any = ["group", "from"])]
     pub listen: Option<SocketAddr>,
-    /// Join this multicast group and the session of the sender named by
-    /// --from (`fanout send --group`).
-    #[arg(
-        long,
-        value_name = "GROUP:PORT",
-        conflicts_with = "listen",
-        requires = "from"
-    )]
+    /// Join this multicast group and the session of the first sender that
+    /// announces one on it (`fanout send --group`), or of the sender --from
+    /// names.
+    #[arg(long, value_name = "GROUP:PORT", conflicts_with = "listen")]
     pub group: Option<SocketAddr>,
-    /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`.
-    /// Alone, joins its session by unicast (a sender run with `--unicast`,
-    /// or fallen back to it).
+    /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`:
+    /// with --group, joins it without waiting for its announcement (and
+    /// whatever else announces on the group); alone, joins its session by
+    /// unicast (a sender run with `--unicast`, or fallen back to it).
     #[arg(long, value_name = "HOST:PORT")]
     pub from: Option<String>,
     /// With --group: the local IPv4 address of the interface to join on
@@ -91,6 +89,8 @@ pub struct RecvArgs {
     pub wait: u64,
     #[command(flatten)]
     pub out: OutputOpts,
+    #[command(flatten, next_help_heading = "Service")]
+    pub service: crate::cmd_serve::ServiceOpts,
     #[command(flatten)]
     pub net: TransportOpts,
 }
@@ -250,30 +250,60 @@ pub(crate) fn check_output(output: &Path, existing: Existing) -> Result<()> {
 /// Binds the socket: `--listen` for a unicast sender, or a session
 /// member's socket (`--from`, joined to `--group` if given). Returns it and,
 /// for a session, the sender to join.
-fn open_endpoint(args: &RecvArgs) -> Result<(UdpEndpoint, Option<SocketAddr>)> {
-    let Some(from) = args.from.as_deref() else {
+fn open_endpoint(
+    args: &RecvArgs,
+    skip: Option<&[u64]>,
+    joined: &mut Option<u64>,
+) -> Result<(MemberSockets, Option<SocketAddr>)> {
+    if args.from.is_none() && args.group.is_none() {
         let listen = args
             .listen
             .context("--listen, --group or --from is required")?;
         let ep = UdpEndpoint::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
-        return Ok((ep, None));
-    };
-    let from = crate::cmd_send::resolve(from)?;
-    let ep = crate::session_net::open_member_endpoint(&crate::session_net::JoinSpec {
-        group: args.group,
-        from,
-        interface: args.interface,
-        listen: args.listen,
-        source: args.source,
-    })?;
-    Ok((ep, Some(from)))
+        let sockets = MemberSockets {
+            unicast: ep,
+            group: None,
+        };
+        return Ok((sockets, None));
+    }
+    let (sockets, found) = crate::session_net::join_session(
+        args.from.as_deref(),
+        crate::session_net::JoinSpec {
+            group: args.group,
+            from: None,
+            interface: args.interface,
+            listen: args.listen,
+            source: args.source,
+        },
+        crate::session_net::Discovery {
+            wait: (args.wait > 0).then(|| std::time::Duration::from_secs(args.wait)),
+            skip,
+            quiet: args.out.quiet || args.out.json,
+        },
+    )?;
+    *joined = found.session;
+    Ok((sockets, Some(found.sender)))
 }
 
 /// Receives one file; returns the report. `bound` (if given) learns the
 /// local address once the socket is bound (port 0 → chosen port).
 pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<TransferReport> {
+    recv_session(args, bound, None, &mut None)
+}
+
+/// [`recv`], finding the sender by its announcement of a session not in
+/// `skip` when `skip` is given (`--from` then only filters); `joined`
+/// learns the session's id as soon as it is found, even if the transfer
+/// then fails.
+pub(crate) fn recv_session(
+    args: &RecvArgs,
+    bound: Option<mpsc::Sender<SocketAddr>>,
+    skip: Option<&[u64]>,
+    joined: &mut Option<u64>,
+) -> Result<TransferReport> {
     check_output(&args.output, args.existing())?;
-    let (endpoint, join) = open_endpoint(args)?;
+    let (sockets, join) = open_endpoint(args, skip, joined)?;
+    let endpoint = &sockets.unicast;
     if !args.out.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
@@ -283,9 +313,9 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     }
     // A joiner tells the sender the largest payload its route carries
     // (CONNECT's max_payload); a listener learns its peer only later.
-    let path = join.map(|sender| args.net.fit_path(&endpoint, sender));
+    let path = join.map(|sender| args.net.fit_path(endpoint, sender));
     let clock = Clock::new();
-    let mut driver = args.net.driver_on(endpoint, clock)?;
+    let mut driver = args.net.member_driver(sockets, clock)?;
     let mut transport = args.net.transport_on(Side::Receiver, path.as_ref())?;
     args.merger
         .apply(&mut transport, &args.net.security, join)?;
@@ -339,7 +369,7 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
         b.finish_and_clear();
     }
     let stats = stats?;
-    if crate::interrupt::interrupted() {
+    if crate::interrupt::interrupted() && !receiver.is_finished() {
         inc.abandon();
         return Err(crate::interrupt::error(if receiver.peer().is_some() {
             "the sender was told"
@@ -409,8 +439,11 @@ pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<
     })
 }
 
-/// Runs `fanout recv`.
+/// Runs `fanout recv` (`--serve`: [`crate::cmd_serve::serve`]).
 pub fn run(args: RecvArgs) -> Result<()> {
+    if args.service.serve {
+        return crate::cmd_serve::serve(&args);
+    }
     recv(&args, None)?.print(args.out.json);
     Ok(())
 }

@@ -34,7 +34,7 @@ use crate::report::{
 use crate::security_opts::Side;
 use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{
-    open_member_endpoint, open_sender_endpoint, DeliveryReport, JoinSpec, SessionSpec,
+    open_member_sockets, open_sender_endpoint, DeliveryReport, JoinSpec, SessionSpec,
 };
 use crate::session_view::SessionView;
 use anyhow::{bail, Context, Result};
@@ -208,9 +208,9 @@ struct Upstream {
 pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
     args.session.validate()?;
     let from = crate::cmd_send::resolve(&args.from)?;
-    let up_ep = open_member_endpoint(&JoinSpec {
+    let up_sockets = open_member_sockets(&JoinSpec {
         group: args.group,
-        from,
+        from: Some(from),
         interface: args.interface,
         listen: None,
         source: None,
@@ -226,11 +226,11 @@ pub fn relay(args: &RelayArgs) -> Result<RelayReport> {
         None => None,
     };
     // Upstream toward its sender, downstream to its own group.
-    let up_path = args.net.fit_path(&up_ep, from);
+    let up_path = args.net.fit_path(&up_sockets.unicast, from);
     let down_path = delivery.group().map(|g| args.net.fit_path(&down_ep, g));
     let clock = Clock::new();
     let mut down = args.net.driver_on(down_ep, clock)?;
-    let up = args.net.driver_on(up_ep, clock)?;
+    let up = args.net.member_driver(up_sockets, clock)?;
     let (wake_down, wake_up) = (down.waker(), up.waker());
     let mut up_transport = args.net.transport_on(Side::RelayIn, Some(&up_path))?;
     let latency = args.latency.map(Duration::from_millis);

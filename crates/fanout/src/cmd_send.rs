@@ -111,6 +111,12 @@ pub fn send(args: &SendArgs) -> Result<TransferReport> {
 }
 
 fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferReport> {
+    let session_only = args.session.session_flags_given();
+    anyhow::ensure!(
+        session_only.is_empty(),
+        "{} apply to sessions (--group or --unicast), not to --to",
+        session_only.join(", ")
+    );
     let peer = resolve(args.to.as_deref().context("--to or --group is required")?)?;
     let bind = args.bind.unwrap_or(any_addr(peer));
     let endpoint = UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"))?;
@@ -270,19 +276,12 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let cu = session.catch_up_stats().clone();
     let mut members = view.member_reports(&session);
     for m in members.iter_mut() {
-        // A late joiner completed only if its catch-up of the prefix did.
-        if m.start_offset > 0 && m.outcome == Outcome::Completed {
-            match session.catch_up_outcome(m.id) {
-                Some(true) => {}
-                Some(false) => {
-                    m.outcome = Outcome::Incomplete;
-                    m.reason = Some("its catch-up of the missed prefix failed".into());
-                }
-                None => {
-                    m.outcome = Outcome::Incomplete;
-                    m.reason = Some("it never fetched the prefix it missed".into());
-                }
-            }
+        // A late joiner whose catch-up of the prefix failed did not get the
+        // file. (One that asked for none held the prefix: it re-attached or
+        // resumed at its position.)
+        if m.outcome == Outcome::Completed && session.catch_up_outcome(m.id) == Some(false) {
+            m.outcome = Outcome::Incomplete;
+            m.reason = Some("its catch-up of the missed prefix failed".into());
         }
     }
     let tally = ReceiverTally::count(&members, args.require);

@@ -35,7 +35,7 @@ use crate::report::{
 use crate::security_opts::Side;
 use crate::session_args::SessionSendArgs;
 use crate::session_net::{
-    open_member_endpoint, open_sender_endpoint, run_session, JoinSpec, SessionSpec,
+    join_session, open_sender_endpoint, run_session, Discovery, JoinSpec, SessionSpec,
 };
 use crate::session_view::SessionView;
 use anyhow::{bail, Context, Result};
@@ -52,6 +52,9 @@ use std::time::Duration;
 
 /// Arguments of `fanout stream`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  some-encoder | fanout stream send --group 239.1.1.1:7000 --bind 192.0.2.1:6000
+  fanout stream recv --group 239.1.1.1:7000 > out.ts   # on each receiver")]
 pub struct StreamArgs {
     #[command(subcommand)]
     pub command: StreamCommand,
@@ -130,8 +133,10 @@ pub struct StreamSendArgs {
   fanout stream recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 --latency 200 | ffplay -")]
 pub struct StreamRecvArgs {
     /// The session sender (its `--bind` address), e.g. `192.0.2.1:6000`.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub from: String,
+    /// Optional with --group: without it, the first sender that announces
+    /// a session on the group.
+    #[arg(long, value_name = "HOST:PORT", required_unless_present = "group")]
+    pub from: Option<String>,
     /// Join this multicast group; without it, data comes by unicast only
     /// (the sender must fan out by unicast).
     #[arg(long, value_name = "GROUP:PORT")]
@@ -364,21 +369,29 @@ pub fn stream_recv(
     output: impl Write + Send + 'static,
     upstream: Option<Box<dyn Read + Send>>,
 ) -> Result<TransferReport> {
-    let from = crate::cmd_send::resolve(&args.from)?;
-    let endpoint = open_member_endpoint(&JoinSpec {
-        group: args.group,
-        from,
-        interface: args.interface,
-        listen: args.listen,
-        source: args.source,
-    })?;
+    let (sockets, found) = join_session(
+        args.from.as_deref(),
+        JoinSpec {
+            group: args.group,
+            from: None,
+            interface: args.interface,
+            listen: args.listen,
+            source: args.source,
+        },
+        Discovery {
+            wait: (args.wait > 0).then(|| Duration::from_secs(args.wait)),
+            skip: None,
+            quiet: args.out.quiet || args.out.json,
+        },
+    )?;
+    let from = found.sender;
     if !args.out.quiet {
-        eprintln!("fanout: listening on {}", endpoint.local_addr());
+        eprintln!("fanout: listening on {}", sockets.unicast.local_addr());
     }
     args.net.security.warn_if_unprotected(args.out.quiet);
-    let path = args.net.fit_path(&endpoint, from);
+    let path = args.net.fit_path(&sockets.unicast, from);
     let clock = Clock::new();
-    let mut driver = args.net.driver_on(endpoint, clock)?;
+    let mut driver = args.net.member_driver(sockets, clock)?;
     let mut transport = args.net.transport_on(Side::Receiver, Some(&path))?;
     if args.wait > 0 {
         transport.handshake_timeout = Duration::from_secs(args.wait);

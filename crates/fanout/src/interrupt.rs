@@ -39,10 +39,11 @@ pub fn error(told: &str) -> anyhow::Error {
     .into()
 }
 
-/// If interrupted: resets `r` (the sender learns it at once) and returns
-/// true, to end the receiving loop.
+/// If interrupted before the whole stream arrived: resets `r` (the sender
+/// learns it at once) and returns true, to end the receiving loop. A
+/// stream that arrived whole is finished first (verified, renamed).
 pub fn reset_if_interrupted(r: &mut fanout_transport::Receiver) -> bool {
-    if !interrupted() {
+    if !interrupted() || r.is_finished() {
         return false;
     }
     r.reset(reset_code::INTERRUPTED, "interrupted by its operator");

@@ -9,6 +9,7 @@ mod cmd_merge;
 mod cmd_recv;
 mod cmd_relay;
 mod cmd_send;
+mod cmd_serve;
 mod cmd_sim;
 mod cmd_stream;
 mod interrupt;

@@ -223,6 +223,22 @@ impl TransportOpts {
         Ok(Driver::new(endpoint, clock, self.driver())?)
     }
 
+    /// The event loop of a session member: its unicast socket as the main
+    /// one ([`TransportOpts::driver_on`]), and the group's port, if any, read
+    /// alongside.
+    pub fn member_driver(
+        &self,
+        sockets: crate::session_net::MemberSockets,
+        clock: Clock,
+    ) -> anyhow::Result<Driver> {
+        let mut driver = self.driver_on(sockets.unicast, clock)?;
+        if let Some(group) = sockets.group {
+            self.tune(&group)?;
+            driver.add_receive_socket(group)?;
+        }
+        Ok(driver)
+    }
+
     /// Applies `--dscp` and `--socket-buffer` to `endpoint`.
     pub fn tune(&self, endpoint: &UdpEndpoint) -> anyhow::Result<()> {
         if let Some(dscp) = self.dscp {

@@ -108,7 +108,7 @@ impl FromStr for Requirement {
     }
 }
 
-/// Receivers counted by outcome (a merger counts for the receivers it
+/// Receivers counted by outcome (an ACK merger counts for the receivers it
 /// stands for), and whether the requirement held.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReceiverTally {
@@ -133,7 +133,9 @@ impl ReceiverTally {
     pub fn count(members: &[MemberReport], requirement: Requirement) -> Self {
         let mut t = ReceiverTally::default();
         for m in members {
-            let n = m.receivers.max(1);
+            // An ACK merger counts for its subtree; one that left, for none
+            // (its receivers are counted where they re-attached).
+            let n = m.receivers;
             t.joined += n;
             match m.outcome {
                 Outcome::Completed => t.completed += n,
@@ -228,9 +230,15 @@ mod tests {
 
     #[test]
     fn a_merger_counts_for_its_receivers_and_nobody_is_not_success() {
-        let members = [member(Outcome::Completed, 5), member(Outcome::Evicted, 3)];
+        // A merger that left stands for nobody.
+        let members = [
+            member(Outcome::Completed, 5),
+            member(Outcome::Evicted, 3),
+            member(Outcome::Failed, 0),
+        ];
         let t = ReceiverTally::count(&members, Requirement::AtLeast(5));
         assert_eq!((t.joined, t.completed, t.evicted, t.met), (8, 5, 3, true));
+        assert_eq!(t.failed, 0);
         assert!(!ReceiverTally::count(&[], Requirement::All).met);
     }
 }

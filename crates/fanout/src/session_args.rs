@@ -16,6 +16,11 @@ use fanout_transport::TransportConfig;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// How often a multicast session announces itself to its group (four
+/// times as often while it waits for receivers): a receiver started with
+/// only the group joins within this long.
+const ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
+
 /// Flags of a session sender (the one-to-many engine).
 #[derive(Debug, Args)]
 pub struct SessionSendArgs {
@@ -26,7 +31,8 @@ pub struct SessionSendArgs {
     #[arg(long, default_value_t = 10, value_name = "SECS")]
     pub wait_secs: u64,
     /// With --group: multicast TTL (1 = this link only).
-    #[arg(long, default_value_t = 1, value_name = "HOPS")]
+    #[arg(long, default_value_t = 1, value_name = "HOPS",
+          value_parser = clap::value_parser!(u32).range(1..=255))]
     pub ttl: u32,
     /// With --group: repair by multicast when more than this share of
     /// receivers miss a segment, otherwise by unicast.
@@ -160,6 +166,28 @@ fn parse_rtt(text: &str) -> Result<RttPolicy, String> {
 impl SessionSendArgs {
     /// Checks the flags that clap cannot: `--repair-threshold` is a share
     /// in [0, 1].
+    /// The session-only flags given other values than their defaults (for
+    /// `send --to`, a transfer to one receiver, where they mean nothing).
+    pub fn session_flags_given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let mut note = |changed: bool, flag: &'static str| {
+            if changed {
+                given.push(flag);
+            }
+        };
+        note(self.wait_for != 1, "--wait-for");
+        note(self.wait_secs != 10, "--wait-secs");
+        note(self.ttl != 1, "--ttl");
+        note(self.repair_threshold != 0.05, "--repair-threshold");
+        note(self.repair != "auto", "--repair");
+        note(self.repair_block != 32, "--repair-block");
+        note(self.stall_timeout != 10, "--stall-timeout");
+        note(self.release != ReleasePolicy::SlowestReceiver, "--release");
+        note(self.window_policy != WindowPolicy::Auto, "--window-policy");
+        note(self.session_rtt != RttPolicy::Maximum, "--session-rtt");
+        given
+    }
+
     pub fn validate(&self) -> Result<()> {
         ensure!(
             (0.0..=1.0).contains(&self.repair_threshold),
@@ -216,6 +244,8 @@ impl SessionSendArgs {
             window: self.window_policy,
             rtt: self.session_rtt,
             token_key: fanout_io::random_token_key(),
+            // Receivers told only the group learn the sender from these.
+            announce_every: Some(ANNOUNCE_EVERY),
             ..SessionConfig::default()
         }
     }

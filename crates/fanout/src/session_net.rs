@@ -9,7 +9,9 @@ use fanout_core::{Engine, Instant};
 use fanout_io::{Driver, EndpointConfig, RunStats, UdpEndpoint};
 use fanout_transport::session::SessionSender;
 use serde::Serialize;
+use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 /// How a session sender was asked to deliver.
 #[derive(Debug, Clone, Copy)]
@@ -202,8 +204,8 @@ pub fn run_session<E: Engine>(
 pub struct JoinSpec {
     /// The group to join, if the sender multicasts.
     pub group: Option<SocketAddr>,
-    /// The session sender.
-    pub from: SocketAddr,
+    /// The session sender (`None`: to be discovered on the group).
+    pub from: Option<SocketAddr>,
     /// Local IPv4 interface address to join on (kernel's choice if absent).
     pub interface: Option<Ipv4Addr>,
     /// Local address without a group (default: any address, any port).
@@ -221,8 +223,8 @@ pub struct JoinSpec {
 pub fn open_member_endpoint(spec: &JoinSpec) -> Result<UdpEndpoint> {
     let Some(group) = spec.group else {
         let bind = spec.listen.unwrap_or(match spec.from {
-            SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
-            SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
+            Some(SocketAddr::V6(_)) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
+            _ => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
         });
         return UdpEndpoint::bind(bind).with_context(|| format!("cannot bind {bind}"));
     };
@@ -261,6 +263,156 @@ pub fn open_member_endpoint(spec: &JoinSpec) -> Result<UdpEndpoint> {
         );
     }
     Ok(ep)
+}
+
+/// A session member's sockets: its own unicast socket (everything it sends
+/// and the sender's unicast replies), and, for a multicast session, a
+/// receive-only socket on the group's port, joined to the group. Several
+/// members on one host share the group's port but each has its own
+/// address, so the sender tells them apart.
+#[derive(Debug)]
+pub struct MemberSockets {
+    /// The member's own socket (its address in the session).
+    pub unicast: UdpEndpoint,
+    /// The group's port, joined to the group (`None` without a group).
+    pub group: Option<UdpEndpoint>,
+}
+
+/// How a member finds its session sender ([`join_session`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Discovery<'a> {
+    /// Give up waiting for an announcement after this long (`None`: never).
+    pub wait: Option<Duration>,
+    /// Always wait for an announcement, with `--from` (if given) only as a
+    /// filter, and never join these sessions (a service's finished ones).
+    pub skip: Option<&'a [u64]>,
+    /// No lines on stderr.
+    pub quiet: bool,
+}
+
+/// The session a member joins: its sender, and its id if an announcement
+/// named it.
+#[derive(Debug, Clone, Copy)]
+pub struct Found {
+    /// The sender's address.
+    pub sender: SocketAddr,
+    /// The session id its announcement carried.
+    pub session: Option<u64>,
+}
+
+/// A member's sockets and the session sender it joins: the one `from`
+/// (`--from`, resolved) names, or, with a group and no `from` (or with
+/// [`Discovery::skip`]), the first that announces a session on the group
+/// ([`discover_sender`]).
+pub fn join_session(
+    from: Option<&str>,
+    spec: JoinSpec,
+    how: Discovery<'_>,
+) -> Result<(MemberSockets, Found)> {
+    let from = from.map(crate::cmd_send::resolve).transpose()?;
+    let spec = JoinSpec { from, ..spec };
+    let sockets = open_member_sockets(&spec)?;
+    if let (Some(sender), None) = (from, how.skip) {
+        let found = Found {
+            sender,
+            session: None,
+        };
+        return Ok((sockets, found));
+    }
+    let (group, group_ep) = spec
+        .group
+        .zip(sockets.group.as_ref())
+        .context("--from HOST:PORT is needed without --group")?;
+    if !how.quiet {
+        eprintln!("fanout: waiting for a sender to announce a session on {group}");
+    }
+    let only = from.map(|f| f.ip());
+    let found = discover_sender(group_ep, group, only, how.skip.unwrap_or(&[]), how.wait)?;
+    if !how.quiet {
+        eprintln!("fanout: joining the session of {}", found.sender);
+    }
+    Ok((sockets, found))
+}
+
+/// Opens a member's sockets ([`MemberSockets`]): with a group, the group's
+/// port ([`open_member_endpoint`]) and a unicast socket on the interface's
+/// address (or any), any port; without, the one unicast socket.
+pub fn open_member_sockets(spec: &JoinSpec) -> Result<MemberSockets> {
+    let Some(group) = spec.group else {
+        return Ok(MemberSockets {
+            unicast: open_member_endpoint(spec)?,
+            group: None,
+        });
+    };
+    let group_ep = open_member_endpoint(spec)?;
+    let ip: IpAddr = match (group, spec.interface) {
+        (SocketAddr::V4(_), Some(i)) => i.into(),
+        (SocketAddr::V4(_), None) => Ipv4Addr::UNSPECIFIED.into(),
+        (SocketAddr::V6(_), _) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let bind = SocketAddr::new(ip, 0);
+    let unicast = UdpEndpoint::bind(bind).with_context(|| match spec.interface {
+        Some(i) => {
+            format!("--interface {i}: cannot bind a socket there (not an address of this host?)")
+        }
+        None => format!("cannot bind {bind}"),
+    })?;
+    Ok(MemberSockets {
+        unicast,
+        group: Some(group_ep),
+    })
+}
+
+/// Waits on `endpoint` (joined to `group`) for a session's announcement (an
+/// OFFER multicast to the group, `docs/wire.md` §4.13) and returns its
+/// sender: the first announcer (from `only`, if given) of a session not in
+/// `skip`. Gives up after `wait` (`None`: never), or when interrupted.
+/// Other datagrams on the group (a running session's data) are skipped.
+pub fn discover_sender(
+    endpoint: &UdpEndpoint,
+    group: SocketAddr,
+    only: Option<IpAddr>,
+    skip: &[u64],
+    wait: Option<Duration>,
+) -> Result<Found> {
+    use fanout_transport::wire::{decode_frames, Frame, Header};
+    let clock = fanout_io::Clock::new();
+    endpoint.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let found = loop {
+        if crate::interrupt::interrupted() {
+            return Err(crate::interrupt::error("no sender had been found"));
+        }
+        if let Some(limit) = wait {
+            ensure!(
+                clock.now() - fanout_core::Instant::ZERO < limit,
+                "no sender announced a session on {group} within {} s \
+                 (is one running with --group {group}?)",
+                limit.as_secs()
+            );
+        }
+        let (n, from) = match endpoint.recv_from(&mut buf) {
+            Ok(got) => got,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("waiting for a sender's announcement"),
+        };
+        if only.is_some_and(|ip| ip != from.ip()) {
+            continue;
+        }
+        let Ok((header, frames)) = Header::decode(&buf[..n]) else {
+            continue;
+        };
+        let offer = matches!(decode_frames(frames).next(), Some(Ok(Frame::Offer(_))));
+        if offer && !skip.contains(&header.session_id) {
+            break Found {
+                sender: from,
+                session: Some(header.session_id),
+            };
+        }
+    };
+    endpoint.set_read_timeout(None)?;
+    Ok(found)
 }
 
 #[cfg(test)]

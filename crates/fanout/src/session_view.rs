@@ -118,6 +118,7 @@ impl SessionView {
                 addr,
                 reason,
                 departure,
+                merger,
             } = e
             {
                 if let Some(relay) = self.relay.as_mut() {
@@ -139,6 +140,8 @@ impl SessionView {
                 report.id = id.0;
                 report.addr = addr.to_string();
                 report.outcome = outcome;
+                // A merger's receivers are counted where they re-attach.
+                report.receivers = u64::from(!merger);
                 report.reason = Some(
                     reason
                         .strip_prefix("member reset: ")

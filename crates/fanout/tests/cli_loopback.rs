@@ -578,8 +578,58 @@ fn bad_input_gets_clear_errors() {
     assert!(!ok && err.contains("not a probability"), "{err}");
     let (ok, err) = run(&["sim", "/nonexistent.toml"]);
     assert!(!ok && err.contains("nonexistent.toml"), "{err}");
+    // Typos fail instead of degrading: a TTL beyond 255, an unknown log
+    // level, a session flag on a transfer to one receiver.
+    let (ok, err) = run(&[
+        "send",
+        "Cargo.toml",
+        "--group",
+        "239.1.1.1:7000",
+        "--bind",
+        "127.0.0.1:0",
+        "--ttl",
+        "300",
+    ]);
+    assert!(!ok && err.contains("--ttl"), "{err}");
+    let (ok, err) = run(&["--log", "verbose", "demo"]);
+    assert!(!ok && err.contains("verbose"), "{err}");
+    let (ok, err) = run(&[
+        "send",
+        "Cargo.toml",
+        "--to",
+        "127.0.0.1:9",
+        "--wait-for",
+        "3",
+    ]);
+    assert!(!ok && err.contains("--wait-for apply to sessions"), "{err}");
     let (ok, _) = run(&["--help"]);
     assert!(ok);
+}
+
+/// Shell completions and man pages come from the CLI itself: they know
+/// every command and flag.
+#[test]
+fn completions_and_man_pages_are_generated_from_the_cli() {
+    let out = |args: &[&str]| {
+        let o = Command::new(BIN).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}");
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let bash = out(&["completions", "bash"]);
+    assert!(bash.contains("_fanout()") && bash.contains("--max-rate"));
+    assert!(out(&["completions", "zsh"]).contains("#compdef fanout"));
+    let man = out(&["man"]);
+    assert!(man.contains(".TH fanout 1") && man.contains("recv"));
+    let dir = temp_dir("man");
+    out(&["man", "--dir", dir.path().to_str().unwrap()]);
+    let page = std::fs::read_to_string(dir.path().join("fanout-send.1")).unwrap();
+    assert!(page.contains("require"), "{page}");
+    // Every command's help ends with examples.
+    for cmd in [
+        "send", "recv", "relay", "merge", "sim", "demo", "lab", "keygen",
+    ] {
+        assert!(out(&[cmd, "--help"]).contains("Example"), "{cmd} --help");
+    }
 }
 
 /// A sender of wire version 1 (before the handshake frames were split)

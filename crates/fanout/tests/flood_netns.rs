@@ -167,8 +167,13 @@ fn attack(
         if stop.load(Ordering::Relaxed) {
             return Flood::default();
         }
+        // The flood starts with the transfer: the first datagram on the
+        // group that is not the sender's announcement (a clear OFFER, sent
+        // while it waits for receivers). A flood that starts before the
+        // receivers joined an unprotected merger is another scenario.
         if let Ok((n, _)) = listen.recv_from(&mut buf) {
-            if n >= 16 && &buf[..2] == b"FO" {
+            let announcement = n > 16 && buf[16] == 0x0b;
+            if n >= 16 && &buf[..2] == b"FO" && !announcement {
                 break u64::from_be_bytes(buf[4..12].try_into().unwrap());
             }
         }

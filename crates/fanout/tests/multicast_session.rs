@@ -82,6 +82,30 @@ fn finish_with_code(child: &mut NsChild, limit: Duration) -> (Option<i32>, Strin
     (status.code(), out)
 }
 
+/// Starts `fanout send SRC --group GROUP --bind SENDER --wait-for N --json`
+/// on host 0 with `extra` flags; stdout piped, stderr piped if `stderr`.
+fn start_sender(
+    lan: &LanTopology,
+    src: &Path,
+    wait_for: usize,
+    extra: &[&str],
+    stderr: bool,
+) -> NsChild {
+    let mut cmd = lan.host(0).netns().exec(BIN);
+    cmd.arg("send")
+        .arg(src)
+        .args(["--group", GROUP, "--bind", SENDER, "--json"])
+        .args(["--wait-for", &wait_for.to_string()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(if stderr {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    lan.host(0).netns().spawn(cmd).expect("spawn sender")
+}
+
 struct Run {
     /// The sender's exit code.
     sender_code: Option<i32>,
@@ -121,23 +145,8 @@ fn session(
         .wait_for_members(group, RECEIVERS, Duration::from_secs(5))
         .expect("bridge state");
     assert_eq!(members.len(), RECEIVERS, "the bridge learned {members:?}");
-    let mut cmd = lan.host(0).netns().exec(BIN);
-    cmd.arg("send")
-        .arg(&src)
-        .args([
-            "--group",
-            GROUP,
-            "--bind",
-            SENDER,
-            "--wait-for",
-            "8",
-            "--json",
-            "--quiet",
-        ])
-        .args(sender_extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+    let extra = [&["--quiet"], sender_extra].concat();
+    let mut tx = start_sender(&lan, &src, RECEIVERS, &extra, false);
     during(&lan, &mut rx, &outs);
     let (sender_code, out) = finish_with_code(&mut tx, Duration::from_secs(120));
     let sender: serde_json::Value = serde_json::from_str(&out)
@@ -416,14 +425,8 @@ fn a_receiver_whose_disk_fills_is_reported_failed_at_once_with_its_reason() {
         let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
         lan.wait_for_members(group, 3, Duration::from_secs(5))
             .expect("bridge state");
-        let mut cmd = lan.host(0).netns().exec(BIN);
-        cmd.arg("send")
-            .arg(&src)
-            .args(["--group", GROUP, "--bind", SENDER, "--wait-for", "3"])
-            .args(["--json", "--window-mib", "2", "--require", require])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+        let extra = ["--window-mib", "2", "--require", require];
+        let mut tx = start_sender(&lan, &src, 3, &extra, true);
         // The sender's stderr, each line stamped when it arrived.
         let stderr = tx.child_mut().stderr.take().unwrap();
         let lines = std::thread::spawn(move || {
@@ -491,5 +494,74 @@ fn a_receiver_whose_disk_fills_is_reported_failed_at_once_with_its_reason() {
         eprintln!(
             "--require {require}: exit {code:?}, failure told {delay:?} after the disk filled"
         );
+    }
+}
+
+/// Receivers told only the group and their interface (no `--from`) find
+/// the sender by its announcements and get the file; two of them share one
+/// host (each has its own address in the session, so neither is taken for
+/// the other); started before the sender or after it began waiting, they
+/// join all the same.
+#[test]
+fn receivers_told_only_the_group_find_the_sender_two_on_one_host() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let scratch = Scratch::new("mc-discovery");
+    let dir = scratch.path();
+    let len = 4 << 20;
+    let src = dir.join("payload.bin");
+    let data = write_random(&src, len, 13);
+    let lan = LanTopology::new(3).expect("LAN");
+    let receiver = |host: usize, n: usize| {
+        let h = lan.host(host);
+        let ip = h.ipv4().to_string();
+        let mut cmd = h.netns().exec(BIN);
+        cmd.args([
+            "recv",
+            "--group",
+            GROUP,
+            "--interface",
+            &ip,
+            "--json",
+            "--quiet",
+        ])
+        .args(["--wait", "30", "-o"])
+        .arg(dir.join(format!("got{n}.bin")))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+        h.netns().spawn(cmd).expect("spawn receiver")
+    };
+    // Two receivers on host 1 before the sender, one on host 2 after the
+    // sender started waiting.
+    let mut rx = vec![receiver(1, 1), receiver(1, 2)];
+    let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
+    lan.wait_for_members(group, 1, Duration::from_secs(5))
+        .expect("bridge state");
+    let mut tx = start_sender(&lan, &src, 3, &["--quiet"], false);
+    std::thread::sleep(Duration::from_millis(500));
+    rx.push(receiver(2, 3));
+    let (code, out) = finish_with_code(&mut tx, Duration::from_secs(60));
+    let report: serde_json::Value = serde_json::from_str(&out).expect("sender JSON");
+    assert_eq!(code, Some(0), "{}", report["receivers"]);
+    assert_eq!(
+        report["receivers"]["completed"], 3,
+        "{}",
+        report["receivers"]
+    );
+    let addrs: std::collections::BTreeSet<&str> = report["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["addr"].as_str().unwrap())
+        .collect();
+    assert_eq!(addrs.len(), 3, "three distinct members: {addrs:?}");
+    for (i, c) in rx.iter_mut().enumerate() {
+        let (ok, out) = finish(c, Duration::from_secs(30));
+        assert!(ok, "receiver {}: {out}", i + 1);
+        let got: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(got["peer"], SENDER, "joined the announcer");
+        assert!(std::fs::read(dir.join(format!("got{}.bin", i + 1))).unwrap() == data);
     }
 }

@@ -1116,8 +1116,10 @@ impl Receiver {
         let from_source = self.source() == Some(from) && session == header.session_id;
         if !from_source && (peer, session) != (from, header.session_id) {
             let offer = matches!(decode_frames(body).next(), Some(Ok(Frame::Offer(_))));
-            if offer && from != peer {
-                // Another sender offers itself: busy.
+            // Another sender offers itself: busy. (Another session's
+            // announcement to a shared group is not for us: not answered.)
+            if offer && from != peer && !header.flags.contains(crate::wire::HeaderFlags::MULTICAST)
+            {
                 if self.refusals.len() < MAX_PENDING_REFUSALS {
                     self.refusals.push_back((from, header.session_id));
                 } else {

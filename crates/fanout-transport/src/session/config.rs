@@ -67,6 +67,11 @@ pub struct SessionConfig {
     pub wait_for_members: usize,
     /// ... or until this long after the session started, whichever first.
     pub wait_at_most: Duration,
+    /// Multicast sessions: an OFFER to the group this often (four times as
+    /// often until data starts), so a receiver that knows only the group
+    /// learns the sender's address from it (`docs/wire.md` §4, "Discovery").
+    /// `None`: receivers are told the sender's address.
+    pub announce_every: Option<Duration>,
     /// Members admitted at most.
     pub max_members: usize,
     /// A member whose cumulative ACK has not advanced for this long while
@@ -172,6 +177,7 @@ impl Default for SessionConfig {
             rtt: RttPolicy::Maximum,
             wait_for_members: 1,
             wait_at_most: Duration::from_secs(5),
+            announce_every: None,
             max_members: DEFAULT_MAX_MEMBERS,
             stall_timeout: Duration::from_secs(10),
             max_rto_backoffs: 10,

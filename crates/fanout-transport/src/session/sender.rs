@@ -87,6 +87,9 @@ pub enum SessionEvent {
         reason: String,
         /// Who ended its membership: itself, or the sender.
         departure: Departure,
+        /// An ACK merger (it had sent a roster): its receivers re-attach
+        /// elsewhere or are gone; the session does not know them one by one.
+        merger: bool,
     },
     /// Upstream bytes of a member (session relay), or their end, became
     /// readable: call [`SessionSender::read_upstream`] until it returns 0.
@@ -108,6 +111,8 @@ pub enum SessionEvent {
 pub struct SessionStats {
     /// Members admitted.
     pub members_joined: u64,
+    /// Announcements (OFFERs) multicast to the group.
+    pub announcements_sent: u64,
     /// Members evicted or reset.
     pub members_left: u64,
     /// New data segments sent (once each when multicast).
@@ -196,6 +201,8 @@ pub struct SessionSender {
     controller: Box<dyn SessionController>,
     repairs: RepairQueue,
     timers: TimerTable,
+    /// An announcement to the group is due ([`SessionConfig::announce_every`]).
+    announce_due: bool,
     /// Listeners invited to join ([`SessionSender::offer`]).
     offers: Offers,
     /// Unicast fan-out of the segment just sent (no multicast group).
@@ -292,7 +299,11 @@ impl SessionSender {
         let clock = MemberClock::of(&config);
         let mut timers = TimerTable::default();
         timers.set(Timer::Admission, Some(now + config.wait_at_most));
+        if config.group.is_some() && config.announce_every.is_some() {
+            timers.set(Timer::Announce, Some(now));
+        }
         SessionSender {
+            announce_due: false,
             buffer: SendBuffer::new(config.transport.send_buffer_bytes),
             session_id,
             snd_nxt: 0,
@@ -698,6 +709,7 @@ impl SessionSender {
         let Some(member) = self.members.remove(id) else {
             return;
         };
+        let merger = self.roster.is_merger(&id);
         let held_everything = self
             .stream_end()
             .is_some_and(|end| member.cumulative() >= end);
@@ -738,6 +750,7 @@ impl SessionSender {
                 addr: member.addr(),
                 reason: reason.into(),
                 departure,
+                merger,
             });
         }
     }
@@ -924,6 +937,7 @@ impl Engine for SessionSender {
                     Timer::Pacing | Timer::Repair | Timer::Admission | Timer::Sign => {}
                     Timer::Offer => self.on_offer_timeout(now),
                     Timer::KeyUpdate => self.on_key_update_timer(now),
+                    Timer::Announce => self.announce_due = true,
                 }
             }
         }

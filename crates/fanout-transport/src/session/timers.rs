@@ -22,17 +22,20 @@ pub enum Timer {
     /// Members that have not confirmed a new group key are sent it again
     /// (or evicted, after the update's timeout).
     KeyUpdate,
+    /// The next announcement to the group is due.
+    Announce,
 }
 
 impl Timer {
     /// Every session timer, in the order expired ones are served.
-    pub const VALUES: [Timer; 6] = [
+    pub const VALUES: [Timer; 7] = [
         Timer::Pacing,
         Timer::Admission,
         Timer::Repair,
         Timer::Offer,
         Timer::Sign,
         Timer::KeyUpdate,
+        Timer::Announce,
     ];
 
     fn index(self) -> usize {

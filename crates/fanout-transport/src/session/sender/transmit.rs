@@ -151,6 +151,9 @@ impl SessionSender {
                 return Some(Transmit { destination: group });
             }
         }
+        if let Some(t) = self.next_announcement(now, buf) {
+            return Some(t);
+        }
         if let Some((to, c)) = self.controls.pop_front() {
             let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, false);
             match c {
@@ -243,6 +246,34 @@ impl SessionSender {
             self.update_pacing_rate();
         }
         t
+    }
+
+    /// The announcement due, if one is: an OFFER to the group (it travels
+    /// in clear in a protected session too, and joined members ignore it),
+    /// whose source address tells a receiver that knows only the group
+    /// where to join. Every [`SessionConfig::announce_every`], four times
+    /// as often until data starts; none once the session ended.
+    ///
+    /// [`SessionConfig::announce_every`]: crate::session::SessionConfig::announce_every
+    fn next_announcement(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if !std::mem::take(&mut self.announce_due) {
+            return None;
+        }
+        let (group, every) = (self.config.group?, self.config.announce_every?);
+        if self.closed.is_some() {
+            return None;
+        }
+        let every = if self.snd_nxt == 0 { every / 4 } else { every };
+        self.timers.set(Timer::Announce, Some(now + every));
+        let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, true);
+        p.frame(&Frame::Offer(OfferFrame {
+            max_payload: self.mss,
+            timestamp: WireTimestamp::at(now),
+        }));
+        p.finish();
+        self.stats.datagrams_sent += 1;
+        self.stats.announcements_sent += 1;
+        Some(Transmit { destination: group })
     }
 
     /// Sets the pacer's rate from the session window and RTT, within the
