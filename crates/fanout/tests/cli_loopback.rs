@@ -606,6 +606,37 @@ fn bad_input_gets_clear_errors() {
     assert!(ok);
 }
 
+/// `fanout demo` (the README's first command): one sender and four
+/// receivers, over real IP multicast in namespaces where it can create them
+/// (and says so), otherwise on loopback by unicast fan-out (and says so);
+/// every receiver verifies the file and the table lists them.
+#[test]
+fn the_demo_shows_one_sender_and_four_receivers() {
+    let multicast = fanout_netns::require_netns().is_none();
+    let o = Command::new(BIN)
+        .args(["demo", "--mib", "4"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let label = if multicast {
+        "4 receivers over real IP multicast"
+    } else {
+        "4 receivers on loopback by UNICAST fan-out"
+    };
+    assert!(text.contains(label), "{text}");
+    let rows = text
+        .lines()
+        .filter(|l| l.contains(" verified ") && !l.contains("Mbit"))
+        .count();
+    assert_eq!(rows, 4, "{text}");
+    assert!(text.contains("Jain fairness index"), "{text}");
+}
+
 /// Shell completions and man pages come from the CLI itself: they know
 /// every command and flag.
 #[test]
