@@ -6,7 +6,6 @@ use crate::catch_up::files::{open_file_feed, FilePrefix};
 use crate::net_opts::{random_rng, random_session_id, TransportOpts};
 use crate::outcome::{Outcome, ReceiverTally, Requirement};
 use crate::progress::bytes_bar;
-use crate::realtime_opts::{FileSessionLines, StatsOpts};
 use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts, TransferReport,
@@ -15,6 +14,7 @@ use crate::security_opts::Side;
 use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
 use crate::session_view::SessionView;
+use crate::stats_lines::{FileSessionLines, StatsOpts};
 use anyhow::{Context, Result};
 use clap::Args;
 use fanout_app::catch_up::CatchUpServer;

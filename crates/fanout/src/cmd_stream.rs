@@ -26,7 +26,7 @@ use crate::net_opts::{random_session_id, TransportOpts};
 use crate::pipe::{InputFeed, OutputDrain, CHUNK_BYTES};
 use crate::realtime_opts::{
     realtime_receiver_counters, realtime_sender_counters, receive_in_real_time, receiver_line,
-    sender_line, RealtimeSendOpts, StatsLines, StatsOpts,
+    sender_line, RealtimeSendOpts,
 };
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
@@ -38,6 +38,7 @@ use crate::session_net::{
     join_session, open_sender_endpoint, run_session, Discovery, JoinSpec, SessionSpec,
 };
 use crate::session_view::SessionView;
+use crate::stats_lines::{StatsLines, StatsOpts};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use fanout_app::upstream_relay::UpstreamRelay;

@@ -25,6 +25,7 @@ mod security_opts;
 mod session_args;
 mod session_net;
 mod session_view;
+mod stats_lines;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
