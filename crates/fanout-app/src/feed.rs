@@ -173,10 +173,7 @@ mod tests {
     #[test]
     fn reads_wait_for_room_worth_a_read_and_the_stream_is_whole() {
         let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        let manifest = Manifest {
-            size: body.len() as u64,
-            name: "f.bin".into(),
-        };
+        let manifest = Manifest::file("f.bin", body.len() as u64);
         let mut feed = FileFeed::new(&body[..], manifest);
         let mut w = Window {
             capacity: 1 << 20,

@@ -3,11 +3,8 @@
 //! the caller, and at the end checks the BLAKE3 trailer against the bytes it
 //! handed over. Where the bytes go (a `.part` file, memory) is the caller's.
 
-use crate::manifest::{Manifest, ManifestError, TRAILER_LEN};
+use crate::manifest::{Manifest, ManifestError, MAX_MANIFEST_BYTES, TRAILER_LEN};
 use thiserror::Error;
-
-/// Longest stream head held while the manifest is incomplete, bytes.
-pub const MAX_MANIFEST_BYTES: usize = 4096;
 
 /// Why a file stream was refused.
 #[derive(Debug, Error)]
@@ -122,10 +119,7 @@ mod tests {
     use crate::{FileFeed, MemorySink};
 
     fn stream(body: &[u8]) -> Vec<u8> {
-        let m = Manifest {
-            size: body.len() as u64,
-            name: "x.bin".into(),
-        };
+        let m = Manifest::file("x.bin", body.len() as u64);
         let mut sink = MemorySink {
             room: usize::MAX,
             ..MemorySink::default()

@@ -26,6 +26,8 @@ pub mod upstream_relay;
 
 pub use feed::FileFeed;
 pub use intake::{FileIntake, IntakeError, Piece};
-pub use manifest::{Manifest, ManifestError, TRAILER_LEN};
+pub use manifest::{
+    Entry, EntryKind, FileSpan, Manifest, ManifestError, MAX_MANIFEST_BYTES, TRAILER_LEN,
+};
 pub use memory_sink::MemorySink;
 pub use sink::{StreamSink, UpstreamSink};

@@ -162,7 +162,7 @@ fn remove_stale(part: &Path) -> io::Result<()> {
 }
 
 /// Bytes an unprivileged writer may still use on `dir`'s file system.
-fn free_bytes(dir: &Path) -> io::Result<u64> {
+pub(crate) fn free_bytes(dir: &Path) -> io::Result<u64> {
     let s = nix::sys::statvfs::statvfs(dir).map_err(|e| {
         io::Error::new(io::Error::from(e).kind(), format!("{}: {e}", dir.display()))
     })?;

@@ -6,6 +6,7 @@
 //!   session of one, fed arbitrary datagrams.
 //! * [`protected`] — a protected session's sender and joiner fed arbitrary
 //!   bytes as handshakes and sealed datagrams.
+//! * [`manifest`] — the file protocol's manifest and intake.
 //! * [`drive_session`] — a multicast [`SessionSender`] with two or three
 //!   honest members (real [`Receiver::join`] engines over an in-memory
 //!   network), attacked by strangers.
@@ -41,6 +42,7 @@
 
 pub mod attack;
 pub mod catch_up;
+pub mod manifest;
 pub mod merger;
 pub mod model;
 pub mod net;

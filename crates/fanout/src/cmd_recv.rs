@@ -12,11 +12,9 @@ use crate::session_net::MemberSockets;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use fanout_app::{FileIntake, Manifest, Piece};
-use fanout_io::{Clock, Existing, OutputFile, UdpEndpoint};
+use fanout_io::{Clock, Existing, OutputTree, UdpEndpoint};
 use fanout_transport::{AllowedSenders, Receiver};
 use ipnet::IpNet;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -63,7 +61,8 @@ pub struct RecvArgs {
     #[command(flatten)]
     pub merger: crate::merger_opts::MergerOpts,
     /// Where to write: a file path, or an existing directory (the sender's
-    /// file name is used inside it).
+    /// file name is used inside it). Several files or a directory tree
+    /// from the sender need a directory; they arrive by their names in it.
     #[arg(short, long, value_name = "PATH")]
     pub output: PathBuf,
     /// With --listen: answer only senders at these addresses or inside
@@ -95,16 +94,15 @@ pub struct RecvArgs {
     pub net: TransportOpts,
 }
 
-/// One incoming file: the file protocol's intake ([`FileIntake`]) writing
-/// into `NAME.part` ([`OutputFile`]), renamed into place once the hash
-/// matched.
+/// One incoming session: the file protocol's intake ([`FileIntake`])
+/// writing into `.part` files ([`OutputTree`]), moved into place once the
+/// hash matched.
 struct Incoming {
     output: PathBuf,
     existing: Existing,
     intake: FileIntake,
-    target: Option<OutputFile>,
-    writer: Option<BufWriter<File>>,
-    /// The file's BLAKE3, once verified.
+    target: Option<OutputTree>,
+    /// The body's BLAKE3, once verified.
     blake3: Option<[u8; 32]>,
 }
 
@@ -115,7 +113,6 @@ impl Incoming {
             existing,
             intake: FileIntake::new(),
             target: None,
-            writer: None,
             blake3: None,
         }
     }
@@ -126,52 +123,50 @@ impl Incoming {
 
     fn consume(&mut self, data: &[u8]) -> Result<()> {
         let (output, existing) = (&self.output, self.existing);
-        let (target, writer) = (&mut self.target, &mut self.writer);
+        let target = &mut self.target;
+        let mut at = self.intake.body_done();
         self.intake
             .consume(data, &mut |piece| match piece {
                 Piece::Manifest(m) => {
-                    let (file, f) = OutputFile::create(output, &m.name, m.size, existing)?;
-                    *writer = Some(BufWriter::with_capacity(1 << 20, f));
-                    *target = Some(file);
+                    *target = Some(OutputTree::create(output, m, existing)?);
                     Ok(())
                 }
-                Piece::Body(b) => match writer.as_mut() {
-                    Some(w) => w.write_all(b),
-                    None => Ok(()),
-                },
+                Piece::Body(b) => {
+                    let r = match target.as_mut() {
+                        Some(t) => t.write_at(at, b),
+                        None => Ok(()),
+                    };
+                    at += b.len() as u64;
+                    r
+                }
             })
             .context("cannot write the output")?;
         Ok(())
     }
 
-    /// Checks the hash and renames `.part` into place; or removes it.
+    /// Checks the hash and moves the `.part` files into place; or removes
+    /// them.
     fn complete(&mut self) -> Result<()> {
         let target = self
             .target
-            .clone()
+            .as_mut()
             .context("the stream ended before the file's manifest")?;
-        let verified = self.intake.finish();
-        let mut w = self.writer.take().context("no output")?;
-        w.flush().context("write error")?;
-        w.into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()
-            .context("fsync")?;
-        let hash = match verified {
+        let hash = match self.intake.finish() {
             Ok(h) => h,
             Err(e) => {
                 target.discard();
                 bail!("{e}: {} discarded", target.path().display());
             }
         };
-        target.commit()?;
+        target
+            .commit()
+            .context("cannot move the files into place")?;
         self.blake3 = Some(hash);
         Ok(())
     }
 
     fn abandon(&mut self) {
-        self.writer.take();
-        if let Some(target) = &self.target {
+        if let Some(target) = &mut self.target {
             target.discard();
         }
     }
@@ -413,6 +408,10 @@ pub(crate) fn recv_session(
     transport.insert("recv_syscalls", stats.recv_syscalls);
     Ok(TransferReport {
         role: "recv",
+        files: match (&inc.target, m.is_tree()) {
+            (Some(t), true) => t.files().iter().map(|p| p.display().to_string()).collect(),
+            _ => Vec::new(),
+        },
         peer: peer.to_string(),
         file: inc
             .target

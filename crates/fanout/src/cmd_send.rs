@@ -19,10 +19,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fanout_app::catch_up::CatchUpServer;
 use fanout_app::FileFeed;
-use fanout_io::{Clock, UdpEndpoint};
+use fanout_io::{Clock, SourceTree, TreeReader, UdpEndpoint};
 use fanout_transport::session::{JoinPolicy, SessionConfig, SessionEvent, SessionSender};
 use fanout_transport::CloseReason;
-use std::fs::File;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -35,6 +34,8 @@ use std::path::PathBuf;
   # many receivers over multicast: start them, then the sender
   fanout recv --group 239.1.1.1:7000 --from 192.0.2.1:6000 -o downloads/
   fanout send model.bin --group 239.1.1.1:7000 --bind 192.0.2.1:6000 --wait-for 8
+  # a directory tree and two files in one session (receivers: -o DIR)
+  fanout send release/ notes.txt checksums --group 239.1.1.1:7000 --bind 192.0.2.1:6000
   # at most 200 Mbit/s, done if 7 of 8 receivers complete, a JSON report
   fanout send model.bin --group 239.1.1.1:7000 --bind 192.0.2.1:6000 \\
       --wait-for 8 --max-rate 200M --require 7 --json > report.json
@@ -42,8 +43,12 @@ use std::path::PathBuf;
 Exit codes: 0 done; 1 failed; 2 bad command line; 3 fewer receivers completed
 than --require asks; 130 interrupted (the receivers are told).")]
 pub struct SendArgs {
-    /// The file to send.
-    pub file: PathBuf,
+    /// The files or directories to send. One file arrives under its name
+    /// (or the receiver's -o path); several, or a directory, arrive by
+    /// their names inside the receiver's -o directory, directories with
+    /// everything they hold (symbolic links are skipped).
+    #[arg(required = true, value_name = "PATH")]
+    pub files: Vec<PathBuf>,
     /// A single receiver (`fanout recv --listen ...`), e.g. `192.0.2.7:7000`.
     #[arg(long, value_name = "HOST:PORT", required_unless_present_any = ["group", "unicast"])]
     pub to: Option<String>,
@@ -99,18 +104,18 @@ fn any_addr(like: SocketAddr) -> SocketAddr {
     }
 }
 
-/// Sends `args.file`; returns the report.
+/// Sends `args.files`; returns the report.
 pub fn send(args: &SendArgs) -> Result<TransferReport> {
-    let feed = open_file_feed(&args.file)?;
+    let (feed, tree) = open_file_feed(&args.files, args.out.quiet)?;
     args.net.security.warn_if_unprotected(args.out.quiet);
     if args.group.is_some() || args.unicast {
-        send_session(args, feed)
+        send_session(args, feed, tree)
     } else {
         send_unicast(args, feed)
     }
 }
 
-fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferReport> {
+fn send_unicast(args: &SendArgs, mut feed: FileFeed<TreeReader>) -> Result<TransferReport> {
     let session_only = args.session.session_flags_given();
     anyhow::ensure!(
         session_only.is_empty(),
@@ -195,7 +200,11 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     Ok(report)
 }
 
-fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferReport> {
+fn send_session(
+    args: &SendArgs,
+    mut feed: FileFeed<TreeReader>,
+    tree: SourceTree,
+) -> Result<TransferReport> {
     args.session.validate()?;
     let spec = SessionSpec {
         group: args.group,
@@ -216,10 +225,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
     let config = args
         .session
         .config(transport()?, delivery.group(), JoinPolicy::CatchUp);
-    let source = FilePrefix {
-        path: args.file.clone(),
-        manifest: feed.manifest().clone(),
-    };
+    let source = FilePrefix { tree };
     let mut session = CatchUpServer::new(
         SessionSender::new(config, random_session_id(), clock.now()),
         Box::new(source),
@@ -313,7 +319,7 @@ fn send_session(args: &SendArgs, mut feed: FileFeed<File>) -> Result<TransferRep
 #[allow(clippy::too_many_arguments)] // one report, assembled once per mode
 fn sent_report(
     peer: String,
-    feed: &FileFeed<File>,
+    feed: &FileFeed<TreeReader>,
     seconds: f64,
     close: &CloseReason,
     transport: Vec<(&'static str, u64)>,
@@ -325,8 +331,12 @@ fn sent_report(
     let bytes = feed.manifest().size;
     TransferReport {
         role: "send",
+        files: Vec::new(),
         peer,
-        file: feed.manifest().name.clone(),
+        file: match feed.manifest() {
+            m if m.is_tree() => format!("{} ({})", m.name, fanout_io::files_label(m)),
+            m => m.name.clone(),
+        },
         bytes,
         seconds,
         goodput_bps: goodput_bps(bytes, seconds),

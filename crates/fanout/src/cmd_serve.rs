@@ -31,7 +31,8 @@ pub struct ServiceOpts {
     #[arg(long, requires = "group")]
     pub serve: bool,
     /// With --serve: after each verified file, run this with `sh -c`;
-    /// FANOUT_FILE (its path), FANOUT_BYTES, FANOUT_BLAKE3 and
+    /// FANOUT_FILE (its path; a tree's: the -o directory), FANOUT_FILES
+    /// (every file's path, one per line), FANOUT_BYTES, FANOUT_BLAKE3 and
     /// FANOUT_SENDER are set. The service waits for it to end.
     #[arg(long, value_name = "COMMAND", requires = "serve")]
     pub exec: Option<String>,
@@ -114,12 +115,22 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// The files a session delivered, one path per line.
+fn files_list(report: &TransferReport) -> String {
+    if report.files.is_empty() {
+        report.file.clone()
+    } else {
+        report.files.join("\n")
+    }
+}
+
 /// Runs `--exec` for a received file; its outcome as an event.
 fn run_exec(command: &str, report: &TransferReport) -> serde_json::Value {
     let status = Command::new("sh")
         .arg("-c")
         .arg(command)
         .env("FANOUT_FILE", &report.file)
+        .env("FANOUT_FILES", files_list(report))
         .env("FANOUT_BYTES", report.bytes.to_string())
         .env("FANOUT_BLAKE3", &report.blake3)
         .env("FANOUT_SENDER", &report.peer)

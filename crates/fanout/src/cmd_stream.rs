@@ -343,6 +343,7 @@ pub fn stream_send(
     }
     Ok(TransferReport {
         role: "stream-send",
+        files: Vec::new(),
         peer: delivery.peer_label(),
         file: "-".into(),
         bytes,
@@ -509,6 +510,7 @@ pub fn stream_recv(
     let bytes = out.bytes();
     Ok(TransferReport {
         role: "stream-recv",
+        files: Vec::new(),
         peer: peer.to_string(),
         file: "-".into(),
         bytes,

@@ -94,8 +94,12 @@ pub struct TransferReport {
     pub role: &'static str,
     /// Peer address.
     pub peer: String,
-    /// File name.
+    /// File name (a tree's: its label or the output directory, with its
+    /// count of files).
     pub file: String,
+    /// A tree's files where they landed (receivers), in body order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
     /// File size in bytes.
     pub bytes: u64,
     /// Wall time from first to last byte, seconds.
@@ -212,13 +216,18 @@ impl TransferReport {
             return;
         }
         eprintln!(
-            "{} {} ({} bytes) {} {} in {:.2} s: {:.1} Mbit/s, blake3 {}{}",
+            "{} {}{} ({} bytes) {} {} in {:.2} s: {:.1} Mbit/s, blake3 {}{}",
             if self.role == "send" {
                 "sent"
             } else {
                 "received"
             },
             self.file,
+            match self.files.len() {
+                0 => String::new(),
+                1 => ": 1 file".into(),
+                n => format!(": {n} files"),
+            },
             self.bytes,
             if self.role == "send" { "to" } else { "from" },
             self.peer,

@@ -717,10 +717,7 @@ fn a_file_sent_through_the_library_api_arrives_through_the_cli() {
             .spawn()
             .unwrap(),
     );
-    let manifest = fanout_app::Manifest {
-        size: data.len() as u64,
-        name: "from-api.bin".into(),
-    };
+    let manifest = fanout_app::Manifest::file("from-api.bin", data.len() as u64);
     let summary = session.send_file(&data[..], manifest).unwrap();
     assert_eq!(summary.completed(), 1);
     let out = finish(recv, Duration::from_secs(30));
@@ -768,5 +765,178 @@ fn a_file_sent_by_the_cli_arrives_through_the_library_api() {
     assert_eq!(
         json(&out)["blake3"],
         blake3::Hash::from(got.blake3).to_hex().to_string()
+    );
+}
+
+/// A tree of files `[(relative path, bytes)]` under `root`, with an empty
+/// directory and an executable file.
+fn write_tree(root: &Path, seed: u64) -> Vec<(String, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let files = [
+        ("tree/bin/run.sh", 2_000),
+        ("tree/data/big.bin", 1_500_000),
+        ("tree/data/empty.txt", 0),
+        ("tree/data/nested/deep.bin", 70_000),
+        ("one.bin", 400_000),
+    ];
+    std::fs::create_dir_all(root.join("tree/empty-dir")).unwrap();
+    let mut out = Vec::new();
+    for (i, (rel, len)) in files.into_iter().enumerate() {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        out.push((rel.to_owned(), write_random(&path, len, seed + i as u64)));
+    }
+    std::fs::set_permissions(
+        root.join("tree/bin/run.sh"),
+        std::fs::Permissions::from_mode(0o750),
+    )
+    .unwrap();
+    out
+}
+
+/// Checks that `out` holds every file of `tree` (and the empty directory,
+/// and the executable bit) and no `.part` file.
+fn assert_tree_arrived(out: &Path, tree: &[(String, Vec<u8>)]) {
+    use std::os::unix::fs::PermissionsExt;
+    for (rel, data) in tree {
+        let got = std::fs::read(out.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(got == *data, "{rel} differs");
+    }
+    assert!(out.join("tree/empty-dir").is_dir());
+    let mode = std::fs::metadata(out.join("tree/bin/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o750);
+    let parts = walk(out)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "part"))
+        .count();
+    assert_eq!(parts, 0);
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// `fanout send FILE DIR --to`: the receiver gets the file and the whole
+/// tree under its -o directory, modes kept; a second time it refuses
+/// (the files exist) unless --overwrite; an -o that is a file path is
+/// refused with a clear error, and nothing is written.
+#[test]
+fn several_files_and_a_directory_tree_arrive_in_one_transfer() {
+    let scratch = temp_dir("tree");
+    let dir = scratch.path();
+    let src = dir.join("src");
+    let tree = write_tree(&src, 40);
+    let out = dir.join("got");
+    std::fs::create_dir_all(&out).unwrap();
+    let send_tree = |out: &Path, recv_extra: &[&str]| {
+        let (recv, addr, log) = start_recv(out, recv_extra);
+        let send = Command::new(BIN)
+            .args(["send", "--json", "--quiet", "--to"])
+            .arg(addr.to_string())
+            .arg(src.join("one.bin"))
+            .arg(src.join("tree"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let send = finish(Proc(send), Duration::from_secs(60));
+        let recv = finish(recv, Duration::from_secs(30));
+        (send, recv, log.iter().collect::<Vec<_>>().join("\n"))
+    };
+    let (send, recv, err) = send_tree(&out, &[]);
+    assert!(send.status.success() && recv.status.success(), "{err}");
+    assert_tree_arrived(&out, &tree);
+    let report = json(&recv);
+    assert_eq!(
+        report["files"].as_array().map(Vec::len),
+        Some(5),
+        "{report}"
+    );
+    assert_eq!(report["verified"], true);
+    let total: usize = tree.iter().map(|(_, d)| d.len()).sum();
+    assert_eq!(report["bytes"], total as u64);
+    // Again: every file exists, so the transfer is refused before a byte.
+    let (send, recv, err) = send_tree(&out, &[]);
+    assert!(!send.status.success() && !recv.status.success());
+    assert!(
+        err.contains("exists") && err.contains("--overwrite"),
+        "{err}"
+    );
+    assert_tree_arrived(&out, &tree);
+    let (send, recv, err) = send_tree(&out, &["--overwrite"]);
+    assert!(send.status.success() && recv.status.success(), "{err}");
+    assert_tree_arrived(&out, &tree);
+    // A file path cannot hold a tree.
+    let (_, recv, err) = send_tree(&dir.join("one-file.bin"), &[]);
+    assert!(!recv.status.success());
+    assert!(err.contains("must be a directory"), "{err}");
+    assert!(!dir.join("one-file.bin").exists());
+}
+
+/// A session of a tree to two receivers by unicast fan-out, the second
+/// joining after the first bytes went out: it gets the missed prefix of
+/// the tree by catch-up, and both trees arrive whole.
+#[test]
+fn a_late_joiner_gets_a_whole_tree_by_catch_up() {
+    let scratch = temp_dir("tree-late");
+    let dir = scratch.path();
+    let src = dir.join("src");
+    let tree = write_tree(&src, 50);
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    // 2 MB at 8 Mbit/s: about 2 s, so the second receiver joins late.
+    let send = Command::new(BIN)
+        .args(["send", "--json", "--quiet", "--unicast", "--bind", &bind])
+        .args(["--wait-for", "1", "--max-rate", "8M"])
+        .arg(src.join("one.bin"))
+        .arg(src.join("tree"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let send = Proc(send);
+    let recv = |name: &str| {
+        let out = dir.join(name);
+        std::fs::create_dir_all(&out).unwrap();
+        let child = Command::new(BIN)
+            .args([
+                "recv", "--json", "--quiet", "--wait", "20", "--from", &bind, "-o",
+            ])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (Proc(child), out)
+    };
+    let (first, first_out) = recv("first");
+    std::thread::sleep(Duration::from_millis(800));
+    let (late, late_out) = recv("late");
+    let first = finish(first, Duration::from_secs(60));
+    let late = finish(late, Duration::from_secs(60));
+    let send = finish(send, Duration::from_secs(60));
+    assert!(send.status.success(), "sender failed");
+    assert!(first.status.success() && late.status.success());
+    assert_tree_arrived(&first_out, &tree);
+    assert_tree_arrived(&late_out, &tree);
+    let report = json(&late);
+    assert!(
+        report["transport"]["start_offset"].as_u64().unwrap_or(0) > 0,
+        "the second receiver joined late: {report}"
     );
 }

@@ -245,10 +245,7 @@ mod tests {
     fn every_prefix_equals_the_session_stream() {
         let mut data = vec![0u8; 700_001];
         fanout_core::Rng::new(3).fill(&mut data);
-        let m = Manifest {
-            size: data.len() as u64,
-            name: "p.bin".into(),
-        };
+        let m = Manifest::file("p.bin", data.len() as u64);
         // The whole stream, as the session's FileFeed produces it.
         let mut full = MemorySink {
             got: Vec::new(),

@@ -439,10 +439,7 @@ mod tests {
     #[test]
     fn only_members_get_a_bounded_number_of_catch_ups() {
         let bytes: std::sync::Arc<[u8]> = vec![5u8; 1 << 20].into();
-        let manifest = Manifest {
-            size: 1 << 20,
-            name: "f.bin".into(),
-        };
+        let manifest = Manifest::file("f.bin", 1 << 20);
         let file = FileInMemory {
             manifest: manifest.clone(),
             bytes: bytes.clone(),

@@ -6,10 +6,9 @@
 
 use super::listener::{SessionListener, SessionSummary};
 use super::subscriber::Connection;
-use crate::{Existing, OutputFile};
+use crate::{Existing, OutputTree};
 use fanout_app::{FileFeed, FileIntake, IntakeError, Manifest, Piece};
-use std::fs::File;
-use std::io::{self, BufWriter, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
 /// A file received whole and verified.
@@ -53,7 +52,7 @@ impl SessionListener {
     ///     })
     ///     .collect();
     /// let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    /// let manifest = Manifest { size: bytes.len() as u64, name: "data.bin".into() };
+    /// let manifest = Manifest::file("data.bin", bytes.len() as u64);
     /// let summary = session.send_file(&bytes[..], manifest)?;
     /// assert_eq!(summary.completed(), 2);
     /// for r in receivers {
@@ -89,16 +88,16 @@ impl SessionListener {
 }
 
 impl Connection {
-    /// Receives one file of fanout's file protocol into directory `dir`:
-    /// writes `NAME.part` there and renames it to `NAME` only once every
-    /// byte arrived and the BLAKE3 trailer matched; otherwise removes it
-    /// and fails. An existing `NAME` fails the transfer before any byte is
-    /// written unless `existing` is [`Existing::Replace`]; so does a file
-    /// larger than the free space ([`OutputFile`]).
+    /// Receives one file (or a tree of them) of fanout's file protocol
+    /// into directory `dir`: writes `NAME.part` there and renames it to
+    /// `NAME` only once every byte arrived and the BLAKE3 trailer matched;
+    /// otherwise removes it and fails. An existing `NAME` fails the
+    /// transfer before any byte is written unless `existing` is
+    /// [`Existing::Replace`]; so does a body larger than the free space
+    /// ([`OutputTree`]). For a tree, [`ReceivedFile::path`] is `dir`.
     pub fn receive_file(mut self, dir: &Path, existing: Existing) -> io::Result<ReceivedFile> {
         let mut intake = FileIntake::new();
-        let mut target: Option<OutputFile> = None;
-        let mut out: Option<BufWriter<File>> = None;
+        let mut target: Option<OutputTree> = None;
         let mut buf = vec![0u8; 256 << 10];
         let result = loop {
             let n = match self.read(&mut buf) {
@@ -106,39 +105,35 @@ impl Connection {
                 Ok(n) => n,
                 Err(e) => break Err(e),
             };
+            let mut at = intake.body_done();
             let taken = intake.consume(&buf[..n], &mut |piece| match piece {
                 Piece::Manifest(m) => {
-                    let (file, f) = OutputFile::create(dir, &m.name, m.size, existing)?;
-                    out = Some(BufWriter::new(f));
-                    target = Some(file);
+                    target = Some(OutputTree::create(dir, m, existing)?);
                     Ok(())
                 }
-                Piece::Body(b) => out.as_mut().map_or(Ok(()), |w| w.write_all(b)),
+                Piece::Body(b) => {
+                    let r = target.as_mut().map_or(Ok(()), |t| t.write_at(at, b));
+                    at += b.len() as u64;
+                    r
+                }
             });
             if let Err(e) = taken {
                 break Err(invalid(e));
             }
         };
-        let flushed = match out.take() {
-            Some(w) => w
-                .into_inner()
-                .map_err(|e| e.into_error())
-                .and_then(|f| f.sync_all()),
-            None => Ok(()),
-        };
-        match (result.and_then(|h| flushed.map(|()| h)), target) {
-            (Ok(blake3), Some(file)) => {
-                file.commit()?;
+        match (result, target) {
+            (Ok(blake3), Some(mut tree)) => {
+                tree.commit()?;
                 let size = intake.manifest().map_or(0, |m| m.size);
                 Ok(ReceivedFile {
-                    path: file.path().to_path_buf(),
+                    path: tree.path().to_path_buf(),
                     size,
                     blake3,
                 })
             }
             (Err(e), target) => {
-                if let Some(file) = target {
-                    file.discard();
+                if let Some(mut tree) = target {
+                    tree.discard();
                 }
                 Err(e)
             }

@@ -1,47 +1,47 @@
 //! Where the sender's catch-ups read their prefixes: the file a session
 //! streams, or the spool a relay keeps of the stream it forwards.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use fanout_app::catch_up::{PrefixFeed, PrefixSource, PrefixStream, RawPrefix};
-use fanout_app::manifest::sanitize_name;
-use fanout_app::{FileFeed, Manifest};
+use fanout_app::FileFeed;
+use fanout_io::{SourceTree, TreeReader};
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Opens `path` (a regular file with a UTF-8 name) to be fed into a
-/// session in the file protocol.
-pub fn open_file_feed(path: &Path) -> Result<FileFeed<File>> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("cannot stat {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
+/// Scans `paths` (one file, or several files and directories) and opens
+/// their bytes to be fed into a session in the file protocol; names what
+/// was skipped (symbolic links, special files) unless `quiet`.
+pub fn open_file_feed(
+    paths: &[PathBuf],
+    quiet: bool,
+) -> Result<(FileFeed<TreeReader>, SourceTree)> {
+    let tree = SourceTree::scan(paths)?;
+    // Every file must be readable now, not half-way through the session.
+    for path in &tree.sources {
+        File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     }
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .context("the file name is not valid UTF-8")?;
-    let manifest = Manifest {
-        size: meta.len(),
-        name: sanitize_name(name)?,
-    };
-    Ok(FileFeed::new(file, manifest))
+    if !quiet {
+        for what in &tree.skipped {
+            eprintln!("fanout: skipped {what}");
+        }
+    }
+    Ok((FileFeed::new(tree.reader(), tree.manifest.clone()), tree))
 }
 
-/// A file session's prefix, re-produced from the file.
+/// A file session's prefix, re-produced from the files.
 pub struct FilePrefix {
-    /// The file the session streams.
-    pub path: PathBuf,
-    /// The manifest the session sent.
-    pub manifest: Manifest,
+    /// The files the session streams.
+    pub tree: SourceTree,
 }
 
 impl PrefixSource for FilePrefix {
     fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>> {
-        let file = File::open(&self.path)?;
-        Ok(Box::new(PrefixFeed::new(file, &self.manifest, end)?))
+        Ok(Box::new(PrefixFeed::new(
+            self.tree.reader(),
+            &self.tree.manifest,
+            end,
+        )?))
     }
 }
 

@@ -113,6 +113,10 @@ pub fn receive_rest(
     let st = receiver.stats();
     Ok(TransferReport {
         role: "recv",
+        files: match (out.target(), m.is_tree()) {
+            (Some(t), true) => t.files().iter().map(|p| p.display().to_string()).collect(),
+            _ => Vec::new(),
+        },
         peer: peer.to_string(),
         file: out
             .target()

@@ -1,19 +1,14 @@
 //! A late joiner's output: the session stream arrives in two parts — the
 //! missed prefix `[0, start)` from the catch-up transfer and the live part
 //! `[start, end)` from the session — and each byte is written at its place
-//! in `NAME.part`. Once both parts are complete the file is hashed back
-//! from disk (BLAKE3) and renamed only if it matches the trailer.
+//! in the `.part` files ([`OutputTree`]). Once both parts are complete the
+//! body is hashed back from disk (BLAKE3) and moved into place only if it
+//! matches the trailer.
 
 use anyhow::{bail, ensure, Context, Result};
-use fanout_app::{Manifest, TRAILER_LEN};
-use fanout_io::{Existing, OutputFile};
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-
-/// Longest stream head held while the manifest is still incomplete, bytes.
-const MAX_HEAD_BYTES: usize = 4096;
+use fanout_app::{Manifest, MAX_MANIFEST_BYTES, TRAILER_LEN};
+use fanout_io::{Existing, OutputTree};
+use std::path::PathBuf;
 
 /// The file being assembled from a prefix and a live part.
 pub struct SplitFile {
@@ -24,8 +19,7 @@ pub struct SplitFile {
     head: Vec<u8>,
     existing: Existing,
     manifest: Option<(Manifest, u64)>,
-    target: Option<OutputFile>,
-    file: Option<File>,
+    target: Option<OutputTree>,
     trailer: [u8; TRAILER_LEN],
     prefix_pos: u64,
     live_pos: u64,
@@ -44,7 +38,6 @@ impl SplitFile {
             existing,
             manifest: None,
             target: None,
-            file: None,
             trailer: [0; TRAILER_LEN],
             prefix_pos: 0,
             live_pos: start,
@@ -57,8 +50,8 @@ impl SplitFile {
         self.manifest.as_ref().map(|(m, _)| m)
     }
 
-    /// Where the file goes, once the manifest named it.
-    pub fn target(&self) -> Option<&OutputFile> {
+    /// Where the files go, once the manifest named them.
+    pub fn target(&self) -> Option<&OutputTree> {
         self.target.as_ref()
     }
 
@@ -109,12 +102,10 @@ impl SplitFile {
         );
         self.head.extend_from_slice(data);
         let Some((m, used)) = Manifest::decode(&self.head)? else {
-            ensure!(self.head.len() < MAX_HEAD_BYTES, "manifest too long");
+            ensure!(self.head.len() < MAX_MANIFEST_BYTES, "manifest too long");
             return Ok(());
         };
-        let (target, f) = OutputFile::create(&self.output, &m.name, m.size, self.existing)?;
-        self.file = Some(f);
-        self.target = Some(target);
+        self.target = Some(OutputTree::create(&self.output, &m, self.existing)?);
         self.manifest = Some((m, used as u64));
         let rest = self.head.split_off(used);
         self.head = Vec::new();
@@ -135,10 +126,10 @@ impl SplitFile {
         );
         let (a, b) = (off.max(body.start), end.min(body.end));
         if a < b {
-            let f = self.file.as_ref().context("no output")?;
-            f.write_all_at(
-                &data[(a - off) as usize..(b - off) as usize],
+            let t = self.target.as_mut().context("no output")?;
+            t.write_at(
                 a - body.start,
+                &data[(a - off) as usize..(b - off) as usize],
             )
             .context("write error")?;
             self.body_written += b - a;
@@ -171,39 +162,24 @@ impl SplitFile {
             "session stream incomplete or of the wrong length ({} of {total} bytes)",
             self.live_pos
         );
-        let target = self.target.clone().context("no output")?;
-        let f = self.file.take().context("no output")?;
-        f.sync_all().context("fsync")?;
-        drop(f);
-        let hash = hash_file(target.part())?;
+        let target = self.target.as_mut().context("no output")?;
+        target.sync_all().context("fsync")?;
+        let hash = target.hash_parts().context("cannot read the output back")?;
         if hash.as_bytes()[..] != self.trailer[..] {
             target.discard();
             bail!("BLAKE3 mismatch: {} discarded", target.path().display());
         }
-        target.commit()?;
+        target
+            .commit()
+            .context("cannot move the files into place")?;
         Ok(hash.to_hex().to_string())
     }
 
     /// Removes the `.part` file (after a failure).
     pub fn abandon(&mut self) {
-        self.file.take();
-        if let Some(target) = &self.target {
+        if let Some(target) = &mut self.target {
             target.discard();
         }
-    }
-}
-
-/// BLAKE3 of a file's contents, read back from disk.
-fn hash_file(path: &Path) -> Result<blake3::Hash> {
-    let mut f = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).context("read error")?;
-        if n == 0 {
-            return Ok(hasher.finalize());
-        }
-        hasher.update(&buf[..n]);
     }
 }
 
@@ -212,11 +188,7 @@ mod tests {
     use super::*;
 
     fn stream(data: &[u8], name: &str) -> Vec<u8> {
-        let mut s = Manifest {
-            size: data.len() as u64,
-            name: name.into(),
-        }
-        .encode();
+        let mut s = Manifest::file(name, data.len() as u64).encode();
         s.extend_from_slice(data);
         s.extend_from_slice(blake3::hash(data).as_bytes());
         s
