@@ -105,6 +105,43 @@ impl OutputFile {
         ))
     }
 
+    /// The target of a file named `name` under `output` whose `.part` an
+    /// earlier attempt left holding at least `held` bytes, taken over
+    /// rather than created. Fails if that `.part` is not a regular file
+    /// (a link is never followed) of at least `held` bytes, or if the
+    /// target exists (unless [`Existing::Replace`]).
+    pub fn resume(
+        output: &Path,
+        name: &str,
+        held: u64,
+        existing: Existing,
+    ) -> io::Result<OutputFile> {
+        let (path, part) = target_paths(output, name);
+        if existing == Existing::Refuse && path.symlink_metadata().is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists; refusing to replace it", path.display()),
+            ));
+        }
+        let meta = part.symlink_metadata().map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot resume {}: {e}", part.display()))
+        })?;
+        if !meta.is_file() || meta.len() < held {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "cannot resume {}: not a file of at least {held} bytes",
+                    part.display()
+                ),
+            ));
+        }
+        Ok(OutputFile {
+            path,
+            part,
+            existing,
+        })
+    }
+
     /// The final path.
     pub fn path(&self) -> &Path {
         &self.path

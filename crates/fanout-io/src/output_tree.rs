@@ -76,6 +76,67 @@ impl OutputTree {
         Ok(tree)
     }
 
+    /// Takes over the output an earlier attempt at `manifest` left at
+    /// `output`: its `.part` files hold body bytes `[0, held)`; `created`
+    /// are the directories that attempt created. Files past `held` get a
+    /// new `.part`. Fails as [`OutputFile::resume`] does, or if a directory
+    /// of the tree is not there.
+    pub fn resume(
+        output: &Path,
+        manifest: &Manifest,
+        existing: Existing,
+        held: u64,
+        created: Vec<PathBuf>,
+    ) -> io::Result<Self> {
+        let is_tree = manifest.is_tree();
+        if is_tree {
+            for e in manifest.entries.iter().filter(|e| is_dir(e)) {
+                let path = output.join(&e.path);
+                if !path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("cannot resume: {} is not a directory", path.display()),
+                    ));
+                }
+            }
+        }
+        let modes: Vec<(PathBuf, Option<u16>)> = manifest
+            .entries
+            .iter()
+            .filter(|e| is_dir(e))
+            .map(|e| (output.join(&e.path), Some(e.mode)))
+            .filter(|(p, _)| created.contains(p))
+            .collect();
+        let mut slots = Vec::new();
+        for f in manifest.files() {
+            let (dir, name) = match (is_tree, f.path.rsplit_once('/')) {
+                (true, Some((dir, name))) => (output.join(dir), name),
+                (_, _) => (output.to_path_buf(), f.path),
+            };
+            let target = if f.start < held || (f.start == held && f.size == 0) {
+                OutputFile::resume(&dir, name, (held - f.start).min(f.size), existing)?
+            } else {
+                OutputFile::create(&dir, name, f.size, existing)?.0
+            };
+            slots.push(Slot {
+                target,
+                start: f.start,
+                size: f.size,
+                mode: f.mode,
+            });
+        }
+        Ok(OutputTree {
+            output: output.to_path_buf(),
+            is_tree,
+            slots,
+            created: modes,
+            open: Vec::new(),
+            pending: Vec::new(),
+            pending_at: 0,
+            contiguous: held,
+        })
+    }
+
     fn prepare(&mut self, manifest: &Manifest, existing: Existing) -> io::Result<()> {
         if !manifest.is_tree() {
             let (target, file) =
@@ -170,6 +231,19 @@ impl OutputTree {
     /// Body bytes `[0, n)` written to the files, as one contiguous run.
     pub fn contiguous(&self) -> u64 {
         self.contiguous
+    }
+
+    /// The directories this transfer (or the one it resumes) created.
+    pub fn created(&self) -> Vec<PathBuf> {
+        self.created.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Writes what is held and closes the files, keeping every `.part`
+    /// (and directory) for a later attempt to resume.
+    pub fn keep(&mut self) -> io::Result<()> {
+        let r = self.flush();
+        self.open.clear();
+        r
     }
 
     /// Writes body bytes at body offset `off` (coalesced; [`Self::flush`]

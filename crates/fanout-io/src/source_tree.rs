@@ -228,7 +228,7 @@ fn utf8_name(path: &Path) -> io::Result<String> {
 }
 
 fn context(path: &Path, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+    io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
 }
 
 fn invalid(msg: String) -> io::Error {

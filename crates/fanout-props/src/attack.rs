@@ -225,9 +225,11 @@ fn handshake_misfit(c: &mut Cursor<'_>, v: &View) -> Frame<'static> {
             timestamp: echo(c, v),
         })
     } else {
+        let end = offset(c, v).max(1);
         Frame::CatchUp(CatchUpFrame {
             member_id: clamp(c.u64()).max(1),
-            end: offset(c, v),
+            end,
+            from: c.u64() % end,
         })
     }
 }

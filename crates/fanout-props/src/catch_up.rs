@@ -42,10 +42,10 @@ const MAX_DATAGRAM: u64 = 1500;
 struct Written(Rc<RefCell<Vec<u8>>>);
 
 impl PrefixSource for Written {
-    fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>> {
+    fn open(&self, range: std::ops::Range<u64>) -> io::Result<Box<dyn PrefixStream>> {
         let bytes = self.0.borrow();
-        let end_at = usize::try_from(end).unwrap_or(usize::MAX);
-        let Some(prefix) = bytes.get(..end_at) else {
+        let at = |o: u64| usize::try_from(o).unwrap_or(usize::MAX);
+        let Some(prefix) = bytes.get(at(range.start)..at(range.end)) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "beyond the stream",
@@ -53,7 +53,7 @@ impl PrefixSource for Written {
         };
         Ok(Box::new(RawPrefix::new(
             io::Cursor::new(prefix.to_vec()),
-            end,
+            range,
         )))
     }
 }
@@ -143,7 +143,12 @@ impl Sim {
             packet_number: c.u32(),
         }
         .encode(&mut d);
-        Frame::CatchUp(CatchUpFrame { member_id, end }).encode(&mut d);
+        Frame::CatchUp(CatchUpFrame {
+            member_id,
+            end,
+            from: c.u64() % end.max(1),
+        })
+        .encode(&mut d);
         (from, d)
     }
 
@@ -269,7 +274,7 @@ impl Network for Sim {
                         sender_addr(),
                         credential,
                         l.member.member_id(),
-                        start,
+                        0..start,
                         now,
                     ));
                 }

@@ -50,7 +50,7 @@ fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
                     0 => Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: offset }),
                     1 => Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: 1, start_offset: offset, token: offset | 1 }),
                     2 => Frame::Offer(OfferFrame { max_payload, timestamp }),
-                    _ => Frame::CatchUp(CatchUpFrame { member_id: 1, end: offset }),
+                    _ => Frame::CatchUp(CatchUpFrame { member_id: 1, end: offset + 1, from: offset / 2 }),
                 })
             }),
         2 => (off, 0u64..5000, any::<bool>()).prop_map(|(offset, len, ends_message)| enc(Frame::Skip(SkipFrame { offset, len, ends_message }))),

@@ -221,7 +221,7 @@ impl LateCatchUp {
                     p.sender,
                     p.credential,
                     p.member_id,
-                    p.end,
+                    0..p.end,
                     now,
                 ));
             }

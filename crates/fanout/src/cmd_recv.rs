@@ -7,6 +7,7 @@ use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, version_hint, OutputOpts, TransferReport,
 };
+use crate::resume::RecordKeeper;
 use crate::security_opts::Side;
 use crate::session_net::MemberSockets;
 use anyhow::{bail, ensure, Context, Result};
@@ -165,9 +166,32 @@ impl Incoming {
         Ok(())
     }
 
-    fn abandon(&mut self) {
+    fn abandon(&mut self, keeper: &RecordKeeper) {
         if let Some(target) = &mut self.target {
             target.discard();
+        }
+        keeper.remove();
+    }
+
+    /// Keeps what arrived for a later attempt to resume (the record says
+    /// how much); discards it if it cannot be kept or resumed.
+    fn keep(&mut self, keeper: &mut RecordKeeper) {
+        if !keeper.is_kept() {
+            return self.abandon(keeper);
+        }
+        let (Some(m), Some(t)) = (self.intake.manifest(), self.target.as_mut()) else {
+            return;
+        };
+        match t.keep() {
+            Ok(()) => keeper.save(m, t),
+            Err(_) => self.abandon(keeper),
+        }
+    }
+
+    /// Records how much arrived, now and then.
+    fn record(&self, keeper: &mut RecordKeeper, now: fanout_core::time::Instant) {
+        if let (Some(m), Some(t)) = (self.intake.manifest(), self.target.as_ref()) {
+            keeper.update(now, m, t);
         }
     }
 }
@@ -323,6 +347,7 @@ pub(crate) fn recv_session(
         ),
     };
     let mut inc = Incoming::new(args.output.clone(), args.existing());
+    let mut keeper = RecordKeeper::new(&args.output, None);
     let mut buf = vec![0u8; 1 << 20];
     let mut app_error: Option<anyhow::Error> = None;
     let mut bar = None;
@@ -337,7 +362,12 @@ pub(crate) fn recv_session(
             // Not admitted yet: a refusal ends the wait as a timeout does.
             return r.is_closed() || give_up.is_some_and(|t| now >= t);
         }
-        started.get_or_insert(now);
+        if started.is_none() {
+            started = Some(now);
+            // Only a session member can come back to its session.
+            let session = join.and(r.session_id());
+            keeper = RecordKeeper::new(&args.output, session);
+        }
         if r.start_offset() > 0 {
             // Joined after the file's start was released: the missed
             // prefix comes by catch-up (`catch_up`).
@@ -353,6 +383,7 @@ pub(crate) fn recv_session(
                 app_error = Some(e);
             }
         }
+        inc.record(&mut keeper, now);
         if let Some(m) = inc.manifest() {
             let b = bar
                 .get_or_insert_with(|| bytes_bar(m.size, "recv", args.out.quiet || args.out.json));
@@ -365,9 +396,9 @@ pub(crate) fn recv_session(
     }
     let stats = stats?;
     if crate::interrupt::interrupted() && !receiver.is_finished() {
-        inc.abandon();
+        inc.keep(&mut keeper);
         return Err(crate::interrupt::error(if receiver.peer().is_some() {
-            "the sender was told"
+            "the sender was told; what arrived is kept to resume"
         } else {
             "no sender had admitted this receiver"
         }));
@@ -387,11 +418,13 @@ pub(crate) fn recv_session(
         );
     };
     if let Some(e) = app_error {
-        inc.abandon();
+        inc.abandon(&keeper);
         return Err(e);
     }
     if !receiver.is_finished() {
-        inc.abandon();
+        // The sender went away or gave up on this receiver: what arrived
+        // is kept, and a receiver joining this session again resumes.
+        inc.keep(&mut keeper);
         let why = receiver
             .close_reason()
             .map_or("unknown".into(), |r| r.to_string());
@@ -400,7 +433,9 @@ pub(crate) fn recv_session(
             version_hint(&receiver.stats().drops)
         );
     }
-    inc.complete()?;
+    let completed = inc.complete();
+    keeper.remove();
+    completed?;
     let m = inc.manifest().cloned().context("no manifest")?;
     let seconds = started.map_or(0.0, |t| (clock.now() - t).as_secs_f64());
     let st = receiver.stats();

@@ -422,7 +422,7 @@ impl Forward {
 struct NoPrefix;
 
 impl PrefixSource for NoPrefix {
-    fn open(&self, _end: u64) -> std::io::Result<Box<dyn PrefixStream>> {
+    fn open(&self, _range: std::ops::Range<u64>) -> std::io::Result<Box<dyn PrefixStream>> {
         Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             "this relay keeps no spool (--spool) to serve a missed prefix from",

@@ -177,6 +177,8 @@ pub fn serve(args: &RecvArgs) -> Result<()> {
                     "bytes": report.bytes,
                     "seconds": report.seconds,
                     "blake3": report.blake3,
+                    "files": report.files,
+                    "transport": report.transport,
                 });
                 journal.last = event.clone();
                 journal.record("waiting", event)?;

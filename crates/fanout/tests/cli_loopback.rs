@@ -884,6 +884,31 @@ fn several_files_and_a_directory_tree_arrive_in_one_transfer() {
     assert!(!dir.join("one-file.bin").exists());
 }
 
+/// A loopback address with a port free now.
+fn free_loopback_addr() -> String {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// `fanout send PATHS --unicast --bind BIND --wait-for 1` with `extra`
+/// flags, its JSON report piped.
+fn start_session_sender(bind: &str, extra: &[&str], paths: &[std::path::PathBuf]) -> Proc {
+    let send = Command::new(BIN)
+        .args(["send", "--json", "--quiet", "--unicast", "--bind", bind])
+        .args(["--wait-for", "1"])
+        .args(extra)
+        .args(paths)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc(send)
+}
+
 /// A session of a tree to two receivers by unicast fan-out, the second
 /// joining after the first bytes went out: it gets the missed prefix of
 /// the tree by catch-up, and both trees arrive whole.
@@ -893,23 +918,13 @@ fn a_late_joiner_gets_a_whole_tree_by_catch_up() {
     let dir = scratch.path();
     let src = dir.join("src");
     let tree = write_tree(&src, 50);
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let bind = format!("127.0.0.1:{port}");
+    let bind = free_loopback_addr();
     // 2 MB at 8 Mbit/s: about 2 s, so the second receiver joins late.
-    let send = Command::new(BIN)
-        .args(["send", "--json", "--quiet", "--unicast", "--bind", &bind])
-        .args(["--wait-for", "1", "--max-rate", "8M"])
-        .arg(src.join("one.bin"))
-        .arg(src.join("tree"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let send = Proc(send);
+    let send = start_session_sender(
+        &bind,
+        &["--max-rate", "8M"],
+        &[src.join("one.bin"), src.join("tree")],
+    );
     let recv = |name: &str| {
         let out = dir.join(name);
         std::fs::create_dir_all(&out).unwrap();
@@ -939,4 +954,79 @@ fn a_late_joiner_gets_a_whole_tree_by_catch_up() {
         report["transport"]["start_offset"].as_u64().unwrap_or(0) > 0,
         "the second receiver joined late: {report}"
     );
+}
+
+/// A session receiver killed (SIGKILL) mid-transfer and started again
+/// with the same output resumes: it keeps what its `.part` holds, fetches
+/// the gap by catch-up and the rest live, and receives no more than the
+/// remainder plus 5%; the file arrives whole.
+#[test]
+fn a_killed_receiver_resumes_where_its_file_ends() {
+    let scratch = temp_dir("resume");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    let len = 24 << 20;
+    let data = write_random(&src, len, 77);
+    let out = dir.join("got");
+    std::fs::create_dir_all(&out).unwrap();
+    let bind = free_loopback_addr();
+    // 24 MiB at 40 Mbit/s: about 5 s.
+    let send = start_session_sender(&bind, &["--max-rate", "40M", "--require", "1"], &[src]);
+    let recv = || {
+        let child = Command::new(BIN)
+            .args([
+                "recv", "--json", "--quiet", "--wait", "20", "--from", &bind, "-o",
+            ])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Proc(child)
+    };
+    let mut first = recv();
+    let part = out.join("payload.bin.part");
+    let start = Instant::now();
+    while std::fs::metadata(&part).map_or(0, |m| m.len()) < (8 << 20) {
+        assert!(start.elapsed() < Duration::from_secs(30), "no transfer");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let kept = std::fs::metadata(&part).unwrap().len();
+    assert!(kept < len as u64, "killed before the end");
+    let second = finish(recv(), Duration::from_secs(60));
+    let send = finish(send, Duration::from_secs(60));
+    assert!(second.status.success(), "the restarted receiver failed");
+    assert!(send.status.success(), "the sender failed");
+    assert!(std::fs::read(out.join("payload.bin")).unwrap() == data);
+    let t = &json(&second)["transport"];
+    let resumed_at = t["resumed_at"].as_u64().unwrap();
+    let header = fanout_app::Manifest::file("payload.bin", len as u64)
+        .encode()
+        .len() as u64;
+    let stream = header + len as u64 + 32;
+    assert!(
+        resumed_at > header + (4 << 20),
+        "resumed at {resumed_at}: {t}"
+    );
+    let remainder = stream - resumed_at;
+    let received = t["payload_bytes_received"].as_u64().unwrap()
+        + t["catch_up_payload_bytes_received"].as_u64().unwrap();
+    assert!(
+        received as f64 <= remainder as f64 * 1.05,
+        "received {received} bytes after the restart for a remainder of {remainder}: {t}"
+    );
+    // The record is gone once the file is complete.
+    let records = std::fs::read_dir(&out)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".fanout-resume")
+        })
+        .count();
+    assert_eq!(records, 0);
 }

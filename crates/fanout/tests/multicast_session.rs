@@ -10,7 +10,7 @@
 )]
 
 mod common;
-use common::Scratch;
+use common::{Scratch, SmallDisk};
 use fanout_netns::{require_netns, LanTopology, NsChild};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr};
@@ -354,39 +354,6 @@ fn a_protected_session_delivers_to_every_receiver_over_multicast() {
         run.sender["seconds"].as_f64().unwrap(),
         run.sender["goodput_bps"].as_f64().unwrap() / 1e6
     );
-}
-
-/// A tmpfs of `bytes` mounted at a directory; unmounted when dropped (a
-/// failing test too).
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount(dir: &Path, bytes: usize) -> SmallDisk {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "cannot mount a tmpfs at {}", dir.display());
-        SmallDisk(dir.to_path_buf())
-    }
-
-    /// Writes a filler file until the disk is full; returns when it is.
-    fn fill(&self) {
-        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
-        let chunk = vec![0u8; 1 << 20];
-        while f.write_all(&chunk).is_ok() {}
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 /// A receiver whose disk fills mid-transfer tells the sender at once: the

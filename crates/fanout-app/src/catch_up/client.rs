@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 /// Requests sent at most before giving up.
 const MAX_REQUESTS: u32 = 8;
 
-/// Fetches the prefix `[0, end)` of a session's stream from its sender.
+/// Fetches the prefix `[0, end)` of a session's stream from its sender (or
+/// `[from, end)`, resuming).
 pub struct CatchUpClient {
     receiver: Receiver,
     sender: SocketAddr,
@@ -31,20 +32,21 @@ pub struct CatchUpClient {
 
 impl CatchUpClient {
     /// Asks `sender` (where this host is member `member_id`, proving it
-    /// with `credential`: `Receiver::catch_up_credential`) for the prefix
-    /// `[0, end)`.
+    /// with `credential`: `Receiver::catch_up_credential`) for the stream
+    /// bytes `range` (not empty; from 0, or from what it holds). The
+    /// transfer's stream offset 0 is the session stream's `range.start`.
     pub fn new(
         config: TransportConfig,
         sender: SocketAddr,
         credential: u64,
         member_id: u64,
-        end: u64,
+        range: std::ops::Range<u64>,
         now: Instant,
     ) -> Self {
         let request = Request {
             credential,
             member_id,
-            end,
+            range,
         };
         CatchUpClient {
             deadline: now + config.handshake_timeout,

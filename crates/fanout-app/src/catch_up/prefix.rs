@@ -1,5 +1,6 @@
 //! Re-produces a prefix `[0, end)` of a session's stream for a late
-//! joiner's catch-up: a file's stream (manifest, file bytes, BLAKE3
+//! joiner's catch-up (or `[from, end)` for one resuming a transfer whose
+//! first bytes it holds): a file's stream (manifest, file bytes, BLAKE3
 //! trailer — [`crate::manifest`]) from the file's bytes, or any stream read
 //! back from a copy of it (a relay's spool). The stream is deterministic,
 //! so the missed prefix can be served again at any time without the
@@ -8,22 +9,23 @@
 
 use crate::manifest::{Manifest, TRAILER_LEN};
 use crate::StreamSink;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::Range;
 
 /// Bytes read from the file per step.
 const CHUNK_BYTES: usize = 256 << 10;
 
 /// Where a catch-up server gets the prefix of its session's stream.
 pub trait PrefixSource {
-    /// A producer of stream bytes `[0, end)`.
-    fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>>;
+    /// A producer of stream bytes `range` (of the session's stream).
+    fn open(&self, range: Range<u64>) -> io::Result<Box<dyn PrefixStream>>;
 }
 
-/// Stream bytes `[0, end)` on their way into a catch-up transfer.
+/// Stream bytes `[from, end)` on their way into a catch-up transfer.
 pub trait PrefixStream {
     /// Writes what `s` takes now; finishes the stream at `end`.
     fn feed(&mut self, s: &mut dyn StreamSink);
-    /// Stream bytes written so far.
+    /// Bytes written into the transfer so far.
     fn written(&self) -> u64;
     /// True if the prefix could not be produced (the stream was aborted).
     fn failed(&self) -> bool;
@@ -34,8 +36,8 @@ pub trait PrefixStream {
 pub struct RepeatedByte(pub u8);
 
 impl PrefixSource for RepeatedByte {
-    fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>> {
-        Ok(Box::new(RawPrefix::new(io::repeat(self.0), end)))
+    fn open(&self, range: Range<u64>) -> io::Result<Box<dyn PrefixStream>> {
+        Ok(Box::new(RawPrefix::new(io::repeat(self.0), range)))
     }
 }
 
@@ -49,18 +51,18 @@ pub struct FileInMemory {
 }
 
 impl PrefixSource for FileInMemory {
-    fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>> {
+    fn open(&self, range: Range<u64>) -> io::Result<Box<dyn PrefixStream>> {
         let reader = io::Cursor::new(self.bytes.clone());
-        Ok(Box::new(PrefixFeed::new(reader, &self.manifest, end)?))
+        Ok(Box::new(PrefixFeed::new(reader, &self.manifest, range)?))
     }
 }
 
-impl<R: Read> PrefixStream for PrefixFeed<R> {
+impl<R: Read + Seek> PrefixStream for PrefixFeed<R> {
     fn feed(&mut self, s: &mut dyn StreamSink) {
         PrefixFeed::feed(self, s)
     }
     fn written(&self) -> u64 {
-        self.pos
+        self.pos - self.start
     }
     fn failed(&self) -> bool {
         self.error.is_some()
@@ -68,12 +70,13 @@ impl<R: Read> PrefixStream for PrefixFeed<R> {
 }
 
 /// A prefix of any stream, read back from a reader that holds the stream's
-/// bytes from offset 0 (a relay's spool: every byte below the session's
-/// send position was spooled before it was sent, so `[0, end)` is there
-/// when a joiner asks for it).
+/// bytes (a relay's spool: every byte below the session's send position
+/// was spooled before it was sent, so `[0, end)` is there when a joiner
+/// asks for it).
 pub struct RawPrefix<R> {
     reader: R,
     chunk: Vec<u8>,
+    start: u64,
     pos: u64,
     end: u64,
     finished: bool,
@@ -81,13 +84,15 @@ pub struct RawPrefix<R> {
 }
 
 impl<R: Read> RawPrefix<R> {
-    /// Serves `[0, end)` of the stream `reader` holds from offset 0.
-    pub fn new(reader: R, end: u64) -> Self {
+    /// Serves `range` of the stream whose bytes from `range.start` on
+    /// `reader` reads.
+    pub fn new(reader: R, range: Range<u64>) -> Self {
         RawPrefix {
             reader,
             chunk: vec![0u8; CHUNK_BYTES],
-            pos: 0,
-            end,
+            start: range.start,
+            pos: range.start,
+            end: range.end,
             finished: false,
             failed: false,
         }
@@ -124,21 +129,25 @@ impl<R: Read> PrefixStream for RawPrefix<R> {
         }
     }
     fn written(&self) -> u64 {
-        self.pos
+        self.pos - self.start
     }
     fn failed(&self) -> bool {
         self.failed
     }
 }
 
-/// Stream bytes `[0, end)` of one file's session stream, on their way
-/// into a catch-up transfer.
+/// Stream bytes `[from, end)` of one file's (or tree's) session stream,
+/// on their way into a catch-up transfer.
 pub struct PrefixFeed<R> {
     reader: R,
     header: Vec<u8>,
     size: u64,
-    hasher: blake3::Hasher,
+    /// The body's hash so far; `None` when serving began inside the body
+    /// (the trailer is then hashed from the whole body when needed).
+    hasher: Option<blake3::Hasher>,
     chunk: Vec<u8>,
+    /// Stream offset the transfer starts at.
+    start: u64,
     /// Next stream offset to write.
     pos: u64,
     /// Stream offset the prefix ends at (exclusive).
@@ -148,27 +157,34 @@ pub struct PrefixFeed<R> {
     error: Option<io::Error>,
 }
 
-impl<R: Read> PrefixFeed<R> {
-    /// Serves stream offsets `[0, end)` of the file `reader` reads from its
-    /// start; `manifest` must be the one the session sent (the header bytes
-    /// are re-encoded from it).
-    pub fn new(reader: R, manifest: &Manifest, end: u64) -> io::Result<Self> {
+impl<R: Read + Seek> PrefixFeed<R> {
+    /// Serves stream offsets `range` of the body `reader` reads (from its
+    /// start: it is sought to where `range` begins); `manifest` must be the
+    /// one the session sent (the header bytes are re-encoded from it).
+    pub fn new(mut reader: R, manifest: &Manifest, range: Range<u64>) -> io::Result<Self> {
         let header = manifest.encode();
-        let stream_len = header.len() as u64 + manifest.size + TRAILER_LEN as u64;
-        if end > stream_len {
+        let hlen = header.len() as u64;
+        let stream_len = hlen + manifest.size + TRAILER_LEN as u64;
+        if range.end > stream_len || range.start > range.end {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("prefix end {end} beyond the stream's {stream_len} bytes"),
+                format!("prefix {range:?} beyond the stream's {stream_len} bytes"),
             ));
+        }
+        let inside_body = range.start > hlen;
+        if inside_body {
+            let body_at = (range.start - hlen).min(manifest.size);
+            reader.seek(SeekFrom::Start(body_at))?;
         }
         Ok(PrefixFeed {
             reader,
             header,
             size: manifest.size,
-            hasher: blake3::Hasher::new(),
+            hasher: (!inside_body).then(blake3::Hasher::new),
             chunk: vec![0u8; CHUNK_BYTES],
-            pos: 0,
-            end,
+            start: range.start,
+            pos: range.start,
+            end: range.end,
             trailer: None,
             finished: false,
             error: None,
@@ -199,7 +215,9 @@ impl<R: Read> PrefixFeed<R> {
                         return;
                     }
                     Ok(n) => {
-                        self.hasher.update(&self.chunk[..n]);
+                        if let Some(h) = &mut self.hasher {
+                            h.update(&self.chunk[..n]);
+                        }
                         let taken = s.write(&self.chunk[..n]);
                         debug_assert_eq!(taken, n, "writable() promised room");
                         taken
@@ -211,10 +229,16 @@ impl<R: Read> PrefixFeed<R> {
                     }
                 }
             } else {
-                let hasher = &self.hasher;
-                let t = self
-                    .trailer
-                    .get_or_insert_with(|| *hasher.finalize().as_bytes());
+                if self.trailer.is_none() {
+                    match self.body_hash() {
+                        Ok(h) => self.trailer = Some(h),
+                        Err(e) => {
+                            self.fail(s, e);
+                            return;
+                        }
+                    }
+                }
+                let t = self.trailer.as_ref().expect("set above");
                 let at = (self.pos - body_end) as usize;
                 let stop = (at as u64 + room).min(TRAILER_LEN as u64) as usize;
                 s.write(&t[at..stop])
@@ -228,6 +252,24 @@ impl<R: Read> PrefixFeed<R> {
             s.finish();
             self.finished = true;
         }
+    }
+
+    /// The body's BLAKE3: as read, or (serving began inside the body) read
+    /// again from the start.
+    fn body_hash(&mut self) -> io::Result<[u8; TRAILER_LEN]> {
+        if let Some(h) = &self.hasher {
+            return Ok(*h.finalize().as_bytes());
+        }
+        self.reader.seek(SeekFrom::Start(0))?;
+        let mut h = blake3::Hasher::new();
+        let copied = io::copy(&mut (&mut self.reader).take(self.size), &mut h)?;
+        if copied != self.size {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file shrank while being served",
+            ));
+        }
+        Ok(*h.finalize().as_bytes())
     }
 
     fn fail(&mut self, s: &mut dyn StreamSink, e: io::Error) {
@@ -256,27 +298,35 @@ mod tests {
         feed.feed(&mut full);
         assert!(full.finished);
         let len = full.got.len() as u64;
-        for end in [1, 17, 30, 4096, 700_000, len - 33, len - 5, len] {
+        let ends = [1, 17, 30, 4096, 700_000, len - 33, len - 5, len];
+        let starts = [0, 5, 20, 4095, 333_333, len - 34, len - 6];
+        for (start, end) in starts.iter().flat_map(|&a| ends.map(|b| (a, b))) {
+            if start >= end {
+                continue;
+            }
             let mut s = MemorySink {
                 got: Vec::new(),
                 room: 65_537,
                 finished: false,
             };
-            let mut p = PrefixFeed::new(&data[..], &m, end).unwrap();
+            let reader = io::Cursor::new(&data[..]);
+            let mut p = PrefixFeed::new(reader, &m, start..end).unwrap();
             while !s.finished {
                 p.feed(&mut s);
             }
             assert_eq!(p.pos, end);
-            assert!(s.got == full.got[..end as usize], "prefix {end}");
+            assert_eq!(p.written(), end - start);
+            let want = &full.got[start as usize..end as usize];
+            assert!(s.got == want, "prefix {start}..{end}");
         }
-        assert!(PrefixFeed::new(&data[..], &m, len + 1).is_err());
+        assert!(PrefixFeed::new(io::Cursor::new(&data[..]), &m, 0..len + 1).is_err());
         // A file shorter than its manifest says aborts the prefix.
         let mut s = MemorySink {
             got: Vec::new(),
             room: 1 << 20,
             finished: false,
         };
-        let mut short = PrefixFeed::new(&data[..1000], &m, len).unwrap();
+        let mut short = PrefixFeed::new(io::Cursor::new(&data[..1000]), &m, 0..len).unwrap();
         short.feed(&mut s);
         assert!(short.failed() && !s.finished);
     }
@@ -289,7 +339,7 @@ mod tests {
             room: 7_000,
             finished: false,
         };
-        let mut p = RawPrefix::new(&spool[..], 54_321);
+        let mut p = RawPrefix::new(&spool[..], 0..54_321);
         while !s.finished {
             p.feed(&mut s);
         }
@@ -300,7 +350,7 @@ mod tests {
             room: 1 << 20,
             finished: false,
         };
-        let mut p = RawPrefix::new(&spool[..10], 100);
+        let mut p = RawPrefix::new(&spool[..10], 0..100);
         p.feed(&mut s);
         assert!(p.failed() && !s.finished);
     }

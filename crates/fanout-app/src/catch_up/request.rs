@@ -1,5 +1,6 @@
 //! The catch-up request: how a late joiner asks the session sender for the
-//! prefix `[0, start)` it missed.
+//! prefix `[0, start)` it missed (or `[from, start)`, resuming a transfer
+//! whose first bytes it holds).
 //!
 //! It is an ordinary wire datagram (`docs/wire.md`) sent from the joiner's
 //! catch-up socket to the session sender's address: the header carries the
@@ -14,16 +15,18 @@
 
 use fanout_transport::wire::{accept_header, decode_frames, CatchUpFrame, Frame};
 use fanout_transport::{PacketBuilder, PacketNumbers};
+use std::ops::Range;
 
 /// What a request says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// The requester's member token, or the session id behind a merger.
     pub credential: u64,
     /// The requester's member id in that session (never 0).
     pub member_id: u64,
-    /// End of the prefix wanted: the member's start offset.
-    pub end: u64,
+    /// Stream bytes wanted: up to the member's start offset, from 0 or
+    /// from what a resuming member holds. Never empty.
+    pub range: Range<u64>,
 }
 
 /// Appends the request datagram (numbered from `numbers`) to `out`.
@@ -31,17 +34,22 @@ pub fn encode_request(r: &Request, numbers: &mut PacketNumbers, out: &mut Vec<u8
     let mut p = PacketBuilder::new(out, numbers, r.credential, false);
     p.frame(&Frame::CatchUp(CatchUpFrame {
         member_id: r.member_id,
-        end: r.end,
+        end: r.range.end,
+        from: r.range.start,
     }));
     p.finish();
 }
 
-/// `(credential, member_id, end)` if `datagram` is a catch-up request;
-/// `None` for anything else (including malformed input).
-pub fn parse_request(datagram: &[u8]) -> Option<(u64, u64, u64)> {
+/// The request if `datagram` is one; `None` for anything else (including
+/// malformed input).
+pub fn parse_request(datagram: &[u8]) -> Option<Request> {
     let (header, body) = accept_header(datagram).ok()?;
     match decode_frames(body).next()? {
-        Ok(Frame::CatchUp(c)) => Some((header.session_id, c.member_id, c.end)),
+        Ok(Frame::CatchUp(c)) => Some(Request {
+            credential: header.session_id,
+            member_id: c.member_id,
+            range: c.from..c.end,
+        }),
         _ => None,
     }
 }
@@ -53,14 +61,25 @@ mod tests {
 
     #[test]
     fn requests_roundtrip_and_joins_are_not_requests() {
+        for range in [0..123_456, 70_000..123_456] {
+            let r = Request {
+                credential: 9,
+                member_id: 4,
+                range,
+            };
+            let mut d = Vec::new();
+            encode_request(&r, &mut PacketNumbers::default(), &mut d);
+            assert_eq!(parse_request(&d), Some(r));
+        }
+        // An empty range is malformed.
+        let mut d = Vec::new();
         let r = Request {
             credential: 9,
             member_id: 4,
-            end: 123_456,
+            range: 5..5,
         };
-        let mut d = Vec::new();
         encode_request(&r, &mut PacketNumbers::default(), &mut d);
-        assert_eq!(parse_request(&d), Some((9, 4, 123_456)));
+        assert_eq!(parse_request(&d), None);
         let mut j = Vec::new();
         Header {
             flags: HeaderFlags::default(),
@@ -76,6 +95,13 @@ mod tests {
         })
         .encode(&mut j);
         assert_eq!(parse_request(&j), None, "a join is not a request");
+        let mut d = Vec::new();
+        let r = Request {
+            credential: 9,
+            member_id: 4,
+            range: 0..1200,
+        };
+        encode_request(&r, &mut PacketNumbers::default(), &mut d);
         for cut in 0..d.len() {
             assert_eq!(parse_request(&d[..cut]), None, "cut {cut}");
         }

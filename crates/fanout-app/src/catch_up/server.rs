@@ -7,7 +7,7 @@
 //! one event loop — no second port to announce.
 
 use super::prefix::{PrefixSource, PrefixStream};
-use super::request::parse_request;
+use super::request::{parse_request, Request};
 use crate::StreamSink;
 use fanout_core::time::Instant;
 use fanout_core::{Engine, Rng, Transmit};
@@ -161,14 +161,13 @@ impl CatchUpServer {
         &self.stats
     }
 
-    fn on_request(
-        &mut self,
-        now: Instant,
-        from: SocketAddr,
-        credential: u64,
-        member_id: u64,
-        end: u64,
-    ) {
+    fn on_request(&mut self, now: Instant, from: SocketAddr, request: Request) {
+        let Request {
+            credential,
+            member_id,
+            range,
+        } = request;
+        let end = range.end;
         // The credential is a live member's id and its token (which only
         // a host receiving at its address learned), asked from that
         // member's host — or, for an ACK merger's id, the session id from
@@ -196,7 +195,7 @@ impl CatchUpServer {
         });
         let ok = member.is_some()
             && !busy
-            && end > 0
+            && range.start < end
             && end <= self.session.snd_nxt()
             && self.jobs.len() < self.config.max_jobs
             && !self.done.contains(&from);
@@ -205,7 +204,7 @@ impl CatchUpServer {
             tracing::debug!(%from, member_id, end, busy, "catch-up request refused");
             return;
         }
-        let feed = match self.source.open(end) {
+        let feed = match self.source.open(range.clone()) {
             Ok(f) => f,
             Err(e) => {
                 self.stats.refused += 1;
@@ -226,7 +225,7 @@ impl CatchUpServer {
             member_id,
         };
         job.feed.feed(&mut job.sender);
-        tracing::info!(%from, member_id, end, "catch-up started");
+        tracing::info!(%from, member_id, ?range, "catch-up started");
         self.stats.started += 1;
         self.jobs.insert(from, job);
     }
@@ -340,8 +339,8 @@ impl Engine for CatchUpServer {
             self.service();
             return;
         }
-        if let Some((credential, member_id, end)) = parse_request(datagram) {
-            self.on_request(now, from, credential, member_id, end);
+        if let Some(request) = parse_request(datagram) {
+            self.on_request(now, from, request);
             return;
         }
         self.session.handle_datagram(now, from, datagram);
@@ -404,7 +403,7 @@ impl Engine for CatchUpServer {
 #[cfg(test)]
 mod tests {
     use super::super::prefix::FileInMemory;
-    use super::super::request::{encode_request, Request};
+    use super::super::request::encode_request;
     use super::*;
     use crate::Manifest;
     use fanout_core::drain;
@@ -420,7 +419,7 @@ mod tests {
         let r = Request {
             credential,
             member_id,
-            end,
+            range: 0..end,
         };
         encode_request(&r, &mut Default::default(), &mut d);
         d
@@ -491,8 +490,9 @@ mod tests {
         let token = r.catch_up_credential().expect("connected");
         assert_ne!(token, sid);
         // Refused: a stranger's IP (the member is a receiver, not an ACK
-        // merger), another member id, a range beyond what was sent, an
-        // empty range, the public session id instead of its token.
+        // merger), another member id, a range beyond what was sent, the
+        // public session id instead of its token. (An empty range is not
+        // even a request: the frame is malformed.)
         let stranger: SocketAddr = "10.0.0.66:9000".parse().unwrap();
         s.handle_datagram(now, stranger, &request(token, id, snd_nxt));
         s.handle_datagram(now, at(9001), &request(token, id + 1, snd_nxt));
@@ -500,7 +500,7 @@ mod tests {
         s.handle_datagram(now, at(9003), &request(token, id, 0));
         s.handle_datagram(now, at(9004), &request(sid, id, snd_nxt));
         assert_eq!(s.active(), 0);
-        assert_eq!(s.catch_up_stats().refused, 5);
+        assert_eq!(s.catch_up_stats().refused, 4);
         // Accepted: the member, from its catch-up port; a repeat is absorbed
         // by the running catch-up.
         s.handle_datagram(now, at(9100), &request(token, id, snd_nxt));
@@ -516,6 +516,6 @@ mod tests {
             s.handle_datagram(now, at(port), &request(token, id, snd_nxt));
         }
         assert_eq!(s.active(), 1);
-        assert_eq!(s.catch_up_stats().refused, 5 + 100);
+        assert_eq!(s.catch_up_stats().refused, 4 + 100);
     }
 }

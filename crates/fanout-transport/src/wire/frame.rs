@@ -115,14 +115,17 @@ pub struct OfferFrame {
 }
 
 /// CATCH_UP (a late joiner → the session sender, from its catch-up
-/// socket): "send me the prefix `[0, end)` I missed". The sender answers
-/// with an OFFER to the requesting address.
+/// socket): "send me the stream bytes `[from, end)` I missed" (`from` 0
+/// for a joiner with nothing; a resuming one already holds `[0, from)`).
+/// The sender answers with an OFFER to the requesting address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CatchUpFrame {
     /// The requester's member id in the session (never 0).
     pub member_id: u64,
     /// End of the prefix wanted: the member's start offset.
     pub end: u64,
+    /// First stream byte wanted (below `end`).
+    pub from: u64,
 }
 
 /// SENT (session sender → a merger member, merger → a child merger), the
@@ -381,9 +384,13 @@ fn decode_catch_up(r: &mut Reader<'_>) -> Result<CatchUpFrame, DecodeError> {
     let f = CatchUpFrame {
         member_id: r.varint()?,
         end: r.varint()?,
+        from: r.varint()?,
     };
     if f.member_id == 0 {
         return Err(DecodeError::Invalid("catch_up.member_id"));
+    }
+    if f.from >= f.end {
+        return Err(DecodeError::Invalid("catch_up.from"));
     }
     Ok(f)
 }
@@ -574,6 +581,7 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_CATCH_UP);
                 out.put_varint(c.member_id);
                 out.put_varint(c.end);
+                out.put_varint(c.from);
             }
             Frame::Sent(f) => {
                 out.put_u8(T_SENT);
@@ -841,7 +849,7 @@ mod tests {
             roundtrip(&Frame::Connect(ConnectFrame { max_payload, window, timestamp, resume_from: off }));
             roundtrip(&Frame::Accept(AcceptFrame { max_payload, timestamp_echo: timestamp, member_id: member_id + 1, start_offset: off, token: off | 1 }));
             roundtrip(&Frame::Offer(OfferFrame { max_payload, timestamp }));
-            roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off }));
+            roundtrip(&Frame::CatchUp(CatchUpFrame { member_id: member_id + 1, end: off + 1, from: off / 2 }));
             roundtrip(&Frame::Sent(SentFrame { end: off }));
             roundtrip(&Frame::GroupKey(GroupKeyFrame { epoch: off, key: [off as u8; 32] }));
             roundtrip(&Frame::GroupKeyAck(off));
@@ -954,9 +962,16 @@ mod tests {
         assert_eq!(accept(1, 0), Err(DecodeError::Invalid("accept.token")));
         assert_eq!(accept(1, 1), Ok(()));
         assert_eq!(
-            Frame::decode(&mut Reader::new(&[T_CATCH_UP, 0, 5])),
+            Frame::decode(&mut Reader::new(&[T_CATCH_UP, 0, 5, 0])),
             Err(DecodeError::Invalid("catch_up.member_id"))
         );
+        // An empty or inverted CATCH_UP range.
+        for from in [5, 6] {
+            assert_eq!(
+                Frame::decode(&mut Reader::new(&[T_CATCH_UP, 1, 5, from])),
+                Err(DecodeError::Invalid("catch_up.from"))
+            );
+        }
         // Unknown frame type.
         assert_eq!(
             Frame::decode(&mut Reader::new(&[0x3f])),

@@ -211,11 +211,13 @@ fn handshake_frames() {
         frame(Frame::CatchUp(CatchUpFrame {
             member_id: 5,
             end: 1200,
+            from: 0,
         })),
         concat!(
             "0c",   // CATCH_UP
             "05",   // member id 5
             "44b0", // end 1200
+            "00",   // from 0
         )
     );
     assert_eq!(

@@ -6,7 +6,8 @@ use fanout_app::catch_up::{PrefixFeed, PrefixSource, PrefixStream, RawPrefix};
 use fanout_app::FileFeed;
 use fanout_io::{SourceTree, TreeReader};
 use std::fs::File;
-use std::io;
+use std::io::{self, Seek, SeekFrom};
+use std::ops::Range;
 use std::path::PathBuf;
 
 /// Scans `paths` (one file, or several files and directories) and opens
@@ -36,11 +37,11 @@ pub struct FilePrefix {
 }
 
 impl PrefixSource for FilePrefix {
-    fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>> {
+    fn open(&self, range: Range<u64>) -> io::Result<Box<dyn PrefixStream>> {
         Ok(Box::new(PrefixFeed::new(
             self.tree.reader(),
             &self.tree.manifest,
-            end,
+            range,
         )?))
     }
 }
@@ -53,7 +54,9 @@ pub struct SpoolPrefix {
 }
 
 impl PrefixSource for SpoolPrefix {
-    fn open(&self, end: u64) -> io::Result<Box<dyn PrefixStream>> {
-        Ok(Box::new(RawPrefix::new(File::open(&self.path)?, end)))
+    fn open(&self, range: Range<u64>) -> io::Result<Box<dyn PrefixStream>> {
+        let mut spool = File::open(&self.path)?;
+        spool.seek(SeekFrom::Start(range.start))?;
+        Ok(Box::new(RawPrefix::new(spool, range)))
     }
 }

@@ -8,6 +8,7 @@ use crate::cmd_recv::RecvArgs;
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{drops_map, goodput_bps, peak_rss_bytes, TransferReport};
+use crate::resume::{RecordKeeper, ResumeRecord};
 use crate::security_opts::Side;
 use anyhow::{bail, Context, Result};
 use fanout_app::catch_up::CatchUpClient;
@@ -15,6 +16,7 @@ use fanout_core::time::Instant;
 use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
 use fanout_transport::{Receiver, TransportConfig};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::ops::Range;
 use std::sync::mpsc::{self, Receiver as Rx, SyncSender, TryRecvError, TrySendError};
 
 /// Prefix bytes handed from the catch-up thread per message.
@@ -24,9 +26,12 @@ const CHUNK_BYTES: usize = 256 << 10;
 const CHANNEL_CHUNKS: usize = 16;
 
 /// What the catch-up transfer did.
+#[derive(Default)]
 struct Fetched {
     bytes: u64,
     datagrams_received: u64,
+    /// Payload bytes in those datagrams (duplicates included).
+    payload_bytes_received: u64,
     acks_sent: u64,
 }
 
@@ -35,7 +40,9 @@ struct Plan {
     sender: SocketAddr,
     credential: u64,
     member_id: u64,
-    end: u64,
+    /// Stream bytes wanted: `[0, start)`, or from what a resumed output
+    /// holds.
+    range: Range<u64>,
 }
 
 /// Receives the rest of a file whose session `receiver` joined late
@@ -49,12 +56,32 @@ pub fn receive_rest(
     clock: Clock,
     started: Instant,
 ) -> Result<TransferReport> {
+    let start = receiver.start_offset();
+    let session = receiver.session_id();
+    let mut keeper = RecordKeeper::new(&args.output, session);
+    // A record of this session: resume what an earlier attempt wrote.
+    let record = session.and_then(|s| ResumeRecord::load(&args.output, s));
+    let mut out = match record.map(|r| SplitFile::resume(&args.output, start, args.existing(), &r))
+    {
+        Some(Ok(out)) => out,
+        Some(Err(e)) => {
+            if !args.out.quiet {
+                eprintln!("fanout: cannot resume ({e:#}); receiving the whole session");
+            }
+            SplitFile::new(args.output.clone(), start, args.existing())
+        }
+        None => SplitFile::new(args.output.clone(), start, args.existing()),
+    };
+    let resumed_at = out.prefix_pos();
+    if resumed_at > 0 && !args.out.quiet {
+        eprintln!("fanout: resuming: {resumed_at} bytes of the session's stream kept from an earlier attempt");
+    }
     let plan = Plan {
         // The session sender, also behind a merger (the feedback parent).
         sender: receiver.data_source().context("not connected")?,
         credential: receiver.catch_up_credential().context("not connected")?,
         member_id: receiver.member_id(),
-        end: receiver.start_offset(),
+        range: resumed_at..start,
     };
     let peer = plan.sender;
     let ip: IpAddr = match (args.interface, peer) {
@@ -66,36 +93,41 @@ pub fn receive_rest(
         .with_context(|| format!("cannot bind a catch-up socket on {ip}"))?;
     args.net.tune(&endpoint)?;
     tracing::info!(
-        start = plan.end,
+        range = ?plan.range,
         local = %endpoint.local_addr(),
         "joined late: fetching the missed prefix by catch-up"
     );
     let (tx, rx) = mpsc::sync_channel(CHANNEL_CHUNKS);
     let (transport, dcfg) = (args.net.transport(Side::Receiver)?, args.net.driver());
-    let fetch = std::thread::Builder::new()
-        .name("catch-up".into())
-        .spawn(move || fetch_prefix(endpoint, clock, dcfg, transport, plan, tx))
-        .context("cannot start the catch-up thread")?;
-    let mut out = SplitFile::new(
-        args.output.clone(),
-        receiver.start_offset(),
-        args.existing(),
-    );
-    let result = assemble(args, driver, receiver, &mut out, rx);
+    let fetch = if plan.range.is_empty() {
+        // The kept output reaches the live part: nothing to fetch.
+        drop(tx);
+        None
+    } else {
+        let thread = std::thread::Builder::new()
+            .name("catch-up".into())
+            .spawn(move || fetch_prefix(endpoint, clock, dcfg, transport, plan, tx))
+            .context("cannot start the catch-up thread")?;
+        Some(thread)
+    };
+    let result = assemble(args, driver, receiver, &mut out, &mut keeper, rx);
     // The channel is closed now: the thread ends soon whatever happened.
-    let fetched = fetch
-        .join()
-        .map_err(|_| anyhow::anyhow!("the catch-up thread panicked"));
+    let fetched = match fetch {
+        Some(thread) => thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the catch-up thread panicked")),
+        None => Ok(Ok(Fetched::default())),
+    };
     let (stats, fetched) = match (result, fetched) {
         (Ok(stats), Ok(Ok(f))) => (stats, f),
         // The catch-up thread's own error says more than the loop's.
         (_, Ok(Err(e))) | (Err(e), _) | (_, Err(e)) => {
-            out.abandon();
+            out.keep(&mut keeper);
             return Err(e);
         }
     };
     if !receiver.is_finished() {
-        out.abandon();
+        out.keep(&mut keeper);
         let why = receiver
             .close_reason()
             .map_or("unknown".into(), |r| r.to_string());
@@ -105,9 +137,11 @@ pub fn receive_rest(
         Ok(h) => h,
         Err(e) => {
             out.abandon();
+            keeper.remove();
             return Err(e);
         }
     };
+    keeper.remove();
     let m = out.manifest().cloned().context("no manifest")?;
     let seconds = (clock.now() - started).as_secs_f64();
     let st = receiver.stats();
@@ -132,8 +166,13 @@ pub fn receive_rest(
             .chain([
                 ("recv_syscalls", stats.recv_syscalls),
                 ("start_offset", receiver.start_offset()),
+                ("resumed_at", resumed_at),
                 ("catch_up_bytes", fetched.bytes),
                 ("catch_up_datagrams_received", fetched.datagrams_received),
+                (
+                    "catch_up_payload_bytes_received",
+                    fetched.payload_bytes_received,
+                ),
                 ("catch_up_acks_sent", fetched.acks_sent),
             ])
             .collect(),
@@ -156,6 +195,7 @@ fn assemble(
     driver: &mut Driver,
     receiver: &mut Receiver,
     out: &mut SplitFile,
+    keeper: &mut RecordKeeper,
     rx: Rx<Vec<u8>>,
 ) -> Result<fanout_io::RunStats> {
     let mut buf = vec![0u8; 1 << 20];
@@ -171,7 +211,7 @@ fn assemble(
         }
         Ok(())
     };
-    let stats = driver.run(receiver, |r, _| {
+    let stats = driver.run(receiver, |r, now| {
         let step = (|| -> Result<()> {
             loop {
                 match rx.try_recv() {
@@ -194,9 +234,12 @@ fn assemble(
             return true;
         }
         if crate::interrupt::reset_if_interrupted(r) {
-            error = Some(crate::interrupt::error("the sender was told"));
+            error = Some(crate::interrupt::error(
+                "the sender was told; what arrived is kept to resume",
+            ));
             return true;
         }
+        out.record(keeper, now);
         if let Some(m) = out.manifest() {
             let b = bar
                 .get_or_insert_with(|| bytes_bar(m.size, "recv", args.out.quiet || args.out.json));
@@ -235,7 +278,7 @@ fn fetch_prefix(
         plan.sender,
         plan.credential,
         plan.member_id,
-        plan.end,
+        plan.range.clone(),
         clock.now(),
     );
     let mut pending: Option<Vec<u8>> = None;
@@ -282,25 +325,24 @@ fn fetch_prefix(
     if !hand_over(&mut client, &mut pending, true) {
         bail!("catch-up abandoned");
     }
+    let Range { start, end } = plan.range;
     if client.timed_out() {
         bail!(
-            "the sender {} served no catch-up for the missed prefix [0, {})",
+            "the sender {} served no catch-up for the missed prefix [{start}, {end})",
             plan.sender,
-            plan.end
         );
     }
     let r = client.receiver();
-    if r.stream_len() != Some(plan.end) || bytes != plan.end {
+    let want = end - start;
+    if r.stream_len() != Some(want) || bytes != want {
         let why = r.close_reason().map_or("unknown".into(), |c| c.to_string());
-        bail!(
-            "catch-up of [0, {}) incomplete: {bytes} bytes ({why})",
-            plan.end
-        );
+        bail!("catch-up of [{start}, {end}) incomplete: {bytes} bytes ({why})");
     }
     let st = r.stats();
     Ok(Fetched {
         bytes,
         datagrams_received: st.datagrams_received,
+        payload_bytes_received: st.payload_bytes_received,
         acks_sent: st.acks_sent,
     })
 }

@@ -5,10 +5,11 @@
 //! body is hashed back from disk (BLAKE3) and moved into place only if it
 //! matches the trailer.
 
+use crate::resume::{RecordKeeper, ResumeRecord};
 use anyhow::{bail, ensure, Context, Result};
 use fanout_app::{Manifest, MAX_MANIFEST_BYTES, TRAILER_LEN};
 use fanout_io::{Existing, OutputTree};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The file being assembled from a prefix and a live part.
 pub struct SplitFile {
@@ -29,7 +30,7 @@ pub struct SplitFile {
 impl SplitFile {
     /// Output for a member whose live part starts at `start`; `output` is a
     /// file path or a directory, as for `fanout recv -o`; an existing file
-    /// there is handled as `existing` says ([`OutputFile`]).
+    /// there is handled as `existing` says ([`OutputTree`]).
     pub fn new(output: PathBuf, start: u64, existing: Existing) -> Self {
         SplitFile {
             output,
@@ -42,6 +43,54 @@ impl SplitFile {
             prefix_pos: 0,
             live_pos: start,
             body_written: 0,
+        }
+    }
+
+    /// Output for a member whose live part starts at `start`, taking over
+    /// what an earlier attempt at this session wrote (`record`): the
+    /// manifest is known, and the prefix is wanted only from what the kept
+    /// `.part` files hold on ([`SplitFile::prefix_pos`]).
+    pub fn resume(
+        output: &Path,
+        start: u64,
+        existing: Existing,
+        record: &ResumeRecord,
+    ) -> Result<Self> {
+        let m = record.manifest.clone();
+        let hlen = m.encode().len() as u64;
+        let target = OutputTree::resume(output, &m, existing, record.held, record.created.clone())?;
+        let mut out = SplitFile::new(output.to_path_buf(), start, existing);
+        out.prefix_pos = (hlen + record.held).min(start);
+        out.body_written = record.held;
+        out.manifest = Some((m, hlen));
+        out.target = Some(target);
+        Ok(out)
+    }
+
+    /// The next prefix byte wanted (0, or where a resumed output's kept
+    /// bytes end; at most the live part's start).
+    pub fn prefix_pos(&self) -> u64 {
+        self.prefix_pos
+    }
+
+    /// Keeps the `.part` files for a later attempt, with `keeper`'s record
+    /// of how much they hold; discards them if that cannot be.
+    pub fn keep(&mut self, keeper: &mut RecordKeeper) {
+        let (Some((m, _)), Some(t)) = (&self.manifest, self.target.as_mut()) else {
+            return;
+        };
+        if keeper.is_kept() && t.keep().is_ok() {
+            keeper.save(m, t);
+        } else {
+            self.abandon();
+            keeper.remove();
+        }
+    }
+
+    /// Records how much the output holds, now and then.
+    pub fn record(&self, keeper: &mut RecordKeeper, now: fanout_core::time::Instant) {
+        if let (Some((m, _)), Some(t)) = (&self.manifest, self.target.as_ref()) {
+            keeper.update(now, m, t);
         }
     }
 

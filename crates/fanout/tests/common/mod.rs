@@ -254,3 +254,44 @@ pub fn lab_report(results: &[&Path], dir: &Path) -> String {
     );
     std::fs::read_to_string(&md).unwrap()
 }
+
+/// A tmpfs of `bytes` mounted at a directory; unmounted when dropped (a
+/// failing test too).
+pub struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    pub fn mount(dir: &Path, bytes: usize) -> SmallDisk {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot mount a tmpfs at {}", dir.display());
+        SmallDisk(dir.to_path_buf())
+    }
+
+    /// Writes a filler file until the disk is full; returns when it is.
+    pub fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while f.write_all(&chunk).is_ok() {}
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+impl SmallDisk {
+    /// Removes the filler: the disk has room again.
+    pub fn free(&self) {
+        let _ = std::fs::remove_file(self.0.join("filler"));
+    }
+}

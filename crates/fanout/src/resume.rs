@@ -1,0 +1,213 @@
+//! Resuming a receiver's transfer after it was stopped or killed: while
+//! it writes, a receiver keeps a small record next to its output — the
+//! session, the manifest and how many body bytes its `.part` files hold
+//! from the start. A receiver that joins the same session again (a
+//! restarted `fanout recv` or service) finds the record, takes the
+//! `.part` files over and fetches only the bytes it lacks: the live part
+//! from the session, the gap by catch-up from where its files end
+//! (`fanout_app::catch_up`). The final BLAKE3 check covers the resumed
+//! bytes as any others.
+//!
+//! The record lags what is on disk by at most [`SAVE_EVERY`] of data plus
+//! one coalesced write ([`fanout_io::OutputTree`]); it is written whole
+//! and renamed into place, so a kill never leaves half a record.
+
+use anyhow::{Context, Result};
+use fanout_app::Manifest;
+use fanout_core::time::Instant;
+use fanout_io::OutputTree;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Least time between two saves of the record while bytes arrive.
+pub const SAVE_EVERY: Duration = Duration::from_millis(100);
+/// The record format's version.
+const VERSION: u32 = 1;
+
+/// What a receiver leaves behind to resume a session's transfer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeRecord {
+    /// The session's id.
+    pub session: u64,
+    /// The manifest it sent.
+    pub manifest: Manifest,
+    /// Body bytes `[0, held)` in the `.part` files.
+    pub held: u64,
+    /// Directories the transfer created.
+    pub created: Vec<PathBuf>,
+}
+
+/// The record as stored (JSON).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    version: u32,
+    session: String,
+    manifest: String,
+    held: u64,
+    created: Vec<PathBuf>,
+}
+
+/// Where the record of `session` for output path `output` is: in the
+/// output directory (a file path's directory), hidden.
+pub fn record_path(output: &Path, session: u64) -> PathBuf {
+    let dir = if output.is_dir() {
+        output.to_path_buf()
+    } else {
+        match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    };
+    dir.join(format!(".fanout-resume-{session:016x}.json"))
+}
+
+impl ResumeRecord {
+    /// The record of `session` at `output`, if one is there and sound (a
+    /// damaged one is ignored, with a warning).
+    pub fn load(output: &Path, session: u64) -> Option<ResumeRecord> {
+        let path = record_path(output, session);
+        let text = std::fs::read(&path).ok()?;
+        let parsed = (|| -> Result<ResumeRecord> {
+            let s: Stored = serde_json::from_slice(&text)?;
+            anyhow::ensure!(s.version == VERSION, "version {}", s.version);
+            let bytes = hex::decode(&s.manifest)?;
+            let (manifest, used) = Manifest::decode(&bytes)?.context("manifest cut short")?;
+            anyhow::ensure!(used == bytes.len(), "bytes after the manifest");
+            anyhow::ensure!(s.held <= manifest.size, "holds more than the body");
+            Ok(ResumeRecord {
+                session: u64::from_str_radix(&s.session, 16)?,
+                manifest,
+                held: s.held,
+                created: s.created,
+            })
+        })();
+        match parsed {
+            Ok(r) if r.session == session => Some(r),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring a damaged resume record: {e}");
+                None
+            }
+        }
+    }
+
+    /// Writes the record for `output` (whole, then renamed into place).
+    pub fn save(&self, output: &Path) -> Result<()> {
+        let stored = Stored {
+            version: VERSION,
+            session: format!("{:016x}", self.session),
+            manifest: hex::encode(self.manifest.encode()),
+            held: self.held,
+            created: self.created.clone(),
+        };
+        let path = record_path(output, self.session);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&stored)?)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// Removes the record of `session` at `output`, if any.
+    pub fn remove(output: &Path, session: u64) {
+        let _ = std::fs::remove_file(record_path(output, session));
+    }
+}
+
+/// Keeps a transfer's record up to date as its output grows.
+pub struct RecordKeeper {
+    output: PathBuf,
+    session: Option<u64>,
+    saved_held: Option<u64>,
+    next_save: Option<Instant>,
+}
+
+impl RecordKeeper {
+    /// A keeper for the output at `output` of `session` (if known; the
+    /// record is kept only for a session with an id).
+    pub fn new(output: &Path, session: Option<u64>) -> Self {
+        RecordKeeper {
+            output: output.to_path_buf(),
+            session,
+            saved_held: None,
+            next_save: None,
+        }
+    }
+
+    /// True if a record is kept (the transfer is a session's, which a
+    /// receiver can join again).
+    pub fn is_kept(&self) -> bool {
+        self.session.is_some()
+    }
+
+    /// Saves the record if the output grew and [`SAVE_EVERY`] passed.
+    pub fn update(&mut self, now: Instant, manifest: &Manifest, tree: &OutputTree) {
+        if self.next_save.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_save = Some(now + SAVE_EVERY);
+        self.save(manifest, tree);
+    }
+
+    /// Saves the record now if the output grew since the last save.
+    pub fn save(&mut self, manifest: &Manifest, tree: &OutputTree) {
+        let Some(session) = self.session else {
+            return;
+        };
+        let held = tree.contiguous();
+        if self.saved_held == Some(held) {
+            return;
+        }
+        let record = ResumeRecord {
+            session,
+            manifest: manifest.clone(),
+            held,
+            created: tree.created(),
+        };
+        match record.save(&self.output) {
+            Ok(()) => self.saved_held = Some(held),
+            // Without a record the transfer still completes; a restart
+            // then starts over.
+            Err(e) => tracing::warn!("{e:#}"),
+        }
+    }
+
+    /// Removes the record (the transfer completed, or what it wrote was
+    /// discarded).
+    pub fn remove(&self) {
+        if let Some(session) = self.session {
+            ResumeRecord::remove(&self.output, session);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_a_damaged_one_is_ignored() {
+        let dir = std::env::temp_dir().join(format!("fanout-resume-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = ResumeRecord {
+            session: 0xdead_beef_0000_0001,
+            manifest: Manifest::file("a.bin", 1000),
+            held: 400,
+            created: vec![dir.join("d")],
+        };
+        r.save(&dir).unwrap();
+        assert_eq!(ResumeRecord::load(&dir, r.session), Some(r.clone()));
+        assert_eq!(ResumeRecord::load(&dir, 7), None, "another session");
+        // A file output path keeps its record in its directory.
+        assert_eq!(
+            ResumeRecord::load(&dir.join("a.bin"), r.session),
+            Some(r.clone())
+        );
+        std::fs::write(record_path(&dir, r.session), b"{\"version\": 1}").unwrap();
+        assert_eq!(ResumeRecord::load(&dir, r.session), None);
+        ResumeRecord::remove(&dir, r.session);
+        assert!(!record_path(&dir, r.session).exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
