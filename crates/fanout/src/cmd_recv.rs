@@ -307,18 +307,59 @@ fn open_endpoint(
 /// Receives one file; returns the report. `bound` (if given) learns the
 /// local address once the socket is bound (port 0 → chosen port).
 pub fn recv(args: &RecvArgs, bound: Option<mpsc::Sender<SocketAddr>>) -> Result<TransferReport> {
-    recv_session(args, bound, None, &mut None)
+    recv_session(args, bound, None, &mut None, &mut |_| {})
+}
+
+/// How far a transfer is, for a service's status file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress<'a> {
+    /// The session's sender.
+    pub sender: SocketAddr,
+    /// The session's id.
+    pub session: Option<u64>,
+    /// What is being received (the manifest's name), once known.
+    pub name: Option<&'a str>,
+    /// Body bytes in all, once known.
+    pub size: Option<u64>,
+    /// Body bytes written so far.
+    pub done: u64,
+}
+
+/// Least time between two [`Progress`] reports.
+pub(crate) const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When the next [`Progress`] report is due: at once when the transfer
+/// starts and when its manifest arrives, then every [`PROGRESS_EVERY`].
+#[derive(Default)]
+pub(crate) struct ProgressTicker {
+    next: Option<fanout_core::time::Instant>,
+    named: bool,
+}
+
+impl ProgressTicker {
+    /// True (and the next one scheduled) if a report is due at `now`;
+    /// `named`: the manifest is known.
+    pub fn due(&mut self, now: fanout_core::time::Instant, named: bool) -> bool {
+        let news = named && !self.named;
+        if !news && self.next.is_some_and(|t| now < t) {
+            return false;
+        }
+        self.named = named;
+        self.next = Some(now + PROGRESS_EVERY);
+        true
+    }
 }
 
 /// [`recv`], finding the sender by its announcement of a session not in
 /// `skip` when `skip` is given (`--from` then only filters); `joined`
 /// learns the session's id as soon as it is found, even if the transfer
-/// then fails.
+/// then fails; `progress` hears how far it is, about every second.
 pub(crate) fn recv_session(
     args: &RecvArgs,
     bound: Option<mpsc::Sender<SocketAddr>>,
     skip: Option<&[u64]>,
     joined: &mut Option<u64>,
+    progress: &mut dyn FnMut(&Progress),
 ) -> Result<TransferReport> {
     check_output(&args.output, args.existing())?;
     let (sockets, join) = open_endpoint(args, skip, joined)?;
@@ -348,6 +389,7 @@ pub(crate) fn recv_session(
     };
     let mut inc = Incoming::new(args.output.clone(), args.existing());
     let mut keeper = RecordKeeper::new(&args.output, None);
+    let mut ticker = ProgressTicker::default();
     let mut buf = vec![0u8; 1 << 20];
     let mut app_error: Option<anyhow::Error> = None;
     let mut bar = None;
@@ -384,6 +426,18 @@ pub(crate) fn recv_session(
             }
         }
         inc.record(&mut keeper, now);
+        if ticker.due(now, inc.manifest().is_some()) {
+            if let Some(sender) = r.peer() {
+                let m = inc.manifest();
+                progress(&Progress {
+                    sender,
+                    session: r.session_id(),
+                    name: m.map(|m| m.name.as_str()),
+                    size: m.map(|m| m.size),
+                    done: inc.intake.body_done(),
+                });
+            }
+        }
         if let Some(m) = inc.manifest() {
             let b = bar
                 .get_or_insert_with(|| bytes_bar(m.size, "recv", args.out.quiet || args.out.json));
@@ -405,7 +459,14 @@ pub(crate) fn recv_session(
     }
     if receiver.start_offset() > 0 && !receiver.is_closed() {
         let started = started.unwrap_or_else(|| clock.now());
-        return crate::catch_up::receive_rest(args, &mut driver, &mut receiver, clock, started);
+        return crate::catch_up::receive_rest(
+            args,
+            &mut driver,
+            &mut receiver,
+            clock,
+            started,
+            progress,
+        );
     }
     let Some(peer) = receiver.peer() else {
         if let Some(why) = receiver.close_reason() {

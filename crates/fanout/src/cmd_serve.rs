@@ -3,10 +3,12 @@
 //! the group (`--from` only filters the announcers) that it has not taken
 //! part in yet, receives its file (named by the sender, sanitised, never
 //! replacing a file unless `--overwrite`), runs `--exec` on success, and
-//! records what happened in `--status-file` and `--events`. SIGINT or
-//! SIGTERM ends it cleanly (exit 0), telling a sender it is receiving from.
+//! records what happened in `--status-file` and `--events`. A session that
+//! failed with what arrived kept (see `crate::resume`) is joined again
+//! while it runs, to resume. SIGINT or SIGTERM ends it cleanly (exit 0),
+//! telling a sender it is receiving from.
 
-use crate::cmd_recv::{recv_session, RecvArgs};
+use crate::cmd_recv::{recv_session, Progress, RecvArgs};
 use crate::report::TransferReport;
 use anyhow::{ensure, Context, Result};
 use clap::Args;
@@ -22,6 +24,9 @@ const MAX_SEEN_SESSIONS: usize = 1024;
 
 /// Pause after a failed round before waiting for the next session.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Times one session is joined again to resume what a failed attempt kept.
+const MAX_RESUMES: u32 = 3;
 
 /// The service flags of `fanout recv`.
 #[derive(Debug, Clone, Default, Args)]
@@ -60,6 +65,9 @@ struct Journal {
     completed: u64,
     failed: u64,
     last: serde_json::Value,
+    /// The state last written, and since when (Unix seconds).
+    state: &'static str,
+    since: f64,
 }
 
 impl Journal {
@@ -81,6 +89,8 @@ impl Journal {
             completed: 0,
             failed: 0,
             last: serde_json::Value::Null,
+            state: "waiting",
+            since: unix_now(),
         })
     }
 
@@ -92,18 +102,47 @@ impl Journal {
                 .and_then(|()| w.flush())
                 .context("cannot write an event")?;
         }
+        self.since = unix_now();
+        self.write_status(state, serde_json::Value::Null)
+    }
+
+    /// Rewrites the status: `state`, and what is being received if any.
+    fn write_status(&self, state: &str, receiving: serde_json::Value) -> Result<()> {
         if let Some(path) = &self.status {
-            let status = json!({
+            let mut status = json!({
                 "state": state,
-                "since": unix_now(),
+                "since": self.since,
                 "pid": std::process::id(),
                 "completed": self.completed,
                 "failed": self.failed,
                 "last": self.last,
             });
+            if !receiving.is_null() {
+                status["receiving"] = receiving;
+            }
             write_atomically(path, &format!("{status:#}\n"))?;
         }
         Ok(())
+    }
+
+    /// The status while a session is received: its sender, id, name and
+    /// progress (written about every second; a failed write only warns).
+    fn receiving(&mut self, p: &Progress) {
+        if self.state != "receiving" {
+            self.since = unix_now();
+            self.state = "receiving";
+        }
+        let receiving = json!({
+            "sender": p.sender.to_string(),
+            "session": p.session.map(|id| format!("{id:016x}")),
+            "name": p.name,
+            "bytes": p.size,
+            "done": p.done,
+            "updated": unix_now(),
+        });
+        if let Err(e) = self.write_status("receiving", receiving) {
+            tracing::warn!("{e:#}");
+        }
     }
 }
 
@@ -152,17 +191,36 @@ pub fn serve(args: &RecvArgs) -> Result<()> {
     let mut journal = Journal::open(&args.service)?;
     let mut seen: VecDeque<u64> = VecDeque::new();
     let group = args.group.map(|g| g.to_string()).unwrap_or_default();
+    let mut resumed: Option<(u64, u32)> = None;
     loop {
+        journal.state = "waiting";
         journal.record("waiting", json!({"event": "waiting", "group": group}))?;
         let skip: Vec<u64> = seen.iter().copied().collect();
         let mut joined = None;
-        let result = recv_session(args, None, Some(&skip), &mut joined);
+        let result = recv_session(args, None, Some(&skip), &mut joined, &mut |p| {
+            journal.receiving(p)
+        });
         if let Some(id) = joined {
-            // Taken part in, whatever came of it: never joined again.
-            if seen.len() >= MAX_SEEN_SESSIONS {
-                seen.pop_front();
+            // A session that failed with what arrived kept (the sender
+            // evicted this receiver, or went quiet) is joined again while
+            // it runs, to resume, a few times; any other is never joined
+            // again, whatever came of it.
+            let attempts = match resumed {
+                Some((s, n)) if s == id => n + 1,
+                _ => 1,
+            };
+            let resumable = result.is_err()
+                && !crate::interrupt::interrupted()
+                && attempts <= MAX_RESUMES
+                && crate::resume::ResumeRecord::load(&args.output, id).is_some();
+            if resumable {
+                resumed = Some((id, attempts));
+            } else {
+                if seen.len() >= MAX_SEEN_SESSIONS {
+                    seen.pop_front();
+                }
+                seen.push_back(id);
             }
-            seen.push_back(id);
         }
         let session = joined.map(|id| format!("{id:016x}"));
         let stopped = crate::interrupt::interrupted();

@@ -53,6 +53,8 @@ fn start_service(lan: &LanTopology, i: usize, out: &Path) -> NsChild {
         .arg(out)
         .arg("--events")
         .arg(out.with_extension("events"))
+        .arg("--status-file")
+        .arg(out.with_extension("status"))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     h.netns().spawn(cmd).expect("spawn service")
@@ -178,6 +180,16 @@ fn sixteen_services_on_eight_hosts_take_files_and_a_tree_through_a_full_disk_and
     wait_for_len(&outs[FULL].join("a.bin.part"), 2 << 20);
     disk.fill();
     let full = Instant::now();
+    // Mid-transfer, a service's status file says what it receives.
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(outs[0].with_extension("status")).unwrap())
+            .unwrap();
+    assert_eq!(status["state"], "receiving", "{status}");
+    assert_eq!(
+        status["receiving"]["name"], "a.bin, b.bin, c.txt",
+        "{status}"
+    );
+    assert_eq!(status["receiving"]["sender"], SENDER, "{status}");
     wait_for_len(&killed_part, 6 << 20);
     services[KILLED].kill().expect("kill");
     let _ = services[KILLED].wait_timeout(Duration::from_secs(5));

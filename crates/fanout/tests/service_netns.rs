@@ -177,3 +177,124 @@ fn receiver_services_take_session_after_session() {
         assert_ne!(done[0]["session"], done[1]["session"]);
     }
 }
+
+/// A service paused (SIGSTOP) long enough for the sender to evict it
+/// resumes by itself once it continues: it joins the same session again,
+/// keeps what its `.part` holds and completes the file, while the other
+/// service on its host completes without a pause.
+#[test]
+fn an_evicted_service_joins_again_and_resumes() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let scratch = Scratch::new("service-resume");
+    let dir = scratch.path();
+    let src = dir.join("big.bin");
+    let data = write_random(&src, 24 << 20, 44);
+    let lan = LanTopology::new(2).expect("LAN");
+    let h = lan.host(1);
+    let ip = h.ipv4().to_string();
+    let outs: Vec<PathBuf> = (0..2).map(|n| dir.join(format!("svc{n}"))).collect();
+    let mut services: Vec<NsChild> = outs
+        .iter()
+        .map(|out| {
+            std::fs::create_dir_all(out).unwrap();
+            let mut cmd = h.netns().exec(BIN);
+            cmd.args([
+                "recv",
+                "--serve",
+                "--group",
+                GROUP,
+                "--interface",
+                &ip,
+                "--quiet",
+            ])
+            .arg("-o")
+            .arg(out)
+            .arg("--events")
+            .arg(out.join("events.jsonl"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            h.netns().spawn(cmd).expect("spawn service")
+        })
+        .collect();
+    let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
+    lan.wait_for_members(group, 1, Duration::from_secs(5))
+        .expect("bridge state");
+    let mut cmd = lan.host(0).netns().exec(BIN);
+    cmd.arg("send")
+        .arg(&src)
+        .args(["--group", GROUP, "--bind", SENDER, "--json", "--quiet"])
+        .args([
+            "--wait-for",
+            "2",
+            "--max-rate",
+            "40M",
+            "--stall-timeout",
+            "2",
+        ])
+        .args(["--require", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+    let part = outs[1].join("big.bin.part");
+    let start = std::time::Instant::now();
+    while std::fs::metadata(&part).map_or(0, |m| m.len()) < (4 << 20) {
+        assert!(start.elapsed() < Duration::from_secs(30), "no transfer");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = services[1].pid().to_string();
+    let signal = |sig: &str| {
+        assert!(Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(4));
+    signal("-CONT");
+    let report = common::finish(&mut tx, "sender", Duration::from_secs(90));
+    let members = report["members"].as_array().unwrap();
+    let outcomes: Vec<&str> = members
+        .iter()
+        .map(|m| m["outcome"].as_str().unwrap())
+        .collect();
+    assert!(outcomes.contains(&"evicted"), "{outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "completed").count(),
+        2,
+        "both services complete (one after joining again): {outcomes:?}"
+    );
+    for (n, out) in outs.iter().enumerate() {
+        let start = std::time::Instant::now();
+        while !out.join("big.bin").exists() {
+            assert!(start.elapsed() < Duration::from_secs(20), "service {n}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            std::fs::read(out.join("big.bin")).unwrap() == data,
+            "service {n}"
+        );
+    }
+    let events = std::fs::read_to_string(outs[1].join("events.jsonl")).unwrap();
+    let done: serde_json::Value = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "completed")
+        .expect("completed");
+    assert!(
+        done["transport"]["resumed_at"].as_u64().unwrap_or(0) >= 4 << 20,
+        "{done}"
+    );
+    for s in &mut services {
+        let pid = s.pid().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        assert!(s.wait_timeout(Duration::from_secs(10)).unwrap().is_some());
+    }
+}

@@ -4,7 +4,7 @@
 //! both written into one [`SplitFile`].
 
 use super::split_file::SplitFile;
-use crate::cmd_recv::RecvArgs;
+use crate::cmd_recv::{Progress, ProgressTicker, RecvArgs};
 use crate::progress::bytes_bar;
 use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{drops_map, goodput_bps, peak_rss_bytes, TransferReport};
@@ -55,6 +55,7 @@ pub fn receive_rest(
     receiver: &mut Receiver,
     clock: Clock,
     started: Instant,
+    progress: &mut dyn FnMut(&Progress),
 ) -> Result<TransferReport> {
     let start = receiver.start_offset();
     let session = receiver.session_id();
@@ -110,7 +111,7 @@ pub fn receive_rest(
             .context("cannot start the catch-up thread")?;
         Some(thread)
     };
-    let result = assemble(args, driver, receiver, &mut out, &mut keeper, rx);
+    let result = assemble(args, driver, receiver, &mut out, &mut keeper, progress, rx);
     // The channel is closed now: the thread ends soon whatever happened.
     let fetched = match fetch {
         Some(thread) => thread
@@ -196,8 +197,10 @@ fn assemble(
     receiver: &mut Receiver,
     out: &mut SplitFile,
     keeper: &mut RecordKeeper,
+    progress: &mut dyn FnMut(&Progress),
     rx: Rx<Vec<u8>>,
 ) -> Result<fanout_io::RunStats> {
+    let mut ticker = ProgressTicker::default();
     let mut buf = vec![0u8; 1 << 20];
     let mut error: Option<anyhow::Error> = None;
     let mut bar = None;
@@ -240,6 +243,18 @@ fn assemble(
             return true;
         }
         out.record(keeper, now);
+        if ticker.due(now, out.manifest().is_some()) {
+            if let Some(sender) = r.peer() {
+                let m = out.manifest();
+                progress(&Progress {
+                    sender,
+                    session: r.session_id(),
+                    name: m.map(|m| m.name.as_str()),
+                    size: m.map(|m| m.size),
+                    done: out.body_written(),
+                });
+            }
+        }
         if let Some(m) = out.manifest() {
             let b = bar
                 .get_or_insert_with(|| bytes_bar(m.size, "recv", args.out.quiet || args.out.json));
