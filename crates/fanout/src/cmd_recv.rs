@@ -325,6 +325,27 @@ pub(crate) struct Progress<'a> {
     pub done: u64,
 }
 
+impl Progress<'_> {
+    /// Tells `progress` how far `r` is (once a sender admitted it): the
+    /// manifest, if known, and `done` body bytes written.
+    pub fn report(
+        progress: &mut dyn FnMut(&Progress),
+        r: &Receiver,
+        manifest: Option<&Manifest>,
+        done: u64,
+    ) {
+        if let Some(sender) = r.peer() {
+            progress(&Progress {
+                sender,
+                session: r.session_id(),
+                name: manifest.map(|m| m.name.as_str()),
+                size: manifest.map(|m| m.size),
+                done,
+            });
+        }
+    }
+}
+
 /// Least time between two [`Progress`] reports.
 pub(crate) const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -427,16 +448,7 @@ pub(crate) fn recv_session(
         }
         inc.record(&mut keeper, now);
         if ticker.due(now, inc.manifest().is_some()) {
-            if let Some(sender) = r.peer() {
-                let m = inc.manifest();
-                progress(&Progress {
-                    sender,
-                    session: r.session_id(),
-                    name: m.map(|m| m.name.as_str()),
-                    size: m.map(|m| m.size),
-                    done: inc.intake.body_done(),
-                });
-            }
+            Progress::report(progress, r, inc.manifest(), inc.intake.body_done());
         }
         if let Some(m) = inc.manifest() {
             let b = bar

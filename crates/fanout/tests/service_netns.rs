@@ -30,6 +30,27 @@ fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
     v
 }
 
+/// Starts a service on `host` writing into `out` (created), with its
+/// status file and events there, and `extra` flags.
+fn start_service(lan: &LanTopology, host: usize, out: &Path, extra: &[&str]) -> NsChild {
+    std::fs::create_dir_all(out).unwrap();
+    let h = lan.host(host);
+    let ip = h.ipv4().to_string();
+    let mut cmd = h.netns().exec(BIN);
+    cmd.args(["recv", "--serve", "--group", GROUP, "--interface", &ip])
+        .arg("--quiet")
+        .arg("-o")
+        .arg(out)
+        .arg("--status-file")
+        .arg(out.join("status.json"))
+        .arg("--events")
+        .arg(out.join("events.jsonl"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    h.netns().spawn(cmd).expect("spawn service")
+}
+
 /// One session: `file` to every service, all of which must complete.
 fn send(lan: &LanTopology, file: &Path, services: usize) {
     let mut cmd = lan.host(0).netns().exec(BIN);
@@ -72,29 +93,8 @@ fn receiver_services_take_session_after_session() {
     for host in 1..=HOSTS {
         for n in 0..2 {
             let out = dir.join(format!("host{host}-{n}"));
-            std::fs::create_dir_all(&out).unwrap();
-            let h = lan.host(host);
-            let ip = h.ipv4().to_string();
-            let mut cmd = h.netns().exec(BIN);
-            cmd.args([
-                "recv",
-                "--serve",
-                "--group",
-                GROUP,
-                "--interface",
-                &ip,
-                "--quiet",
-            ])
-            .arg("-o")
-            .arg(&out)
-            .arg("--status-file")
-            .arg(out.join("status.json"))
-            .arg("--events")
-            .arg(out.join("events.jsonl"))
-            .args(["--exec", "touch \"$FANOUT_FILE.done\""])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-            services.push((h.netns().spawn(cmd).expect("spawn service"), out));
+            let extra = ["--exec", "touch \"$FANOUT_FILE.done\""];
+            services.push((start_service(&lan, host, &out, &extra), out));
         }
     }
     let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
@@ -193,31 +193,10 @@ fn an_evicted_service_joins_again_and_resumes() {
     let src = dir.join("big.bin");
     let data = write_random(&src, 24 << 20, 44);
     let lan = LanTopology::new(2).expect("LAN");
-    let h = lan.host(1);
-    let ip = h.ipv4().to_string();
     let outs: Vec<PathBuf> = (0..2).map(|n| dir.join(format!("svc{n}"))).collect();
     let mut services: Vec<NsChild> = outs
         .iter()
-        .map(|out| {
-            std::fs::create_dir_all(out).unwrap();
-            let mut cmd = h.netns().exec(BIN);
-            cmd.args([
-                "recv",
-                "--serve",
-                "--group",
-                GROUP,
-                "--interface",
-                &ip,
-                "--quiet",
-            ])
-            .arg("-o")
-            .arg(out)
-            .arg("--events")
-            .arg(out.join("events.jsonl"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-            h.netns().spawn(cmd).expect("spawn service")
-        })
+        .map(|out| start_service(&lan, 1, out, &[]))
         .collect();
     let group = IpAddr::V4(Ipv4Addr::new(239, 77, 0, 1));
     lan.wait_for_members(group, 1, Duration::from_secs(5))

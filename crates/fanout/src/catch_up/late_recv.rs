@@ -244,16 +244,7 @@ fn assemble(
         }
         out.record(keeper, now);
         if ticker.due(now, out.manifest().is_some()) {
-            if let Some(sender) = r.peer() {
-                let m = out.manifest();
-                progress(&Progress {
-                    sender,
-                    session: r.session_id(),
-                    name: m.map(|m| m.name.as_str()),
-                    size: m.map(|m| m.size),
-                    done: out.body_written(),
-                });
-            }
+            Progress::report(progress, r, out.manifest(), out.body_written());
         }
         if let Some(m) = out.manifest() {
             let b = bar
