@@ -7,7 +7,7 @@ use crate::recv_counters::{close_label, receiver_counters};
 use crate::report::{
     drops_map, goodput_bps, peak_rss_bytes, version_hint, OutputOpts, TransferReport,
 };
-use crate::resume::RecordKeeper;
+use crate::resume::{retire_old_member, RecordKeeper, ResumeRecord};
 use crate::security_opts::Side;
 use crate::session_net::MemberSockets;
 use anyhow::{bail, ensure, Context, Result};
@@ -385,6 +385,7 @@ pub(crate) fn recv_session(
     check_output(&args.output, args.existing())?;
     let (sockets, join) = open_endpoint(args, skip, joined)?;
     let endpoint = &sockets.unicast;
+    let local_port = endpoint.local_addr().port();
     if !args.out.quiet {
         eprintln!("fanout: listening on {}", endpoint.local_addr());
     }
@@ -430,6 +431,15 @@ pub(crate) fn recv_session(
             // Only a session member can come back to its session.
             let session = join.and(r.session_id());
             keeper = RecordKeeper::new(&args.output, session);
+            keeper.set_member(r, local_port, args.net.security.mode() == "none");
+            // Back in a session this output took part in: the old member,
+            // if it can be named, is let go at once (`crate::resume`).
+            let old = session.and_then(|s| ResumeRecord::load(&args.output, s));
+            if let (Some((port, token)), Some(sender)) = (old.and_then(|o| o.member), r.peer()) {
+                if port != local_port {
+                    retire_old_member(sender, args.interface, (port, token));
+                }
+            }
         }
         if r.start_offset() > 0 {
             // Joined after the file's start was released: the missed

@@ -27,6 +27,9 @@ pub mod reset_code {
     pub const APPLICATION: u64 = 3;
     /// Its operator stopped it (SIGINT, SIGTERM).
     pub const INTERRUPTED: u64 = 4;
+    /// It was restarted and joins again as a new member, resuming (sent by
+    /// the new process for the old one, `crate::resume`).
+    pub const RESTARTED: u64 = 5;
 }
 
 /// Tells the sender at once why this receiver gives up (`e`, in full, as
@@ -69,6 +72,9 @@ pub enum Outcome {
     /// session failed, or a late joiner's catch-up did).
     #[default]
     Incomplete,
+    /// It was restarted and joined again as another member, which carries
+    /// on (and is counted); this one is not counted.
+    Restarted,
 }
 
 impl Outcome {
@@ -79,6 +85,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Evicted => "evicted",
             Outcome::Incomplete => "incomplete",
+            Outcome::Restarted => "restarted",
         }
     }
 }
@@ -135,13 +142,19 @@ impl ReceiverTally {
         for m in members {
             // An ACK merger counts for its subtree; one that left, for none
             // (its receivers are counted where they re-attached).
-            let n = m.receivers;
+            // A restarted receiver is counted as the member it became.
+            let n = if m.outcome == Outcome::Restarted {
+                0
+            } else {
+                m.receivers
+            };
             t.joined += n;
             match m.outcome {
                 Outcome::Completed => t.completed += n,
                 Outcome::Failed => t.failed += n,
                 Outcome::Evicted => t.evicted += n,
                 Outcome::Incomplete => t.incomplete += n,
+                Outcome::Restarted => {}
             }
         }
         t.required = match requirement {
@@ -240,5 +253,16 @@ mod tests {
         assert_eq!((t.joined, t.completed, t.evicted, t.met), (8, 5, 3, true));
         assert_eq!(t.failed, 0);
         assert!(!ReceiverTally::count(&[], Requirement::All).met);
+    }
+
+    #[test]
+    fn a_restarted_receiver_counts_once_as_the_member_it_became() {
+        let members = [
+            member(Outcome::Completed, 1),
+            member(Outcome::Restarted, 1),
+            member(Outcome::Completed, 1),
+        ];
+        let t = ReceiverTally::count(&members, Requirement::All);
+        assert_eq!((t.joined, t.completed, t.met), (2, 2, true));
     }
 }

@@ -11,12 +11,22 @@
 //! The record lags what is on disk by at most [`SAVE_EVERY`] of data plus
 //! one coalesced write ([`fanout_io::OutputTree`]); it is written whole
 //! and renamed into place, so a kill never leaves half a record.
+//!
+//! The sender would wait for the old member until its stall timeout
+//! evicts it, holding the whole session back. So the record also keeps
+//! the old member's local port and token (unprotected sessions, members
+//! of the sender itself): the new process sends, from that port if it is
+//! free (the old process is gone), the RESET the old one would have sent
+//! ([`retire_old_member`]), and the sender lets it go at once.
 
 use anyhow::{Context, Result};
 use fanout_app::Manifest;
 use fanout_core::time::Instant;
 use fanout_io::OutputTree;
+use fanout_transport::wire::{CloseFrame, Frame};
+use fanout_transport::{PacketBuilder, PacketNumbers, Receiver};
 use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,6 +46,8 @@ pub struct ResumeRecord {
     pub held: u64,
     /// Directories the transfer created.
     pub created: Vec<PathBuf>,
+    /// The member that wrote it: its local port and token.
+    pub member: Option<(u16, u64)>,
 }
 
 /// The record as stored (JSON).
@@ -46,6 +58,8 @@ struct Stored {
     manifest: String,
     held: u64,
     created: Vec<PathBuf>,
+    #[serde(default)]
+    member: Option<(u16, String)>,
 }
 
 /// Where the record of `session` for output path `output` is: in the
@@ -75,11 +89,16 @@ impl ResumeRecord {
             let (manifest, used) = Manifest::decode(&bytes)?.context("manifest cut short")?;
             anyhow::ensure!(used == bytes.len(), "bytes after the manifest");
             anyhow::ensure!(s.held <= manifest.size, "holds more than the body");
+            let member = match s.member {
+                Some((port, token)) => Some((port, u64::from_str_radix(&token, 16)?)),
+                None => None,
+            };
             Ok(ResumeRecord {
                 session: u64::from_str_radix(&s.session, 16)?,
                 manifest,
                 held: s.held,
                 created: s.created,
+                member,
             })
         })();
         match parsed {
@@ -100,6 +119,9 @@ impl ResumeRecord {
             manifest: hex::encode(self.manifest.encode()),
             held: self.held,
             created: self.created.clone(),
+            member: self
+                .member
+                .map(|(port, token)| (port, format!("{token:016x}"))),
         };
         let path = record_path(output, self.session);
         let tmp = path.with_extension("json.tmp");
@@ -118,6 +140,7 @@ impl ResumeRecord {
 pub struct RecordKeeper {
     output: PathBuf,
     session: Option<u64>,
+    member: Option<(u16, u64)>,
     saved_held: Option<u64>,
     next_save: Option<Instant>,
 }
@@ -129,9 +152,18 @@ impl RecordKeeper {
         RecordKeeper {
             output: output.to_path_buf(),
             session,
+            member: None,
             saved_held: None,
             next_save: None,
         }
+    }
+
+    /// Names the member writing: `receiver`, on local port `port`, if it
+    /// can be retired by a restarted process (a member of the sender
+    /// itself, in an unprotected session).
+    pub fn set_member(&mut self, receiver: &Receiver, port: u16, unprotected: bool) {
+        let direct = receiver.catch_up_credential() == Some(receiver.token());
+        self.member = (unprotected && direct).then(|| (port, receiver.token()));
     }
 
     /// True if a record is kept (the transfer is a session's, which a
@@ -163,6 +195,7 @@ impl RecordKeeper {
             manifest: manifest.clone(),
             held,
             created: tree.created(),
+            member: self.member,
         };
         match record.save(&self.output) {
             Ok(()) => self.saved_held = Some(held),
@@ -181,6 +214,37 @@ impl RecordKeeper {
     }
 }
 
+/// Sends, from local port `port` (on `interface`, else any address of
+/// the sender's family), the RESET with which the member whose token is
+/// `token` would have left: "restarted". Does nothing if the port is in
+/// use (the old process may still run) or the datagram cannot go.
+pub fn retire_old_member(
+    sender: SocketAddr,
+    interface: Option<Ipv4Addr>,
+    (port, token): (u16, u64),
+) {
+    let ip: IpAddr = match (sender, interface) {
+        (SocketAddr::V4(_), Some(ip)) => ip.into(),
+        (SocketAddr::V4(_), None) => Ipv4Addr::UNSPECIFIED.into(),
+        (SocketAddr::V6(_), _) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let Ok(socket) = UdpSocket::bind((ip, port)) else {
+        return;
+    };
+    let mut datagram = Vec::new();
+    let mut p = PacketBuilder::new(&mut datagram, &mut PacketNumbers::default(), token, false);
+    p.frame(&Frame::Reset(CloseFrame {
+        code: crate::outcome::reset_code::RESTARTED,
+        reason: "restarted; resuming as a new member",
+    }));
+    p.finish();
+    // Twice: one loss should not leave the session waiting for it.
+    for _ in 0..2 {
+        let _ = socket.send_to(&datagram, sender);
+    }
+    tracing::info!(%sender, port, "told the sender the old member restarted");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +259,7 @@ mod tests {
             manifest: Manifest::file("a.bin", 1000),
             held: 400,
             created: vec![dir.join("d")],
+            member: Some((40_000, u64::MAX - 1)),
         };
         r.save(&dir).unwrap();
         assert_eq!(ResumeRecord::load(&dir, r.session), Some(r.clone()));

@@ -125,6 +125,9 @@ impl SessionView {
                     relay.push(RelayEvent::Left(id));
                 }
                 let outcome = match departure {
+                    Departure::MemberReset {
+                        code: crate::outcome::reset_code::RESTARTED,
+                    } => Outcome::Restarted,
                     Departure::MemberReset { .. } => Outcome::Failed,
                     Departure::Evicted => Outcome::Evicted,
                 };

@@ -215,6 +215,23 @@ fn sixteen_services_on_eight_hosts_take_files_and_a_tree_through_a_full_disk_and
         .collect();
     assert_eq!(failed.len(), 1, "{members:?}");
     assert!(failed[0]["addr"].as_str().unwrap().starts_with(&full_addr));
+    // The killed service's old member is let go by the new process.
+    let restarted: Vec<_> = members
+        .iter()
+        .filter(|m| m["outcome"] == "restarted")
+        .collect();
+    assert_eq!(restarted.len(), 1, "{members:?}");
+    let killed_addr = format!("{}:", lan.host(1 + KILLED / 2).ipv4());
+    assert!(restarted[0]["addr"]
+        .as_str()
+        .unwrap()
+        .starts_with(&killed_addr));
+    assert_eq!(
+        report["receivers"]["completed"].as_u64(),
+        Some(SERVICES as u64 - 1),
+        "{}",
+        report["receivers"]
+    );
 
     // The restarted service resumed: what it received after the restart
     // is what its files lacked, plus at most 5%.

@@ -60,6 +60,8 @@ pub fn receive_rest(
     let start = receiver.start_offset();
     let session = receiver.session_id();
     let mut keeper = RecordKeeper::new(&args.output, session);
+    let port = driver.endpoint().local_addr().port();
+    keeper.set_member(receiver, port, args.net.security.mode() == "none");
     // A record of this session: resume what an earlier attempt wrote.
     let record = session.and_then(|s| ResumeRecord::load(&args.output, s));
     let mut out = match record.map(|r| SplitFile::resume(&args.output, start, args.existing(), &r))
