@@ -275,6 +275,47 @@ impl LanTopology {
         Ok(())
     }
 
+    /// Makes the switch drop IPv4 packets longer than `bytes` on their
+    /// way to host `index` (an nftables rule in the bridge family), as a
+    /// smaller link in the middle of a path would: the hosts' interfaces
+    /// and routes keep their MTU, and nobody is told "too big". Every
+    /// host's UDP segmentation offload is turned off first, so that the
+    /// switch sees datagrams as a wire carries them, not the kernel's
+    /// unsegmented batches (which a host's socket takes apart either way).
+    pub fn drop_larger_than(&self, index: usize, bytes: u32) -> Result<(), NetnsError> {
+        for h in &self.hosts {
+            let mut off = h.netns.exec("ethtool");
+            off.args(["-K", HOST_IF, "tx-udp-segmentation", "off"]);
+            cmd::run(&mut off)?;
+        }
+        let host = self.host(index);
+        let nft = |args: &[&str]| cmd::run(self.switch.exec("nft").args(args));
+        nft(&["add", "table", "bridge", "fanout_mtu"])?;
+        nft(&[
+            "add",
+            "chain",
+            "bridge",
+            "fanout_mtu",
+            "forward",
+            "{ type filter hook forward priority 0; policy accept; }",
+        ])?;
+        nft(&[
+            "add",
+            "rule",
+            "bridge",
+            "fanout_mtu",
+            "forward",
+            "oifname",
+            &host.port,
+            "ip",
+            "length",
+            ">",
+            &bytes.to_string(),
+            "drop",
+        ])?;
+        Ok(())
+    }
+
     /// Installs (`Some`) or removes (`None`) a tbf limit on host `index`'s
     /// link in `direction`.
     pub fn set_rate_limit(

@@ -193,3 +193,76 @@ fn a_datagram_too_long_for_the_route_is_an_error_that_names_the_mtu() {
     );
     let _ = rx.kill();
 }
+
+#[test]
+fn a_smaller_link_in_the_middle_of_the_path_is_found_by_the_announcements() {
+    // Every host's interface carries 1500 bytes, but the switch drops
+    // packets longer than 1280 toward receiver 1 (a smaller link in the
+    // middle: no host's route knows it, and multicast gets no "too big"
+    // back). The sender's
+    // 1452-byte datagrams never reach receiver 1; its small announcements
+    // and the 1232-byte probe do. Receiver 1 leaves within seconds saying
+    // which size fits, instead of waiting to be evicted; with that size,
+    // both complete.
+    let Some(s) = setup("mtu-middle", 2, |_| 1500) else {
+        return;
+    };
+    s.lan.drop_larger_than(1, 1280).expect("nft");
+    let mut small = s.receiver(1, &[]);
+    let mut full = s.receiver(2, &[]);
+    s.wait_for_members(2);
+    let began = Instant::now();
+    let mut tx = s.sender(2, &["--require", "1"]);
+    let Some(status) = small.wait_timeout(Duration::from_secs(15)).expect("wait") else {
+        let _ = small.kill();
+        panic!(
+            "the receiver behind the small link ends within seconds: {}",
+            stderr_text(&mut small)
+        );
+    };
+    assert!(!status.success());
+    let took = began.elapsed();
+    let err = stderr_text(&mut small);
+    assert!(
+        err.contains("do not reach this host") && err.contains("--max-datagram 1232 fits"),
+        "{err}"
+    );
+    let sent = finish(&mut tx, "sender", Duration::from_secs(60));
+    assert_eq!(sent["receivers"]["failed"], 1, "{sent}");
+    assert!(
+        sent["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("--max-datagram 1232 fits"))),
+        "the sender's report says why: {sent}"
+    );
+    let got = finish(&mut full, "receiver", Duration::from_secs(30));
+    assert_eq!(got["verified"], true, "{got}");
+    eprintln!("the small middle link was found after {took:?}");
+    // The size it named: both receivers complete, still by multicast.
+    let _ = std::fs::remove_file(&s.outs[1]);
+    let mut rx: Vec<_> = (1..=2)
+        .map(|i| s.receiver(i, &["--max-datagram", "1232"]))
+        .collect();
+    s.wait_for_members(2);
+    let mut tx = s.sender(2, &["--max-datagram", "1232", "--wait-secs", "10"]);
+    let Some(_) = tx.wait_timeout(Duration::from_secs(40)).expect("wait") else {
+        let _ = tx.kill();
+        for r in &mut rx {
+            let _ = r.kill();
+            eprintln!("receiver: {}", stderr_text(r));
+        }
+        panic!("sender hung: {}", stderr_text(&mut tx));
+    };
+    let sent = finish(&mut tx, "sender", Duration::from_secs(60));
+    assert_eq!(sent["delivery"]["mode"], "multicast", "{sent}");
+    assert_eq!(sent["receivers"]["completed"], 2, "{sent}");
+    for (i, r) in rx.iter_mut().enumerate() {
+        let got = finish(r, "receiver", Duration::from_secs(30));
+        assert_eq!(got["verified"], true, "{got}");
+        assert!(std::fs::read(&s.outs[i]).unwrap() == s.data, "receiver {i}");
+    }
+}

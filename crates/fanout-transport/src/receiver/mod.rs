@@ -16,6 +16,7 @@ use crate::reattach::ParentChain;
 use crate::recv_buffer::{RecvBuffer, Refused};
 use crate::stats::ReceiverStats;
 use crate::upstream::{UpstreamOut, UpstreamSendStats, UpstreamStatus};
+use crate::wire::path_probe::PathProbe;
 use crate::wire::{
     decode_frames, AckFrame, CloseFrame, ConnectFrame, DataFrame, Frame, SkipFrame, WireTimestamp,
     MAX_SACK_RANGES,
@@ -183,6 +184,10 @@ pub struct Receiver {
     max_ack_delay_us: u32,
     /// A DEADLINE frame's time, for the DATA after it in the same datagram.
     named_deadline: Option<WireTimestamp>,
+    /// What the path from the sender carries (`crate::wire::path_probe`).
+    path_probe: PathProbe,
+    /// The session's payload size, from its ACCEPT, bytes.
+    session_payload: u64,
     /// Delivery delays of the messages read (real-time).
     delays: Option<Box<crate::realtime::DelayHistogram>>,
 }
@@ -250,6 +255,8 @@ impl Receiver {
             sender_clock: crate::realtime::SenderClock::default(),
             max_ack_delay_us: crate::wire::MAX_ACK_INTERVAL_US,
             named_deadline: None,
+            path_probe: PathProbe::default(),
+            session_payload: 0,
             delays: config.realtime.then(Box::default),
             config,
         }
@@ -978,6 +985,7 @@ impl Receiver {
                 self.state = State::Established;
                 self.events.push_back(Event::Connected);
                 self.confirm = true;
+                self.session_payload = a.max_payload;
                 if a.max_payload > self.config.max_payload() {
                     // Its datagrams are larger than this receiver's route
                     // carries (its MTU): they would never arrive. Leave
@@ -1142,7 +1150,33 @@ impl Receiver {
                 c.heard(now);
             }
         }
+        if from == self.source().unwrap_or(peer) {
+            self.path_probe.heard(datagram.len(), body);
+        }
         self.handle_frames(now, body);
+        self.check_path();
+    }
+
+    /// Leaves, saying why, once the sender's announcements show that its
+    /// datagrams are too large for the path (`crate::wire::path_probe`).
+    fn check_path(&mut self) {
+        if self.state != State::Established || self.is_closed() {
+            return;
+        }
+        let Some(largest) = self.path_probe.too_small(self.session_payload) else {
+            return;
+        };
+        let fits = if largest > 0 {
+            format!("{largest}-byte ones do: the sender's --max-datagram {largest} fits")
+        } else {
+            "nor do its 1232-byte probes: the path carries less than a 1280-byte MTU".into()
+        };
+        let reason = format!(
+            "the sender's datagrams (payloads of {} bytes) do not reach this host over \
+             the path, though its small announcements do: a link on the way takes less; {fits}",
+            self.session_payload
+        );
+        self.reset(3, &reason);
     }
 
     /// A datagram of a protected session: sealed from the sender, or in

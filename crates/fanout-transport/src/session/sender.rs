@@ -203,6 +203,9 @@ pub struct SessionSender {
     timers: TimerTable,
     /// An announcement to the group is due ([`SessionConfig::announce_every`]).
     announce_due: bool,
+    /// Sizes of the padded announcements still to send this round
+    /// (path probes, `crate::wire::path_probe`), largest first.
+    probes_due: Vec<usize>,
     /// Listeners invited to join ([`SessionSender::offer`]).
     offers: Offers,
     /// Unicast fan-out of the segment just sent (no multicast group).
@@ -304,6 +307,7 @@ impl SessionSender {
         }
         SessionSender {
             announce_due: false,
+            probes_due: Vec::new(),
             buffer: SendBuffer::new(config.transport.send_buffer_bytes),
             session_id,
             snd_nxt: 0,

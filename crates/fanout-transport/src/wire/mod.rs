@@ -10,6 +10,7 @@ mod frame;
 #[cfg(test)]
 mod golden;
 mod header;
+pub mod path_probe;
 mod repair;
 mod roster;
 mod timestamp;

@@ -255,24 +255,42 @@ impl SessionSender {
     /// as often until data starts; none once the session ended.
     ///
     /// [`SessionConfig::announce_every`]: crate::session::SessionConfig::announce_every
+    ///
+    /// Each announcement is followed by copies padded to the session's
+    /// datagram size and to smaller common path sizes
+    /// ([`crate::wire::path_probe`]): a member that hears the small one but
+    /// never one as large as the data learns that a link on the path takes
+    /// less, and says so.
     fn next_announcement(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if !std::mem::take(&mut self.announce_due) {
+        let group = self.config.group?;
+        let padded = self.probes_due.pop();
+        if padded.is_none() && !std::mem::take(&mut self.announce_due) {
             return None;
         }
-        let (group, every) = (self.config.group?, self.config.announce_every?);
+        let every = self.config.announce_every?;
         if self.closed.is_some() {
+            self.probes_due.clear();
             return None;
         }
-        let every = if self.snd_nxt == 0 { every / 4 } else { every };
-        self.timers.set(Timer::Announce, Some(now + every));
+        let start = buf.len();
         let mut p = PacketBuilder::new(buf, &mut self.numbers, self.session_id, true);
         p.frame(&Frame::Offer(OfferFrame {
             max_payload: self.mss,
             timestamp: WireTimestamp::at(now),
         }));
         p.finish();
+        match padded {
+            Some(len) => crate::wire::path_probe::pad(buf, start, len),
+            None => {
+                let every = if self.snd_nxt == 0 { every / 4 } else { every };
+                self.timers.set(Timer::Announce, Some(now + every));
+                self.stats.announcements_sent += 1;
+                // Popped smallest first: the largest goes out last.
+                self.probes_due =
+                    crate::wire::path_probe::rungs(self.config.transport.max_datagram);
+            }
+        }
         self.stats.datagrams_sent += 1;
-        self.stats.announcements_sent += 1;
         Some(Transmit { destination: group })
     }
 
