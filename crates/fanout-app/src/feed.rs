@@ -21,6 +21,8 @@ pub struct FileFeed<R> {
     most_room: usize,
     done: u64,
     trailer: Option<Vec<u8>>,
+    /// The body's hash, known before its bytes were read (a resumed feed).
+    known_hash: Option<[u8; 32]>,
     error: Option<io::Error>,
 }
 
@@ -36,8 +38,35 @@ impl<R: Read> FileFeed<R> {
             most_room: 0,
             done: 0,
             trailer: None,
+            known_hash: None,
             error: None,
         }
+    }
+
+    /// Feeds the stream from stream offset `from` on (a restarted sender
+    /// resuming its session): `reader` yields the body from `from` minus
+    /// the manifest's length (it was sought there), `body_hash` is the
+    /// whole body's BLAKE3 (the trailer). `from` must lie after the
+    /// manifest and within the body or at its end.
+    pub fn resume_from(
+        reader: R,
+        manifest: Manifest,
+        from: u64,
+        body_hash: [u8; 32],
+    ) -> io::Result<Self> {
+        let header_len = manifest.encode().len() as u64;
+        if from < header_len || from > header_len + manifest.size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot resume the stream at {from}: outside the body"),
+            ));
+        }
+        let mut feed = FileFeed::new(reader, manifest);
+        feed.header.clear();
+        feed.done = from - header_len;
+        feed.known_hash = Some(body_hash);
+        feed.trailer = Some(body_hash.to_vec());
+        Ok(feed)
     }
 
     /// The manifest sent first.
@@ -127,7 +156,10 @@ impl<R: Read> FileFeed<R> {
 
     /// BLAKE3 of the file, hex (valid once all of it was read).
     pub fn blake3_hex(&self) -> String {
-        self.hasher.finalize().to_hex().to_string()
+        match self.known_hash {
+            Some(h) => blake3::Hash::from(h).to_hex().to_string(),
+            None => self.hasher.finalize().to_hex().to_string(),
+        }
     }
 }
 
@@ -143,6 +175,18 @@ mod tests {
         got: Vec<u8>,
         writes: Vec<usize>,
         finished: bool,
+    }
+
+    impl Window {
+        fn new(capacity: usize) -> Self {
+            Window {
+                capacity,
+                held: 0,
+                got: Vec::new(),
+                writes: Vec::new(),
+                finished: false,
+            }
+        }
     }
 
     impl StreamSink for Window {
@@ -171,17 +215,40 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_feed_is_the_rest_of_the_whole_stream() {
+        let body: Vec<u8> = (0..500_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        let manifest = Manifest::file("f.bin", body.len() as u64);
+        let stream = |mut feed: FileFeed<&[u8]>| {
+            let mut w = Window::new(1 << 20);
+            for _ in 0..1000 {
+                feed.feed(&mut w);
+                if w.finished {
+                    break;
+                }
+                w.held = 0;
+            }
+            assert!(w.finished);
+            (w.got, feed.blake3_hex())
+        };
+        let (whole, hex) = stream(FileFeed::new(&body[..], manifest.clone()));
+        let header = manifest.encode().len();
+        let hash = *blake3::hash(&body).as_bytes();
+        for from in [header, header + 1, header + 300_000, header + body.len()] {
+            let rest = &body[from - header..];
+            let feed = FileFeed::resume_from(rest, manifest.clone(), from as u64, hash).unwrap();
+            let (got, resumed_hex) = stream(feed);
+            assert!(got == whole[from..], "from {from}");
+            assert_eq!(resumed_hex, hex);
+        }
+        assert!(FileFeed::resume_from(&body[..], manifest.clone(), 3, hash).is_err());
+    }
+
+    #[test]
     fn reads_wait_for_room_worth_a_read_and_the_stream_is_whole() {
         let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
         let manifest = Manifest::file("f.bin", body.len() as u64);
         let mut feed = FileFeed::new(&body[..], manifest);
-        let mut w = Window {
-            capacity: 1 << 20,
-            held: 0,
-            got: Vec::new(),
-            writes: Vec::new(),
-            finished: false,
-        };
+        let mut w = Window::new(1 << 20);
         // Free 3 KB per step (two segments acknowledged), as a session does.
         for _ in 0..10_000 {
             feed.feed(&mut w);

@@ -77,6 +77,17 @@ impl SendBuffer {
         true
     }
 
+    /// Makes an empty buffer start at stream offset `offset` (a stream
+    /// whose first bytes were delivered before, by other means). False,
+    /// and nothing changed, if it holds or released bytes already.
+    pub fn start_at(&mut self, offset: u64) -> bool {
+        if !self.bytes.is_empty() || self.base != 0 || self.fin.is_some() {
+            return false;
+        }
+        self.base = offset;
+        true
+    }
+
     /// Marks the end of the stream at the current end.
     pub fn finish(&mut self) {
         self.fin.get_or_insert(self.end());

@@ -1967,3 +1967,33 @@ mod protected {
         assert!(net.got.iter().all(|g| *g == data));
     }
 }
+
+/// A session started at an offset (a restarted sender resuming its
+/// stream): members are admitted there and get the stream from it on;
+/// once data went out, or a member joined, the start cannot move.
+#[test]
+fn a_stream_started_at_an_offset_is_delivered_from_it() {
+    let full = random_data(4 << 20, 12);
+    let s0 = 3_000_001u64;
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        join: JoinPolicy::CatchUp,
+        ..config()
+    };
+    let mut net = Net::new(
+        cfg,
+        2,
+        full[s0 as usize..].to_vec(),
+        Box::new(|_, _, _| false),
+    );
+    assert!(net.sender.start_stream_at(s0));
+    assert_eq!(net.sender.snd_nxt(), s0);
+    net.run(Duration::from_secs(60));
+    for (i, m) in net.members.iter().enumerate() {
+        assert_eq!(m.start_offset(), s0, "member {i}");
+        assert!(net.got[i] == full[s0 as usize..], "member {i}");
+        assert_eq!(m.close_reason(), Some(&CloseReason::Completed));
+    }
+    assert_eq!(net.sender.bytes_acked_by_all(), full.len() as u64);
+    assert!(!net.sender.start_stream_at(0), "too late to move the start");
+}

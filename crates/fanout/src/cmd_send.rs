@@ -10,6 +10,7 @@ use crate::report::{
     drops_map, file_session_counters, goodput_bps, peak_rss_bytes, require_completed, MemberReport,
     OutputOpts, TransferReport,
 };
+use crate::restart_file::RestartFile;
 use crate::security_opts::Side;
 use crate::session_args::{CatchUpArgs, SessionSendArgs};
 use crate::session_net::{open_sender_endpoint, run_session, SessionSpec};
@@ -79,6 +80,13 @@ pub struct SendArgs {
     pub session: SessionSendArgs,
     #[command(flatten)]
     pub catch_up: CatchUpArgs,
+    /// With --group/--unicast: keep the session's state in FILE while it
+    /// runs (removed once --require is met). Started again with the same
+    /// FILE and files after a crash, the sender resumes that session where
+    /// every receiver had acknowledged; receivers that restart or rejoin
+    /// keep what their .part files hold.
+    #[arg(long, value_name = "FILE", conflicts_with = "to")]
+    pub restart_file: Option<PathBuf>,
     #[command(flatten)]
     pub out: OutputOpts,
     /// Statistics lines while the transfer runs.
@@ -109,7 +117,15 @@ pub fn send(args: &SendArgs) -> Result<TransferReport> {
     let (feed, tree) = open_file_feed(&args.files, args.out.quiet)?;
     args.net.security.warn_if_unprotected(args.out.quiet);
     if args.group.is_some() || args.unicast {
-        send_session(args, feed, tree)
+        let Some(path) = &args.restart_file else {
+            return send_session(args, feed, tree, None);
+        };
+        let (restart, at) = RestartFile::open(path, &tree.manifest, random_session_id())?;
+        let feed = match at {
+            Some(at) => resumed_feed(&tree, at, args.out.quiet)?,
+            None => feed,
+        };
+        send_session(args, feed, tree, Some((restart, at)))
     } else {
         send_unicast(args, feed)
     }
@@ -200,10 +216,41 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<TreeReader>) -> Result<Trans
     Ok(report)
 }
 
+/// The feed of a session resumed at stream offset `at`: the body hashed
+/// first (its trailer), then read from there.
+fn resumed_feed(tree: &SourceTree, at: u64, quiet: bool) -> Result<FileFeed<TreeReader>> {
+    let m = &tree.manifest;
+    let header = m.encode().len() as u64;
+    if !quiet {
+        eprintln!(
+            "fanout: resuming the session at byte {} of {} (hashing the files first)",
+            at - header,
+            m.size
+        );
+    }
+    let mut hasher = blake3::Hasher::new();
+    let hashed = std::io::copy(&mut tree.reader(), &mut hasher).context("cannot read the files")?;
+    anyhow::ensure!(
+        hashed == m.size,
+        "the files changed since they were scanned"
+    );
+    let mut reader = tree.reader();
+    std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(at - header))?;
+    Ok(FileFeed::resume_from(
+        reader,
+        m.clone(),
+        at,
+        *hasher.finalize().as_bytes(),
+    )?)
+}
+
+/// A session of `feed`'s files; with a restart file, its session and the
+/// stream offset it resumes at (if any).
 fn send_session(
     args: &SendArgs,
     mut feed: FileFeed<TreeReader>,
     tree: SourceTree,
+    mut restart: Option<(RestartFile, Option<u64>)>,
 ) -> Result<TransferReport> {
     args.session.validate()?;
     let spec = SessionSpec {
@@ -226,8 +273,19 @@ fn send_session(
         .session
         .config(transport()?, delivery.group(), JoinPolicy::CatchUp);
     let source = FilePrefix { tree };
+    let session_id = restart
+        .as_ref()
+        .map_or_else(random_session_id, |(r, _)| r.session);
+    let mut sender = SessionSender::new(config, session_id, clock.now());
+    let resumed_at = restart.as_ref().and_then(|(_, at)| *at);
+    if let Some(at) = resumed_at {
+        anyhow::ensure!(
+            sender.start_stream_at(at),
+            "cannot start the session at {at}"
+        );
+    }
     let mut session = CatchUpServer::new(
-        SessionSender::new(config, random_session_id(), clock.now()),
+        sender,
         Box::new(source),
         transport()?,
         args.catch_up.config(),
@@ -257,6 +315,11 @@ fn send_session(
             }
             let position = s.bytes_acked_by_all().saturating_sub(header_len).min(size);
             view.update(s, now, position);
+            if let Some((r, _)) = restart.as_mut() {
+                if s.member_count() > 0 {
+                    r.update(now, s.bytes_acked_by_all());
+                }
+            }
             lines.tick(now, s);
             s.close_reason().is_some() && s.active() == 0
         },
@@ -291,8 +354,14 @@ fn send_session(
         }
     }
     let tally = ReceiverTally::count(&members, args.require);
+    if let Some((r, _)) = &restart {
+        if tally.met {
+            r.remove();
+        }
+    }
     let mut transport = file_session_counters(st, &cu, stats.send_syscalls);
     transport.extend([
+        ("resumed_at", resumed_at.unwrap_or(0)),
         ("recv_syscalls", stats.recv_syscalls),
         ("loop_iterations", stats.iterations),
         ("gso_refused", stats.gso_refused),

@@ -21,6 +21,7 @@ mod progress;
 mod realtime_opts;
 mod recv_counters;
 mod report;
+mod restart_file;
 mod resume;
 mod security_opts;
 mod session_args;

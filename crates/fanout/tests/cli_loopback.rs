@@ -909,6 +909,38 @@ fn start_session_sender(bind: &str, extra: &[&str], paths: &[std::path::PathBuf]
     Proc(send)
 }
 
+/// `fanout recv --from BIND -o OUT --json --quiet` with `extra` flags.
+fn start_session_recv(bind: &str, out: &Path, extra: &[&str]) -> Proc {
+    let child = Command::new(BIN)
+        .args([
+            "recv", "--json", "--quiet", "--wait", "20", "--from", bind, "-o",
+        ])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc(child)
+}
+
+/// Checks that a resumed receiver (report transport `t`) of a one-file
+/// session of `len` bytes named payload.bin received no more than what
+/// its files lacked, plus 5%; returns (received, remainder).
+fn assert_received_only_the_remainder(t: &serde_json::Value, len: u64) -> (u64, u64) {
+    let header = fanout_app::Manifest::file("payload.bin", len)
+        .encode()
+        .len() as u64;
+    let remainder = header + len + 32 - t["resumed_at"].as_u64().unwrap();
+    let received = t["payload_bytes_received"].as_u64().unwrap()
+        + t["catch_up_payload_bytes_received"].as_u64().unwrap();
+    assert!(
+        received as f64 <= remainder as f64 * 1.05,
+        "received {received} after the restart for a remainder of {remainder}: {t}"
+    );
+    (received, remainder)
+}
+
 /// A session of a tree to two receivers by unicast fan-out, the second
 /// joining after the first bytes went out: it gets the missed prefix of
 /// the tree by catch-up, and both trees arrive whole.
@@ -973,18 +1005,7 @@ fn a_killed_receiver_resumes_where_its_file_ends() {
     let bind = free_loopback_addr();
     // 24 MiB at 40 Mbit/s: about 5 s.
     let send = start_session_sender(&bind, &["--max-rate", "40M"], &[src]);
-    let recv = || {
-        let child = Command::new(BIN)
-            .args([
-                "recv", "--json", "--quiet", "--wait", "20", "--from", &bind, "-o",
-            ])
-            .arg(&out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Proc(child)
-    };
+    let recv = || start_session_recv(&bind, &out, &[]);
     let mut first = recv();
     let part = out.join("payload.bin.part");
     let start = Instant::now();
@@ -1011,12 +1032,9 @@ fn a_killed_receiver_resumes_where_its_file_ends() {
         resumed_at > header + (4 << 20),
         "resumed at {resumed_at}: {t}"
     );
-    let remainder = stream - resumed_at;
-    let received = t["payload_bytes_received"].as_u64().unwrap()
-        + t["catch_up_payload_bytes_received"].as_u64().unwrap();
-    assert!(
-        received as f64 <= remainder as f64 * 1.05,
-        "received {received} bytes after the restart for a remainder of {remainder}: {t}"
+    assert_eq!(
+        stream - resumed_at,
+        assert_received_only_the_remainder(t, len as u64).1
     );
     let outcomes: Vec<String> = json(&send)["members"]
         .as_array()
@@ -1046,4 +1064,66 @@ fn a_killed_receiver_resumes_where_its_file_ends() {
         })
         .count();
     assert_eq!(records, 0);
+}
+
+/// A session sender killed (SIGKILL) mid-transfer and started again with
+/// its `--restart-file` resumes the same session where its receiver had
+/// acknowledged: the receiver, started again too, keeps what its `.part`
+/// holds and gets only the rest; the file arrives whole and the restart
+/// file is removed.
+#[test]
+fn a_killed_sender_resumes_its_session_from_its_restart_file() {
+    let scratch = temp_dir("restart-file");
+    let dir = scratch.path();
+    let src = dir.join("payload.bin");
+    let len = 24 << 20;
+    let data = write_random(&src, len, 78);
+    let out = dir.join("got");
+    std::fs::create_dir_all(&out).unwrap();
+    let restart = dir.join("send.restart");
+    let restart_arg = restart.to_str().unwrap();
+    let bind = free_loopback_addr();
+    let extra = ["--max-rate", "40M", "--restart-file", restart_arg];
+    let recv = || start_session_recv(&bind, &out, &["--idle-timeout", "2"]);
+    let mut first_send = start_session_sender(&bind, &extra, std::slice::from_ref(&src));
+    let first_recv = recv();
+    // Kill the sender once the restart file says 8 MiB were acknowledged.
+    let start = Instant::now();
+    let acked = loop {
+        let acked = std::fs::read(&restart)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["acked"].as_u64())
+            .unwrap_or(0);
+        if acked >= 8 << 20 {
+            break acked;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    first_send.0.kill().unwrap();
+    first_send.0.wait().unwrap();
+    let first_recv = finish(first_recv, Duration::from_secs(30));
+    assert!(!first_recv.status.success(), "the sender died");
+    // Both again: the session resumes.
+    let send = start_session_sender(&bind, &extra, std::slice::from_ref(&src));
+    let second = finish(recv(), Duration::from_secs(60));
+    let send = finish(send, Duration::from_secs(60));
+    assert!(second.status.success() && send.status.success());
+    assert!(std::fs::read(out.join("payload.bin")).unwrap() == data);
+    let sent = json(&send);
+    let resumed_at = sent["transport"]["resumed_at"].as_u64().unwrap();
+    assert!(
+        resumed_at >= acked,
+        "resumed at {resumed_at}, {acked} acknowledged"
+    );
+    let t = &json(&second)["transport"];
+    assert_eq!(t["start_offset"].as_u64(), Some(resumed_at), "{t}");
+    let (received, remainder) = assert_received_only_the_remainder(t, len as u64);
+    assert!(!restart.exists(), "the restart file is removed once done");
+    eprintln!(
+        "sender resumed at {resumed_at} ({acked} acknowledged when killed); the receiver kept {} and received {received} for a remainder of {remainder} ({:.4}x)",
+        t["resumed_at"],
+        received as f64 / remainder as f64
+    );
 }

@@ -260,7 +260,7 @@ fn the_operators_guide_works_as_written() {
     let group: Ipv4Addr = "239.1.1.1".parse().unwrap();
     lan.wait_for_members(IpAddr::V4(group), RECEIVERS, Duration::from_secs(5))
         .expect("bridge state");
-    let rollout = block(&blocks, "release.tar --group").join("\n");
+    let rollout = block(&blocks, "echo \"exit $?\"").join("\n");
     let (ok, out) = at.run(0, &rollout);
     assert!(ok && out.contains("exit 0"), "{out}");
     let report: serde_json::Value =
@@ -382,7 +382,7 @@ fn the_operators_guide_works_as_written() {
 fn the_guide_parses_into_its_blocks() {
     let blocks = guide_blocks();
     // The lines the walkthrough runs are there, whole.
-    let joined = block(&blocks, "release.tar --group").join(" ");
+    let joined = block(&blocks, "echo \"exit $?\"").join(" ");
     assert!(joined.contains("--wait-for 100 --wait-secs 30"), "{joined}");
     for needle in [
         "fanout completions",
@@ -390,6 +390,7 @@ fn the_guide_parses_into_its_blocks() {
         "fanout recv --serve",
         "jq -c",
         "fanout keygen --psk",
+        "--restart-file",
     ] {
         block(&blocks, needle);
     }

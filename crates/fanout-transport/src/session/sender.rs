@@ -472,6 +472,21 @@ impl SessionSender {
         &self.stats
     }
 
+    /// Starts the stream at offset `offset` instead of 0, before anything
+    /// was written or anyone joined: a session resumed by a restarted
+    /// sender, whose receivers hold (or fetch elsewhere) the bytes before
+    /// `offset`. Members are then admitted there, as late joiners (with
+    /// [`super::JoinPolicy::CatchUp`], at the send position). The application
+    /// writes the stream's bytes from `offset` on. False, and nothing
+    /// changed, once data was written or a member joined.
+    pub fn start_stream_at(&mut self, offset: u64) -> bool {
+        if self.snd_nxt != 0 || !self.members.is_empty() || !self.buffer.start_at(offset) {
+            return false;
+        }
+        self.snd_nxt = offset;
+        true
+    }
+
     /// Next new offset to send (`SND.NXT`).
     pub fn snd_nxt(&self) -> u64 {
         self.snd_nxt
