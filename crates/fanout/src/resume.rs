@@ -50,16 +50,25 @@ pub struct ResumeRecord {
     pub member: Option<(u16, u64)>,
 }
 
-/// The record as stored (JSON).
+/// What a record says that never changes during a transfer (JSON, written
+/// once: a tree's manifest may be megabytes).
 #[derive(Serialize, Deserialize)]
-struct Stored {
+struct Fixed {
     version: u32,
     session: String,
     manifest: String,
-    held: u64,
     created: Vec<PathBuf>,
-    #[serde(default)]
     member: Option<(u16, String)>,
+}
+
+/// What a record says that grows (JSON, rewritten as the output grows),
+/// and the BLAKE3 of the fixed part's file it goes with.
+#[derive(Serialize, Deserialize)]
+struct Progress {
+    version: u32,
+    session: String,
+    held: u64,
+    fixed: String,
 }
 
 /// Where the record of `session` for output path `output` is: in the
@@ -76,6 +85,19 @@ pub fn record_path(output: &Path, session: u64) -> PathBuf {
     dir.join(format!(".fanout-resume-{session:016x}.json"))
 }
 
+/// Where the fixed part of that record is: next to it.
+fn fixed_path(output: &Path, session: u64) -> PathBuf {
+    record_path(output, session).with_extension("fixed.json")
+}
+
+/// Writes `bytes` to `path` whole, then renames it into place.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
 impl ResumeRecord {
     /// The record of `session` at `output`, if one is there and sound (a
     /// damaged one is ignored, with a warning).
@@ -83,21 +105,28 @@ impl ResumeRecord {
         let path = record_path(output, session);
         let text = std::fs::read(&path).ok()?;
         let parsed = (|| -> Result<ResumeRecord> {
-            let s: Stored = serde_json::from_slice(&text)?;
-            anyhow::ensure!(s.version == VERSION, "version {}", s.version);
-            let bytes = hex::decode(&s.manifest)?;
+            let p: Progress = serde_json::from_slice(&text)?;
+            anyhow::ensure!(p.version == VERSION, "version {}", p.version);
+            let fixed_bytes = std::fs::read(fixed_path(output, session))?;
+            anyhow::ensure!(
+                blake3::hash(&fixed_bytes).to_hex().as_str() == p.fixed,
+                "its two parts do not match"
+            );
+            let f: Fixed = serde_json::from_slice(&fixed_bytes)?;
+            anyhow::ensure!(f.session == p.session, "its two parts name two sessions");
+            let bytes = hex::decode(&f.manifest)?;
             let (manifest, used) = Manifest::decode(&bytes)?.context("manifest cut short")?;
             anyhow::ensure!(used == bytes.len(), "bytes after the manifest");
-            anyhow::ensure!(s.held <= manifest.size, "holds more than the body");
-            let member = match s.member {
+            anyhow::ensure!(p.held <= manifest.size, "holds more than the body");
+            let member = match f.member {
                 Some((port, token)) => Some((port, u64::from_str_radix(&token, 16)?)),
                 None => None,
             };
             Ok(ResumeRecord {
-                session: u64::from_str_radix(&s.session, 16)?,
+                session: u64::from_str_radix(&p.session, 16)?,
                 manifest,
-                held: s.held,
-                created: s.created,
+                held: p.held,
+                created: f.created,
                 member,
             })
         })();
@@ -111,28 +140,43 @@ impl ResumeRecord {
         }
     }
 
-    /// Writes the record for `output` (whole, then renamed into place).
-    pub fn save(&self, output: &Path) -> Result<()> {
-        let stored = Stored {
+    /// Writes the record for `output`, both parts (each whole, then
+    /// renamed into place); returns the fixed part's hash, for
+    /// [`ResumeRecord::save_progress`].
+    pub fn save(&self, output: &Path) -> Result<String> {
+        let fixed = Fixed {
             version: VERSION,
             session: format!("{:016x}", self.session),
             manifest: hex::encode(self.manifest.encode()),
-            held: self.held,
             created: self.created.clone(),
             member: self
                 .member
                 .map(|(port, token)| (port, format!("{token:016x}"))),
         };
+        let bytes = serde_json::to_vec(&fixed)?;
+        write_whole(&fixed_path(output, self.session), &bytes)?;
+        let hash = blake3::hash(&bytes).to_hex().to_string();
+        self.save_progress(output, &hash)?;
+        Ok(hash)
+    }
+
+    /// Writes only how much the output holds, the fixed part (of hash
+    /// `fixed`) being written already.
+    pub fn save_progress(&self, output: &Path, fixed: &str) -> Result<()> {
+        let progress = Progress {
+            version: VERSION,
+            session: format!("{:016x}", self.session),
+            held: self.held,
+            fixed: fixed.to_owned(),
+        };
         let path = record_path(output, self.session);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&stored)?)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .with_context(|| format!("cannot write {}", path.display()))
+        write_whole(&path, &serde_json::to_vec(&progress)?)
     }
 
     /// Removes the record of `session` at `output`, if any.
     pub fn remove(output: &Path, session: u64) {
         let _ = std::fs::remove_file(record_path(output, session));
+        let _ = std::fs::remove_file(fixed_path(output, session));
     }
 }
 
@@ -142,6 +186,8 @@ pub struct RecordKeeper {
     session: Option<u64>,
     member: Option<(u16, u64)>,
     saved_held: Option<u64>,
+    /// The hash of the fixed part, once written.
+    fixed: Option<String>,
     next_save: Option<Instant>,
 }
 
@@ -154,6 +200,7 @@ impl RecordKeeper {
             session,
             member: None,
             saved_held: None,
+            fixed: None,
             next_save: None,
         }
     }
@@ -197,7 +244,13 @@ impl RecordKeeper {
             created: tree.created(),
             member: self.member,
         };
-        match record.save(&self.output) {
+        let saved = match &self.fixed {
+            Some(fixed) => record.save_progress(&self.output, fixed),
+            None => record
+                .save(&self.output)
+                .map(|hash| self.fixed = Some(hash)),
+        };
+        match saved {
             Ok(()) => self.saved_held = Some(held),
             // Without a record the transfer still completes; a restart
             // then starts over.
@@ -269,10 +322,30 @@ mod tests {
             ResumeRecord::load(&dir.join("a.bin"), r.session),
             Some(r.clone())
         );
+        // Progress written again: still the same record, with the new figure.
+        let more = ResumeRecord {
+            held: 900,
+            ..r.clone()
+        };
+        more.save_progress(&dir, &r.save(&dir).unwrap()).unwrap();
+        assert_eq!(ResumeRecord::load(&dir, r.session), Some(more));
+        // A fixed part that is not the one the progress names, or damage.
+        let other = ResumeRecord {
+            created: vec![],
+            ..r.clone()
+        };
+        let hash = r.save(&dir).unwrap();
+        other.save(&dir).unwrap();
+        r.save_progress(&dir, &hash).unwrap();
+        assert_eq!(ResumeRecord::load(&dir, r.session), None);
         std::fs::write(record_path(&dir, r.session), b"{\"version\": 1}").unwrap();
         assert_eq!(ResumeRecord::load(&dir, r.session), None);
         ResumeRecord::remove(&dir, r.session);
-        assert!(!record_path(&dir, r.session).exists());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "both parts removed"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

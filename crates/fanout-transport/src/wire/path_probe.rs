@@ -38,6 +38,10 @@ pub fn pad(buf: &mut Vec<u8>, start: usize, len: usize) {
 /// Whether the frames `body` of a datagram are an announcement, and if so
 /// whether it is a padded probe.
 pub fn announcement(body: &[u8]) -> Option<bool> {
+    // Most datagrams are DATA: one byte tells them apart, no decoding.
+    if body.first() != Some(&super::frame::T_OFFER) {
+        return None;
+    }
     let mut frames = decode_frames(body);
     match frames.next() {
         Some(Ok(Frame::Offer(_))) => Some(matches!(frames.next(), Some(Ok(Frame::Padding)))),
