@@ -266,3 +266,28 @@ fn a_smaller_link_in_the_middle_of_the_path_is_found_by_the_announcements() {
         assert!(std::fs::read(&s.outs[i]).unwrap() == s.data, "receiver {i}");
     }
 }
+
+#[test]
+fn a_protected_session_finds_a_smaller_middle_link_too() {
+    // As above, under a pre-shared key: the announcements and their probes
+    // travel in clear, the data sealed; the member behind the small link
+    // still leaves within seconds, naming the size that fits.
+    let Some(s) = setup("mtu-middle-psk", 1, |_| 1500) else {
+        return;
+    };
+    s.lan.drop_larger_than(1, 1280).expect("nft");
+    let psk = common::PskFile::new("mtu-middle", 0x5a);
+    let keys = ["--psk-file", psk.path()];
+    let mut small = s.receiver(1, &keys);
+    s.wait_for_members(1);
+    let mut tx = s.sender(1, &keys);
+    let Some(status) = small.wait_timeout(Duration::from_secs(15)).expect("wait") else {
+        let _ = small.kill();
+        panic!("no verdict within 15 s: {}", stderr_text(&mut small));
+    };
+    assert!(!status.success());
+    let err = stderr_text(&mut small);
+    assert!(err.contains("--max-datagram"), "{err}");
+    assert!(!err.contains("stalled"), "{err}");
+    let _ = tx.kill();
+}

@@ -1195,6 +1195,13 @@ impl Receiver {
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         let target = self.join_target();
+        // Where this member's session announces itself from, once joined.
+        let announcer = match (&self.state, self.peer) {
+            (State::Established, Some((peer, session))) => {
+                Some((self.source().unwrap_or(peer), session))
+            }
+            _ => None,
+        };
         let delivered = self.ack_point();
         let via_merger = self.source().is_some_and(|s| s != from);
         let keys = self.keys.as_mut().expect("protected");
@@ -1253,6 +1260,12 @@ impl Receiver {
                 // The offering sender offers again: the CONNECT goes again.
                 Some(Ok(Frame::Offer(_))) if target == Some(from) => {
                     self.on_joining(now, from, header.session_id, datagram, clear);
+                }
+                // The sender's announcement (in clear, as for anyone): a
+                // path probe (`crate::wire::path_probe`).
+                Some(Ok(Frame::Offer(_))) if announcer == Some((from, header.session_id)) => {
+                    self.path_probe.heard(datagram.len(), clear);
+                    self.check_path();
                 }
                 Some(Ok(Frame::Handshake(answer))) if keys.is_joining() => {
                     match keys.on_answer(from, answer, header.session_id) {
