@@ -8,8 +8,9 @@
 )]
 
 mod common;
+use common::{wait_for_len, write_random};
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -31,13 +32,6 @@ impl Drop for Proc {
 /// A fresh directory for a test, removed when dropped (panics included).
 fn temp_dir(tag: &str) -> common::Scratch {
     common::Scratch::new(&format!("test-{tag}"))
-}
-
-fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fanout_core::Rng::new(seed).fill(&mut v);
-    std::fs::File::create(path).unwrap().write_all(&v).unwrap();
-    v
 }
 
 /// Starts `fanout recv` on an ephemeral port; returns it and its address.
@@ -257,11 +251,7 @@ fn an_interrupted_receiver_tells_the_sender_at_once() {
         .unwrap();
     let mut send = Proc(send);
     let sender_log = read_lines(send.0.stderr.take().unwrap());
-    let start = Instant::now();
-    while std::fs::metadata(dir.join("got.bin.part")).map_or(0, |m| m.len()) < (1 << 20) {
-        assert!(start.elapsed() < Duration::from_secs(10), "no transfer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_len(&dir.join("got.bin.part"), 1 << 20, Duration::from_secs(10));
     let pid = recv.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-INT", &pid])
@@ -1008,11 +998,7 @@ fn a_killed_receiver_resumes_where_its_file_ends() {
     let recv = || start_session_recv(&bind, &out, &[]);
     let mut first = recv();
     let part = out.join("payload.bin.part");
-    let start = Instant::now();
-    while std::fs::metadata(&part).map_or(0, |m| m.len()) < (8 << 20) {
-        assert!(start.elapsed() < Duration::from_secs(30), "no transfer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_len(&part, 8 << 20, Duration::from_secs(30));
     first.0.kill().unwrap();
     first.0.wait().unwrap();
     let kept = std::fs::metadata(&part).unwrap().len();

@@ -16,6 +16,7 @@
 )]
 
 mod common;
+use common::write_random;
 use common::Scratch;
 use fanout_netns::{require_netns, LanTopology, NsChild};
 use std::io::{BufRead, BufReader};
@@ -155,14 +156,6 @@ impl Place<'_> {
         assert!(first.contains("listening"), "{first}");
         child
     }
-}
-
-fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fanout_core::Rng::new(seed).fill(&mut v);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, &v).unwrap();
-    v
 }
 
 fn same(a: &Path, b: &Path) {

@@ -10,9 +10,10 @@
 )]
 
 mod common;
+use common::{wait_for_len, write_random};
 use common::{Scratch, SmallDisk};
 use fanout_netns::{require_netns, LanTopology, NsChild};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -29,13 +30,6 @@ fn file_size() -> usize {
     } else {
         32 << 20
     }
-}
-
-fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fanout_core::Rng::new(seed).fill(&mut v);
-    std::fs::File::create(path).unwrap().write_all(&v).unwrap();
-    v
 }
 
 fn start_receiver(lan: &LanTopology, host: usize, out: &Path, extra: &[&str]) -> NsChild {
@@ -405,11 +399,7 @@ fn a_receiver_whose_disk_fills_is_reported_failed_at_once_with_its_reason() {
                 .collect::<Vec<_>>()
         });
         let part = dir.join("small").join("got2.bin.part");
-        let start = Instant::now();
-        while std::fs::metadata(&part).map_or(0, |m| m.len()) < (1 << 20) {
-            assert!(start.elapsed() < Duration::from_secs(30), "no transfer");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_for_len(&part, 1 << 20, Duration::from_secs(30));
         disk.fill();
         let full = Instant::now();
         let (code, out) = finish_with_code(&mut tx, Duration::from_secs(120));

@@ -15,6 +15,7 @@
 )]
 
 mod common;
+use common::{wait_for_len, write_random};
 use common::{Scratch, SmallDisk};
 use fanout_netns::{require_netns, LanTopology, NsChild};
 use std::io::BufRead;
@@ -33,14 +34,6 @@ const SERVICES: usize = 2 * HOSTS;
 /// restarted (host 7's first), as indexes into the services.
 const FULL: usize = 14;
 const KILLED: usize = 12;
-
-fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fanout_core::Rng::new(seed).fill(&mut v);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, &v).unwrap();
-    v
-}
 
 /// Starts service `i` (host `1 + i / 2`) writing into `out`.
 fn start_service(lan: &LanTopology, i: usize, out: &Path) -> NsChild {
@@ -109,19 +102,6 @@ fn events(out: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Waits until `path` holds at least `len` bytes.
-fn wait_for_len(path: &Path, len: u64) {
-    let start = Instant::now();
-    while std::fs::metadata(path).map_or(0, |m| m.len()) < len {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{} never reached {len} bytes",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 #[test]
 fn sixteen_services_on_eight_hosts_take_files_and_a_tree_through_a_full_disk_and_a_restart() {
     if let Some(reason) = require_netns() {
@@ -177,7 +157,11 @@ fn sixteen_services_on_eight_hosts_take_files_and_a_tree_through_a_full_disk_and
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let (mut tx, lines) = start_sender(&lan, &paths, &["--max-rate", "100M"]);
     let killed_part = outs[KILLED].join("a.bin.part");
-    wait_for_len(&outs[FULL].join("a.bin.part"), 2 << 20);
+    wait_for_len(
+        &outs[FULL].join("a.bin.part"),
+        2 << 20,
+        Duration::from_secs(60),
+    );
     disk.fill();
     let full = Instant::now();
     // Mid-transfer, a service's status file says what it receives.
@@ -190,7 +174,7 @@ fn sixteen_services_on_eight_hosts_take_files_and_a_tree_through_a_full_disk_and
         "{status}"
     );
     assert_eq!(status["receiving"]["sender"], SENDER, "{status}");
-    wait_for_len(&killed_part, 6 << 20);
+    wait_for_len(&killed_part, 6 << 20, Duration::from_secs(60));
     services[KILLED].kill().expect("kill");
     let _ = services[KILLED].wait_timeout(Duration::from_secs(5));
     let kept = std::fs::metadata(&killed_part).unwrap().len();

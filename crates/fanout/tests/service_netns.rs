@@ -11,6 +11,7 @@
 
 mod common;
 use common::Scratch;
+use common::{wait_for_len, write_random};
 use fanout_netns::{require_netns, LanTopology, NsChild};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -22,13 +23,6 @@ const GROUP: &str = "239.77.0.1:7000";
 const SENDER: &str = "10.77.0.1:6000";
 /// Receiver hosts; each runs two services.
 const HOSTS: usize = 3;
-
-fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    fanout_core::Rng::new(seed).fill(&mut v);
-    std::fs::write(path, &v).unwrap();
-    v
-}
 
 /// Starts a service on `host` writing into `out` (created), with its
 /// status file and events there, and `extra` flags.
@@ -218,11 +212,7 @@ fn an_evicted_service_joins_again_and_resumes() {
         .stderr(Stdio::null());
     let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
     let part = outs[1].join("big.bin.part");
-    let start = std::time::Instant::now();
-    while std::fs::metadata(&part).map_or(0, |m| m.len()) < (4 << 20) {
-        assert!(start.elapsed() < Duration::from_secs(30), "no transfer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_len(&part, 4 << 20, Duration::from_secs(30));
     let pid = services[1].pid().to_string();
     let signal = |sig: &str| {
         assert!(Command::new("kill")

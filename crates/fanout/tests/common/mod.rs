@@ -295,3 +295,30 @@ impl SmallDisk {
         let _ = std::fs::remove_file(self.0.join("filler"));
     }
 }
+
+/// Writes `len` random bytes (from `seed`) to `path`, its directory
+/// created; returns them.
+pub fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fanout_core::Rng::new(seed).fill(&mut v);
+    std::fs::create_dir_all(path.parent().expect("a file path")).unwrap();
+    std::fs::write(path, &v).unwrap();
+    v
+}
+
+/// Waits until `path` holds at least `len` bytes, at most `limit`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "real-process tests bound their waits by the wall clock"
+)]
+pub fn wait_for_len(path: &Path, len: u64, limit: Duration) {
+    let start = std::time::Instant::now();
+    while std::fs::metadata(path).map_or(0, |m| m.len()) < len {
+        assert!(
+            start.elapsed() < limit,
+            "{} never reached {len} bytes within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
