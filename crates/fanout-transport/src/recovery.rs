@@ -148,6 +148,12 @@ impl Recovery {
         self.cc.as_ref()
     }
 
+    /// Replaces the congestion controller with `cc` (a fresh one for
+    /// another segment size, before any data was sent).
+    pub fn replace_cc(&mut self, cc: Box<dyn CongestionController>) {
+        self.cc = cc;
+    }
+
     /// The peer's RTT estimator (RFC 6298).
     pub fn rtt(&self) -> &RttEstimator {
         &self.rtt

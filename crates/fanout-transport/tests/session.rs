@@ -1997,3 +1997,102 @@ fn a_stream_started_at_an_offset_is_delivered_from_it() {
     assert_eq!(net.sender.bytes_acked_by_all(), full.len() as u64);
     assert!(!net.sender.start_stream_at(0), "too late to move the start");
 }
+
+/// The largest DATA datagram the loss hook saw multicast, shared with it.
+fn largest_multicast_data() -> (Loss, std::rc::Rc<std::cell::Cell<usize>>) {
+    let largest = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = largest.clone();
+    let loss: Loss = Box::new(move |to, bytes, multicast| {
+        if to.is_some() && multicast && is_data(bytes) {
+            seen.set(seen.get().max(bytes.len()));
+        }
+        false
+    });
+    (loss, largest)
+}
+
+#[test]
+fn a_joiner_with_a_smaller_path_shrinks_the_sessions_datagrams_before_data_flows() {
+    let data = random_data(8 << 20, 21);
+    let cfg = SessionConfig {
+        wait_for_members: 3,
+        join: JoinPolicy::Live,
+        ..config()
+    };
+    let (loss, largest) = largest_multicast_data();
+    let mut net = Net::new(cfg.clone(), 2, data.clone(), loss);
+    // The third joiner's path carries 1300-byte datagrams (a smaller link
+    // somewhere; it says so by the payload its CONNECT accepts).
+    let small = fanout_transport::TransportConfig {
+        max_datagram: 1300,
+        ..cfg.transport.clone()
+    };
+    net.join(&small);
+    net.run(Duration::from_millis(80));
+    assert!(net.got[0].len() < data.len() / 2, "joins before the end");
+    // After data flowed, a joiner cannot shrink it: told the session's
+    // size, it leaves saying why.
+    let smaller = fanout_transport::TransportConfig {
+        max_datagram: 1250,
+        ..cfg.transport.clone()
+    };
+    net.join(&smaller);
+    net.run(Duration::from_secs(30));
+    for i in 0..3 {
+        assert!(net.got[i] == data, "member {i}");
+    }
+    assert_eq!(net.sender.max_datagram(), 1300);
+    assert!(largest.get() <= 1300, "{}", largest.get());
+    assert!(largest.get() > 1290, "full segments: {}", largest.get());
+    let fitted: Vec<_> = net
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::DatagramsFitted { addr, max_datagram } => Some((*addr, *max_datagram)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fitted, [(member_addr(2), 1300)]);
+    let left = net.events.iter().find_map(|e| match e {
+        SessionEvent::MemberLeft { addr, reason, .. } if *addr == member_addr(3) => Some(reason),
+        _ => None,
+    });
+    assert!(
+        left.is_some_and(|r| r.contains("more than this receiver's route takes")),
+        "{left:?}"
+    );
+    assert!(net.got[3].is_empty());
+}
+
+#[test]
+fn a_joiner_below_the_smallest_path_cannot_shrink_the_session() {
+    // 600-byte datagrams are below any path IPv6 allows: such a joiner (or
+    // a hostile one) would multiply the session's datagrams; it is told
+    // the session's size and leaves, and the others go on at full size.
+    let data = random_data(1 << 20, 22);
+    let cfg = SessionConfig {
+        wait_for_members: 2,
+        ..config()
+    };
+    let (loss, largest) = largest_multicast_data();
+    let mut net = Net::new(cfg.clone(), 1, data.clone(), loss);
+    let tiny = fanout_transport::TransportConfig {
+        max_datagram: 600,
+        ..cfg.transport.clone()
+    };
+    net.join(&tiny);
+    net.run(Duration::from_secs(30));
+    assert!(net.got[0] == data);
+    assert!(net.got[1].is_empty());
+    assert_eq!(net.sender.max_datagram(), cfg.transport.max_datagram);
+    let full = cfg.transport.max_datagram;
+    assert!(
+        largest.get() <= full && largest.get() > full - 8,
+        "{}",
+        largest.get()
+    );
+    assert!(!net
+        .events
+        .iter()
+        .any(|e| matches!(e, SessionEvent::DatagramsFitted { .. })));
+}

@@ -273,7 +273,7 @@ fn open_endpoint(
     args: &RecvArgs,
     skip: Option<&[u64]>,
     joined: &mut Option<u64>,
-) -> Result<(MemberSockets, Option<SocketAddr>)> {
+) -> Result<(MemberSockets, Option<crate::session_net::Found>)> {
     if args.from.is_none() && args.group.is_none() {
         let listen = args
             .listen
@@ -301,7 +301,7 @@ fn open_endpoint(
         },
     )?;
     *joined = found.session;
-    Ok((sockets, Some(found.sender)))
+    Ok((sockets, Some(found)))
 }
 
 /// Receives one file; returns the report. `bound` (if given) learns the
@@ -383,7 +383,8 @@ pub(crate) fn recv_session(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<TransferReport> {
     check_output(&args.output, args.existing())?;
-    let (sockets, join) = open_endpoint(args, skip, joined)?;
+    let (sockets, found) = open_endpoint(args, skip, joined)?;
+    let join = found.map(|f| f.sender);
     let endpoint = &sockets.unicast;
     let local_port = endpoint.local_addr().port();
     if !args.out.quiet {
@@ -395,7 +396,8 @@ pub(crate) fn recv_session(
     }
     // A joiner tells the sender the largest payload its route carries
     // (CONNECT's max_payload); a listener learns its peer only later.
-    let path = join.map(|sender| args.net.fit_path(endpoint, sender));
+    let quiet = args.out.quiet || args.out.json;
+    let path = found.map(|f| crate::session_net::fit_member_path(&args.net, endpoint, &f, quiet));
     let clock = Clock::new();
     let mut driver = args.net.member_driver(sockets, clock)?;
     let mut transport = args.net.transport_on(Side::Receiver, path.as_ref())?;

@@ -379,7 +379,7 @@ fn send_session(
         args.net.security.mode(),
     );
     report.delivery = Some(delivery.report());
-    report.path = path;
+    report.path = view.fitted_path(path);
     report.receivers = Some(tally);
     Ok(report)
 }

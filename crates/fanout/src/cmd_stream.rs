@@ -358,7 +358,7 @@ pub fn stream_send(
         peak_rss_bytes: peak_rss_bytes(),
         members: view.member_reports(&session),
         delivery: Some(delivery.report()),
-        path,
+        path: view.fitted_path(path),
         protection: args.net.security.mode(),
         receivers: None,
     })
@@ -391,7 +391,8 @@ pub fn stream_recv(
         eprintln!("fanout: listening on {}", sockets.unicast.local_addr());
     }
     args.net.security.warn_if_unprotected(args.out.quiet);
-    let path = args.net.fit_path(&sockets.unicast, from);
+    let quiet = args.out.quiet || args.out.json;
+    let path = crate::session_net::fit_member_path(&args.net, &sockets.unicast, &found, quiet);
     let clock = Clock::new();
     let mut driver = args.net.member_driver(sockets, clock)?;
     let mut transport = args.net.transport_on(Side::Receiver, Some(&path))?;

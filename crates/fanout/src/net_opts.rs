@@ -51,7 +51,9 @@ pub struct TransportOpts {
     pub cc: CcAlgorithm,
     /// Largest UDP payload, in bytes. Default: what the route toward the
     /// peer or group carries (its MTU − 48 bytes of IPv6 and UDP headers),
-    /// at most 1452 (a 1500-byte MTU).
+    /// at most 1452 (a 1500-byte MTU); a session sender makes it smaller,
+    /// down to 1232, for receivers whose path carries less that join before
+    /// data starts.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=65_000))]
     pub max_datagram: Option<u64>,
     /// Send buffer / receive window, in MiB.
@@ -212,6 +214,8 @@ impl TransportOpts {
             toward: destination.to_string(),
             route_mtu,
             max_datagram,
+            probed: None,
+            fitted_to: None,
         }
     }
 
@@ -301,6 +305,14 @@ pub struct PathReport {
     pub route_mtu: Option<usize>,
     /// The largest UDP payload sent, bytes.
     pub max_datagram: usize,
+    /// A receiver's: the largest of the sender's path probes that arrived,
+    /// when its data-sized ones did not (a smaller link on the way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probed: Option<usize>,
+    /// A sender's: the receiver whose path made the session's datagrams
+    /// smaller than the route's (`max_datagram` is then that size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fitted_to: Option<String>,
 }
 
 /// A fresh random 64-bit session id.

@@ -290,15 +290,28 @@ pub struct Discovery<'a> {
     pub quiet: bool,
 }
 
-/// The session a member joins: its sender, and its id if an announcement
-/// named it.
+/// The session a member joins: its sender, its id if an announcement
+/// named it, and what the path from it carries if its probes showed less
+/// than its data needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Found {
     /// The sender's address.
     pub sender: SocketAddr,
     /// The session id its announcement carried.
     pub session: Option<u64>,
+    /// The largest of the sender's path probes that arrived, bytes of UDP
+    /// payload, when none as large as its data did in
+    /// [`PATH_ROUNDS`] rounds of announcements
+    /// (`fanout_transport::wire::path_probe`): a link on the way takes
+    /// less. `None`: the data's size arrives, or nothing is known (no
+    /// announcement heard, or not even the smallest probe arrived).
+    pub path_carries: Option<usize>,
 }
+
+/// Whole rounds of announcements (each an OFFER and its padded probes) a
+/// joiner hears before it concludes that the sender's data-sized probe
+/// does not reach it: one lost probe is not taken for a small path.
+pub const PATH_ROUNDS: u32 = 2;
 
 /// A member's sockets and the session sender it joins: the one `from`
 /// (`--from`, resolved) names, or, with a group and no `from` (or with
@@ -316,6 +329,7 @@ pub fn join_session(
         let found = Found {
             sender,
             session: None,
+            path_carries: None,
         };
         return Ok((sockets, found));
     }
@@ -332,6 +346,32 @@ pub fn join_session(
         eprintln!("fanout: joining the session of {}", found.sender);
     }
     Ok((sockets, found))
+}
+
+/// The datagram size a member asks for: what its route toward the sender
+/// carries ([`crate::net_opts::TransportOpts::fit_path`]), or less if the
+/// sender's path probes showed that a link on the way takes less
+/// ([`Found::path_carries`]) — the sender then fits its datagrams to it,
+/// if no data went out yet.
+pub fn fit_member_path(
+    net: &crate::net_opts::TransportOpts,
+    endpoint: &UdpEndpoint,
+    found: &Found,
+    quiet: bool,
+) -> crate::net_opts::PathReport {
+    let mut path = net.fit_path(endpoint, found.sender);
+    if let Some(carries) = found.path_carries.filter(|&c| c < path.max_datagram) {
+        if !quiet {
+            eprintln!(
+                "fanout: the sender's data-sized datagrams do not reach this host, its \
+                 {carries}-byte probes do (a link on the way takes less): asking for \
+                 {carries}-byte datagrams"
+            );
+        }
+        path.max_datagram = carries;
+        path.probed = Some(carries);
+    }
+    path
 }
 
 /// Opens a member's sockets ([`MemberSockets`]): with a group, the group's
@@ -379,6 +419,7 @@ pub fn discover_sender(
     let clock = fanout_io::Clock::new();
     endpoint.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut buf = vec![0u8; 1 << 16];
+    let mut probes: Option<ProbesHeard> = None;
     let found = loop {
         if crate::interrupt::interrupted() {
             return Err(crate::interrupt::error("no sender had been found"));
@@ -403,11 +444,43 @@ pub fn discover_sender(
         let Ok((header, frames)) = Header::decode(&buf[..n]) else {
             continue;
         };
-        let offer = matches!(decode_frames(frames).next(), Some(Ok(Frame::Offer(_))));
-        if offer && !skip.contains(&header.session_id) {
+        let Some(Ok(Frame::Offer(offer))) = decode_frames(frames).next() else {
+            // The session's data, as long as its announcements said: the
+            // path carries it.
+            if let Some(h) = probes
+                .as_ref()
+                .filter(|h| h.is_data_sized(from, header.session_id, n))
+            {
+                break Found {
+                    sender: h.sender,
+                    session: Some(h.session),
+                    path_carries: None,
+                };
+            }
+            continue;
+        };
+        if skip.contains(&header.session_id) {
+            continue;
+        }
+        let now = clock.now();
+        // The first session announced is the one joined, unless it falls
+        // silent (it ended before its rounds were heard) and another
+        // announces itself.
+        let silent = |h: &ProbesHeard| now - h.last > CANDIDATE_SILENCE;
+        if probes
+            .as_ref()
+            .is_none_or(|h| (from, header.session_id) != (h.sender, h.session) && silent(h))
+        {
+            probes = Some(ProbesHeard::new(from, header.session_id, now));
+        }
+        let Some(heard) = probes.as_mut() else {
+            continue;
+        };
+        if let Some(path_carries) = heard.verdict(now, from, header.session_id, n, frames, &offer) {
             break Found {
                 sender: from,
                 session: Some(header.session_id),
+                path_carries,
             };
         }
     };
@@ -415,9 +488,153 @@ pub fn discover_sender(
     Ok(found)
 }
 
+/// How long the session being discovered may stay silent before another
+/// one announced is taken instead: three announcement intervals once data
+/// flows.
+const CANDIDATE_SILENCE: Duration = Duration::from_secs(3);
+
+/// The announcements and path probes heard from the first session
+/// announced, while discovering it ([`discover_sender`]).
+#[derive(Debug)]
+struct ProbesHeard {
+    sender: SocketAddr,
+    session: u64,
+    /// When it was last heard.
+    last: Instant,
+    /// Unpadded announcements heard: each starts a round.
+    announcements: u32,
+    /// Largest padded announcement heard, bytes.
+    largest: usize,
+    /// The size of a full DATA datagram, at least, bytes: a header and the
+    /// payload its announcements name.
+    data: usize,
+}
+
+impl ProbesHeard {
+    fn new(sender: SocketAddr, session: u64, now: Instant) -> Self {
+        ProbesHeard {
+            sender,
+            session,
+            last: now,
+            announcements: 0,
+            largest: 0,
+            data: usize::MAX,
+        }
+    }
+
+    /// Whether a datagram of `len` bytes from `from` for `session` is as
+    /// long as the session's data.
+    fn is_data_sized(&self, from: SocketAddr, session: u64, len: usize) -> bool {
+        (from, session) == (self.sender, self.session) && len >= self.data
+    }
+
+    /// An announcement `offer` of `len` bytes (frames `frames`) from
+    /// `from` for `session`: `Some` once the session can be joined, with
+    /// what the path carries if less than the data needs
+    /// ([`Found::path_carries`]). Another session's announcements are not
+    /// counted.
+    fn verdict(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        session: u64,
+        len: usize,
+        frames: &[u8],
+        offer: &fanout_transport::wire::OfferFrame,
+    ) -> Option<Option<usize>> {
+        use fanout_transport::wire::{path_probe, HEADER_LEN};
+        if (from, session) != (self.sender, self.session) {
+            return None;
+        }
+        self.last = now;
+        let data =
+            HEADER_LEN.saturating_add(usize::try_from(offer.max_payload).unwrap_or(usize::MAX));
+        self.data = data;
+        if len >= data {
+            return Some(None);
+        }
+        match path_probe::announcement(frames) {
+            Some(true) => self.largest = self.largest.max(len),
+            _ => self.announcements += 1,
+        }
+        // The first announcement heard may come in the middle of a round:
+        // whole rounds end at the second and later ones.
+        (self.announcements > PATH_ROUNDS).then_some((self.largest > 0).then_some(self.largest))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An announcement of a session of 1400-byte payloads, padded to
+    /// `padded_to` bytes if given: its bytes and its OFFER.
+    fn announcement(padded_to: Option<usize>) -> (Vec<u8>, fanout_transport::wire::OfferFrame) {
+        use fanout_transport::wire::{path_probe, Frame, OfferFrame, WireTimestamp};
+        let offer = OfferFrame {
+            max_payload: 1400,
+            timestamp: WireTimestamp(0),
+        };
+        let mut buf = Vec::new();
+        let mut numbers = fanout_transport::PacketNumbers::default();
+        let mut p = fanout_transport::PacketBuilder::new(&mut buf, &mut numbers, 7, true);
+        p.frame(&Frame::Offer(offer));
+        p.finish();
+        if let Some(len) = padded_to {
+            path_probe::pad(&mut buf, 0, len);
+        }
+        (buf, offer)
+    }
+
+    #[test]
+    fn discovery_learns_what_a_path_carries_from_whole_rounds_of_probes() {
+        use fanout_transport::wire::HEADER_LEN;
+        let sender: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let other: SocketAddr = "10.0.0.9:5000".parse().unwrap();
+        let hear = |h: &mut ProbesHeard, from, session, padded: Option<usize>| {
+            let (d, offer) = announcement(padded);
+            h.verdict(
+                Instant::ZERO,
+                from,
+                session,
+                d.len(),
+                &d[HEADER_LEN..],
+                &offer,
+            )
+        };
+        // Only the probes up to 1352 bytes arrive (the 1452-byte one, as
+        // large as the data, never does): known after two whole rounds,
+        // the first announcement having come mid-round.
+        let mut h = ProbesHeard::new(sender, 7, Instant::ZERO);
+        for round in 0..PATH_ROUNDS {
+            assert_eq!(hear(&mut h, sender, 7, None), None, "round {round}");
+            // Another session's, even a full-sized one, does not count.
+            assert_eq!(hear(&mut h, other, 8, Some(1452)), None);
+            assert_eq!(hear(&mut h, sender, 7, Some(1232)), None);
+            assert_eq!(hear(&mut h, sender, 7, Some(1352)), None);
+        }
+        assert_eq!(hear(&mut h, sender, 7, None), Some(Some(1352)));
+        // A data-sized probe arrives: the path carries the data, at once
+        // (one lost in an earlier round is not taken for a small path).
+        let mut h = ProbesHeard::new(sender, 7, Instant::ZERO);
+        assert_eq!(hear(&mut h, sender, 7, None), None);
+        assert_eq!(hear(&mut h, sender, 7, Some(1232)), None);
+        assert_eq!(hear(&mut h, sender, 7, None), None);
+        assert_eq!(hear(&mut h, sender, 7, Some(1452)), Some(None));
+        // Or the session's data does, as long as its announcements said.
+        let mut h = ProbesHeard::new(sender, 7, Instant::ZERO);
+        assert!(!h.is_data_sized(sender, 7, 1452), "no announcement yet");
+        assert_eq!(hear(&mut h, sender, 7, None), None);
+        assert!(h.is_data_sized(sender, 7, HEADER_LEN + 1400));
+        assert!(!h.is_data_sized(sender, 7, HEADER_LEN + 1399));
+        assert!(!h.is_data_sized(other, 7, 1452));
+        // Not even the smallest probe arrives: nothing is known.
+        let mut h = ProbesHeard::new(sender, 7, Instant::ZERO);
+        let verdicts: Vec<_> = (0..=PATH_ROUNDS)
+            .map(|_| hear(&mut h, sender, 7, None))
+            .collect();
+        assert_eq!(verdicts.last(), Some(&Some(None)), "{verdicts:?}");
+    }
 
     fn spec(group: Option<&str>, unicast: bool, bind: &str) -> SessionSpec {
         SessionSpec {

@@ -3,6 +3,7 @@
 //! [`TABLE_HZ`] times a second); elsewhere nothing until the report. Shared
 //! by `fanout send --group` and `fanout stream send`.
 
+use crate::net_opts::PathReport;
 use crate::outcome::Outcome;
 use crate::report::{MemberReport, OutputOpts, SubtreeReceiverReport};
 use fanout_app::upstream_relay::RelayEvent;
@@ -12,6 +13,7 @@ use fanout_transport::CloseReason;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Table redraws per second at most.
@@ -61,6 +63,9 @@ pub struct SessionView {
     /// Receivers the session waits for before it starts, while it waits
     /// (the bar says so instead of showing a rate of 0).
     waiting_for: Option<usize>,
+    /// The receiver whose path made the session's datagrams smaller, and
+    /// their size ([`SessionEvent::DatagramsFitted`]).
+    fitted: Option<(SocketAddr, usize)>,
 }
 
 impl SessionView {
@@ -97,7 +102,19 @@ impl SessionView {
             left_dropped: 0,
             relay: None,
             waiting_for: None,
+            fitted: None,
         }
+    }
+
+    /// `path` as the session ended up using it: the datagram size it
+    /// fitted to a receiver's path, if it did.
+    pub fn fitted_path(&self, path: Option<PathReport>) -> Option<PathReport> {
+        let mut path = path?;
+        if let Some((addr, max_datagram)) = self.fitted {
+            path.max_datagram = max_datagram;
+            path.fitted_to = Some(addr.to_string());
+        }
+        Some(path)
     }
 
     /// Shows "waiting for receivers: J of `n` joined" until data moves.
@@ -112,6 +129,15 @@ impl SessionView {
         while let Some(e) = s.poll_event() {
             if let (Some(relay), SessionEvent::Upstream { id, addr }) = (self.relay.as_mut(), &e) {
                 relay.push(RelayEvent::Readable(*id, *addr));
+            }
+            if let SessionEvent::DatagramsFitted { addr, max_datagram } = e {
+                self.fitted = Some((addr, max_datagram));
+                if !self.quiet {
+                    self.println(&format!(
+                        "receiver {addr}'s path takes no more than {max_datagram}-byte \
+                         datagrams: the session's are now that size"
+                    ));
+                }
             }
             if let SessionEvent::MemberLeft {
                 id,

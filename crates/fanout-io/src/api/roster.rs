@@ -121,7 +121,9 @@ impl RosterEngine {
                 SessionEvent::Upstream { id, addr } => {
                     self.upstream_ready.insert(id, addr);
                 }
-                SessionEvent::Finished | SessionEvent::Closed(_) => {}
+                SessionEvent::Finished
+                | SessionEvent::Closed(_)
+                | SessionEvent::DatagramsFitted { .. } => {}
             }
         }
     }

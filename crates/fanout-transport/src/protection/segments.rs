@@ -220,16 +220,27 @@ impl SegmentLists {
     /// Lists for datagrams of at most `max_datagram` bytes.
     pub fn new(max_datagram: usize) -> Self {
         SegmentLists {
-            // An entry: the length's varint (a segment is shorter than
-            // its datagram) and the hash.
-            max_segments: (max_datagram.saturating_sub(LIST_OVERHEAD)
-                / (fanout_core::codec::varint_size(max_datagram as u64) + SEGMENT_HASH_LEN))
-                .clamp(1, MAX_LIST_SEGMENTS),
+            max_segments: Self::segments_per_list(max_datagram),
             listed_to: 0,
             listed: VecDeque::new(),
             kept: VecDeque::new(),
             pending: VecDeque::new(),
         }
+    }
+
+    /// Most entries a list in a `max_datagram`-byte datagram holds: each
+    /// is the length's varint (a segment is shorter than its datagram) and
+    /// the hash.
+    fn segments_per_list(max_datagram: usize) -> usize {
+        (max_datagram.saturating_sub(LIST_OVERHEAD)
+            / (fanout_core::codec::varint_size(max_datagram as u64) + SEGMENT_HASH_LEN))
+            .clamp(1, MAX_LIST_SEGMENTS)
+    }
+
+    /// Lists made from now on fit datagrams of at most `max_datagram`
+    /// bytes (those already made keep their size).
+    pub fn set_max_datagram(&mut self, max_datagram: usize) {
+        self.max_segments = Self::segments_per_list(max_datagram);
     }
 
     /// Most segments one list names.

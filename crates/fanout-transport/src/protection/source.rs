@@ -128,6 +128,11 @@ impl Signer {
         }
     }
 
+    /// Its lists fit datagrams of at most `max_datagram` bytes from now on.
+    pub fn set_max_datagram(&mut self, max_datagram: usize) {
+        self.max_list_bytes = max_datagram.saturating_sub(LIST_OVERHEAD);
+    }
+
     /// The public key members verify with.
     pub fn public_key(&self) -> [u8; 32] {
         use ring::signature::KeyPair;

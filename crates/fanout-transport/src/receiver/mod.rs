@@ -851,11 +851,12 @@ impl Receiver {
                 // ACCEPT: already answered.
                 // A GROUP_KEY was taken under the pair key before
                 // ([`protect::ReceiverKeys::on_pair_frames`]).
-                Frame::Padding
-                | Frame::Offer(_)
-                | Frame::Accept(_)
-                | Frame::GroupKey(_)
-                | Frame::Segments(_) => {}
+                // The sender's announcement names its payload size: smaller
+                // than its ACCEPT said if it fitted its datagrams to a later
+                // joiner's path before data flowed. (Only ever smaller: a
+                // forged one can then only quiet the path verdict.)
+                Frame::Offer(o) => self.session_payload = self.session_payload.min(o.max_payload),
+                Frame::Padding | Frame::Accept(_) | Frame::GroupKey(_) | Frame::Segments(_) => {}
                 Frame::Connect(_)
                 | Frame::CatchUp(_)
                 | Frame::Sent(_)
@@ -1263,7 +1264,8 @@ impl Receiver {
                 }
                 // The sender's announcement (in clear, as for anyone): a
                 // path probe (`crate::wire::path_probe`).
-                Some(Ok(Frame::Offer(_))) if announcer == Some((from, header.session_id)) => {
+                Some(Ok(Frame::Offer(o))) if announcer == Some((from, header.session_id)) => {
+                    self.session_payload = self.session_payload.min(o.max_payload);
                     self.path_probe.heard(datagram.len(), clear);
                     self.check_path();
                 }

@@ -42,6 +42,9 @@ impl SyntheticSession {
             max_members: n,
             ..SessionConfig::default()
         };
+        // Members accept the session's payloads (a smaller size would
+        // make it fit its datagrams to them).
+        let max_payload = config.transport.max_payload();
         let mut s = SyntheticSession {
             session: SessionSender::new(config, 7, Instant::ZERO),
             members: (0..n).map(member_addr).collect(),
@@ -59,7 +62,7 @@ impl SyntheticSession {
             }
             .encode(&mut d);
             Frame::Connect(ConnectFrame {
-                max_payload: 1400,
+                max_payload,
                 window: 64 << 20,
                 timestamp: WireTimestamp(0),
                 resume_from: 0,

@@ -176,6 +176,13 @@ impl Member {
         }
     }
 
+    /// Takes `cc` as its congestion controller, fresh (the session's
+    /// segments became smaller before any data went out).
+    pub fn replace_cc(&mut self, cc: Box<dyn fanout_core::cc::CongestionController>) {
+        self.recovery.replace_cc(cc);
+        self.cwnd_avg = self.recovery.cwnd();
+    }
+
     /// Its id.
     pub fn id(&self) -> MemberId {
         self.id

@@ -37,6 +37,7 @@ use std::net::SocketAddr;
 
 mod admission;
 mod coded;
+mod datagram_size;
 mod feedback;
 mod protect;
 mod realtime;
@@ -99,6 +100,14 @@ pub enum SessionEvent {
         id: MemberId,
         /// Its address.
         addr: SocketAddr,
+    },
+    /// A joiner's path carries smaller datagrams than the session's: before
+    /// any data went out, the session's were made that small.
+    DatagramsFitted {
+        /// The joiner.
+        addr: SocketAddr,
+        /// The session's datagram size now, bytes of UDP payload.
+        max_datagram: usize,
     },
     /// Every remaining member acknowledged the whole stream.
     Finished,
@@ -261,6 +270,16 @@ pub struct SessionSender {
     realtime: Option<Box<realtime::RealtimeOut>>,
 }
 
+/// The pacer of a session of `mss`-byte segments (disabled unless pacing
+/// or a rate cap is asked for).
+fn pacer_for(t: &crate::TransportConfig, mss: u64) -> Pacer {
+    if t.pacing || t.max_rate.is_some() {
+        Pacer::new(mss).with_burst_time(t.pacing_burst)
+    } else {
+        Pacer::disabled()
+    }
+}
+
 impl SessionSender {
     /// Opens a session named `session_id`, waiting for members, with the
     /// controller `config.window` names.
@@ -289,11 +308,7 @@ impl SessionSender {
             0
         };
         let mss = config.transport.max_payload() - deadline_room;
-        let pacer = if config.transport.pacing || config.transport.max_rate.is_some() {
-            Pacer::new(mss).with_burst_time(config.transport.pacing_burst)
-        } else {
-            Pacer::disabled()
-        };
+        let pacer = pacer_for(&config.transport, mss);
         let own = SetIndexes {
             // Quorum release reads a rank on every ACK that progresses.
             cumulative_ranked: matches!(config.release, ReleasePolicy::Quorum(_)),

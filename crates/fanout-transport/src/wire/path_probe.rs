@@ -13,7 +13,12 @@ use super::{decode_frames, Frame, HEADER_LEN};
 /// Probe sizes below the session's own, bytes of UDP payload: paths of a
 /// 1400-byte MTU (many tunnels) and of 1280 (the IPv6 minimum), each less
 /// 48 bytes of IP and UDP headers (the larger IPv6 ones).
-pub const SMALLER_PATHS: [usize; 2] = [1352, 1232];
+pub const SMALLER_PATHS: [usize; 2] = [1352, SMALLEST_PATH];
+
+/// The smallest probe, bytes of UDP payload: a path of 1280 bytes, the
+/// least an IPv6 link carries (RFC 8200 §5). A session makes its
+/// datagrams smaller for a member's path down to this size, never below.
+pub const SMALLEST_PATH: usize = 1232;
 
 /// Unpadded announcements a member hears, with nothing from the sender
 /// as large as its data, before it concludes that the path takes less.

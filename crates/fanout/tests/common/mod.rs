@@ -124,14 +124,32 @@ pub fn spawn_group_receiver(
     out: &Path,
     extra: &[&str],
 ) -> NsChild {
+    spawn_group_only_receiver(
+        lan,
+        host,
+        group,
+        out,
+        &[&["--from", from][..], extra].concat(),
+    )
+}
+
+/// Starts `fanout recv --group GROUP --interface IP --json --quiet
+/// --idle-timeout 20 -o OUT EXTRA...` on host `host`: a receiver told only
+/// the group and its interface, which finds the sender by its
+/// announcements.
+pub fn spawn_group_only_receiver(
+    lan: &LanTopology,
+    host: usize,
+    group: &str,
+    out: &Path,
+    extra: &[&str],
+) -> NsChild {
     let ip = lan.host(host).ipv4().to_string();
     let out = out.to_str().expect("UTF-8 path");
     let args = [
         "recv",
         "--group",
         group,
-        "--from",
-        from,
         "--interface",
         &ip,
         "--json",

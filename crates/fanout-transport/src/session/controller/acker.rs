@@ -89,6 +89,8 @@ pub struct AckerWindow {
     /// The session's congestion window, once it took over from the
     /// members' shared slow start.
     cc: Box<dyn CongestionController>,
+    /// What `cc` runs.
+    algorithm: CcAlgorithm,
     /// Whether `cc` took over.
     started: bool,
     /// The window last in force, bytes.
@@ -108,6 +110,7 @@ impl AckerWindow {
             members: BTreeMap::new(),
             acker: None,
             cc: cc.build(mss),
+            algorithm: cc,
             started: false,
             last_window: Cell::new(0),
             in_recovery: false,
@@ -183,6 +186,10 @@ impl AckerWindow {
 }
 
 impl SessionController for AckerWindow {
+    fn set_segment_size(&mut self, mss: u64) {
+        self.cc = self.algorithm.build(mss);
+    }
+
     fn clocking_member(&self) -> Option<MemberId> {
         self.acker()
     }

@@ -40,6 +40,10 @@ pub trait SessionController: std::fmt::Debug + Send {
     /// a loss, a timeout), with the member as it is now.
     fn on_feedback(&mut self, _now: Instant, _member: &Member) {}
 
+    /// The session's segments are now `mss` bytes (made smaller for a
+    /// member's path before any data went out).
+    fn set_segment_size(&mut self, _mss: u64) {}
+
     /// A member left the session.
     fn on_member_left(&mut self, _id: MemberId) {}
 

@@ -437,6 +437,7 @@ impl SessionSender {
             }
         };
         self.offers.pending.retain(|o| o.peer != from);
+        self.fit_datagrams_to(from, connect.max_payload);
         let id = self.members.next_id();
         let t = &self.config.transport;
         let recovery = Recovery::new(

@@ -108,6 +108,12 @@ impl SenderKeys {
         }
     }
 
+    /// Lists and signatures fit `max_datagram`-byte datagrams from now on.
+    pub(super) fn set_max_datagram(&mut self, max_datagram: usize) {
+        self.signer.set_max_datagram(max_datagram);
+        self.segments.set_max_datagram(max_datagram);
+    }
+
     /// The joiners: their handshakes, keys, and the join being read
     /// ([`Joiners`]).
     pub(super) fn joins(&mut self) -> &mut Joiners {
