@@ -43,6 +43,7 @@
 pub mod attack;
 pub mod catch_up;
 pub mod manifest;
+pub mod media;
 pub mod merger;
 pub mod model;
 pub mod net;

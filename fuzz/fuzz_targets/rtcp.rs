@@ -1,0 +1,6 @@
+#![no_main]
+//! See `fanout_props::media::check_rtcp`.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| fanout_props::media::check_rtcp(data));
