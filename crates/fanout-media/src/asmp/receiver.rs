@@ -1,0 +1,200 @@
+//! An ASMP receiver's estimates, as it runs them (ASMP §3.2, Figure 2):
+//! every RTP packet updates its sequence state (RFC 3550 A.1), jitter
+//! (A.8), congestion indicator and round trip; every RTCP report closes
+//! an interval and turns it into a rate — one packet per RTT more if the
+//! interval lost nothing (eq. 13), else the TCP equation at the smoothed
+//! loss rate (eq. 12) — smoothed by σ from the congestion indicator (eq.
+//! 14, 19). The rate goes to the sender in an APP part
+//! (`fanout_rtp::app::RateReport`).
+
+use super::rate::{increase, smooth, tcp_friendly};
+use super::{CongestionIndicator, LossHistory, NetworkState, RttEstimate};
+use fanout_rtp::jitter::Jitter;
+use fanout_rtp::sequence::{IntervalLoss, SourceSequence};
+use std::time::Duration;
+
+/// The rate before any report (ASMP §4: 150 kbit/s), bytes per second.
+pub const INITIAL_RATE: f64 = 150_000.0 / 8.0;
+
+/// What a receiver reports at the end of an interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IntervalReport {
+    /// The smooth TCP-friendly rate, bytes per second.
+    pub rate: f64,
+    /// The smoothed loss rate it used (0–1).
+    pub loss: f64,
+    /// The round trip it used, if known.
+    pub rtt: Option<Duration>,
+    /// The congestion indicator's reading.
+    pub state: NetworkState,
+    /// The interval's own counts (for the RR's report block).
+    pub interval: IntervalLoss,
+}
+
+/// One receiver's ASMP state toward one sender.
+#[derive(Debug, Clone)]
+pub struct ReceiverEstimator {
+    sequence: Option<SourceSequence>,
+    jitter: Jitter,
+    loss: LossHistory,
+    rtt: RttEstimate,
+    congestion: CongestionIndicator,
+    /// Bytes per second.
+    rate: f64,
+    /// Average RTP packet size, bytes (a 1/16 moving average).
+    packet_size: f64,
+}
+
+impl Default for ReceiverEstimator {
+    fn default() -> Self {
+        Self::new(INITIAL_RATE)
+    }
+}
+
+impl ReceiverEstimator {
+    /// A receiver starting from `rate` bytes per second.
+    pub fn new(rate: f64) -> Self {
+        ReceiverEstimator {
+            sequence: None,
+            jitter: Jitter::default(),
+            loss: LossHistory::default(),
+            rtt: RttEstimate::default(),
+            congestion: CongestionIndicator::default(),
+            rate,
+            packet_size: 0.0,
+        }
+    }
+
+    /// An RTP packet: sequence number `seq`, RTP timestamp `timestamp`,
+    /// `len` bytes (the RTP packet), arriving at `arrival` (timestamp
+    /// units, any fixed origin), with one-way delay `one_way` s (arrival
+    /// less send time, in the two clocks).
+    pub fn on_rtp(&mut self, seq: u16, timestamp: u32, len: usize, arrival: u32, one_way: f64) {
+        let s = self
+            .sequence
+            .get_or_insert_with(|| SourceSequence::new(seq));
+        if !s.update(seq) {
+            return;
+        }
+        self.jitter.on_packet(arrival, timestamp);
+        self.congestion.on_jitter(f64::from(self.jitter.value()));
+        self.rtt.on_one_way(one_way);
+        self.packet_size = if self.packet_size == 0.0 {
+            len as f64
+        } else {
+            self.packet_size + (len as f64 - self.packet_size) / 16.0
+        };
+    }
+
+    /// The sender published the round trip it measured to this receiver.
+    pub fn on_sender_rtt(&mut self, rtt: Duration) {
+        self.rtt.on_sender_rtt(rtt);
+    }
+
+    /// Closes a report interval: the rate to report.
+    pub fn on_report(&mut self) -> IntervalReport {
+        let interval = self.sequence.as_mut().map_or(
+            IntervalLoss {
+                expected: 0,
+                lost: 0,
+                fraction: 0,
+            },
+            |s| s.close_interval(),
+        );
+        if interval.expected > 0 {
+            self.loss.push(interval.rate());
+        }
+        let state = self.congestion.close_interval();
+        let loss = self.loss.smoothed();
+        let rtt = self.rtt.rtt();
+        if let (Some(r), true) = (rtt, interval.expected > 0 && self.packet_size > 0.0) {
+            let (p, r) = (self.packet_size, r.as_secs_f64().max(1e-4));
+            let inst = if interval.lost == 0 {
+                increase(self.rate, p, r)
+            } else {
+                tcp_friendly(p, r, loss)
+            };
+            self.rate = smooth(self.rate, inst, state.smoothing());
+        }
+        IntervalReport {
+            rate: self.rate,
+            loss,
+            rtt,
+            state,
+            interval,
+        }
+    }
+
+    /// The jitter a report block carries, timestamp units.
+    pub fn jitter(&self) -> u32 {
+        self.jitter.value()
+    }
+
+    /// The sequence state, once a packet came.
+    pub fn sequence(&self) -> Option<&SourceSequence> {
+        self.sequence.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `n` packets of 1328 bytes from `seq`, 20 ms apart (1800
+    /// timestamp units at 90 kHz), one way `one_way`, dropping those
+    /// `lost` says.
+    fn feed(
+        e: &mut ReceiverEstimator,
+        seq: &mut u16,
+        n: u32,
+        one_way: f64,
+        lost: impl Fn(u16) -> bool,
+    ) {
+        for _ in 0..n {
+            let ts = u32::from(*seq) * 1800;
+            if !lost(*seq) {
+                e.on_rtp(*seq, ts, 1328, ts + 900, one_way);
+            }
+            *seq = seq.wrapping_add(1);
+        }
+    }
+
+    #[test]
+    fn without_loss_the_rate_grows_a_packet_per_rtt_each_report() {
+        let mut e = ReceiverEstimator::default();
+        let mut seq = 1000;
+        feed(&mut e, &mut seq, 50, 0.025, |_| false);
+        let r = e.on_report();
+        assert_eq!(r.interval.lost, 0);
+        assert_eq!(r.state, NetworkState::Unloaded);
+        // Steady jitter (0): unloaded, σ = 0.9: the rate moves 0.9 of the
+        // way to rate + P/RTT, RTT = 2 × 25 ms before calibration.
+        let want = INITIAL_RATE + 0.9 * (1328.0 / 0.050);
+        assert!((r.rate - want).abs() < 1e-6, "{} {want}", r.rate);
+    }
+
+    #[test]
+    fn losses_bring_the_rate_to_the_tcp_equation_smoothly() {
+        let mut e = ReceiverEstimator::new(500_000.0);
+        let mut seq = 0;
+        // Prime the source, then an interval losing 1 in 50.
+        feed(&mut e, &mut seq, 2, 0.025, |_| false);
+        let before = e.on_report().rate;
+        feed(&mut e, &mut seq, 500, 0.025, |s| s % 50 == 0);
+        let r = e.on_report();
+        assert_eq!(r.interval.lost, 10);
+        assert!(
+            (r.loss - 0.02 * 1.0 / 2.0).abs() < 2e-3,
+            "two intervals: {}",
+            r.loss
+        );
+        let target = tcp_friendly(1328.0, 0.050, r.loss);
+        assert!(target < before);
+        assert!((r.rate - smooth(before, target, 0.9)).abs() < 1e-6);
+        // Calibrated by the sender's 40 ms, the round trip follows.
+        e.on_sender_rtt(Duration::from_millis(40));
+        feed(&mut e, &mut seq, 20, 0.025, |_| false);
+        let rtt = e.on_report().rtt.unwrap().as_secs_f64();
+        assert!((rtt - 0.040).abs() < 1e-6, "{rtt}");
+    }
+}

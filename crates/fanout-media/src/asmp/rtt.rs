@@ -1,0 +1,85 @@
+//! The round trip a receiver uses (ASMP §3.5): from each RTP packet's
+//! one-way delay T (arrival less the packet's timestamp), taken as
+//! `(1 + a)·T` (eq. 8) — `a = 1`, a symmetric path, until calibrated — and
+//! averaged as `t = β·inst + (1 − β)·t` with β = 0.5 (eq. 11). The sender
+//! measures the true round trip to each receiver from its reports (A −
+//! LSR − DLSR) and publishes it; the receiver then sets `a = RTT / T − 1`
+//! (eq. 10) with its latest one-way delay, which absorbs the path's
+//! asymmetry and the two clocks' offset at that moment.
+
+use std::time::Duration;
+
+/// β of eq. 11: the weight of a new sample.
+pub const RTT_GAIN: f64 = 0.5;
+
+/// A receiver's round-trip estimate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RttEstimate {
+    /// The calibration `a` (eq. 10), once the sender published a round trip.
+    a: Option<f64>,
+    /// The latest one-way delay, s.
+    one_way: Option<f64>,
+    /// The estimate, s.
+    rtt: Option<f64>,
+}
+
+impl RttEstimate {
+    /// A packet's one-way delay `t` (s; arrival less send time, in the two
+    /// clocks): non-positive ones (clocks apart by more than the path)
+    /// are not used until a calibration makes sense of them.
+    pub fn on_one_way(&mut self, t: f64) {
+        if !t.is_finite() || t <= 0.0 {
+            return;
+        }
+        self.one_way = Some(t);
+        let inst = (1.0 + self.a.unwrap_or(1.0)) * t;
+        self.rtt = Some(match self.rtt {
+            Some(r) => RTT_GAIN * inst + (1.0 - RTT_GAIN) * r,
+            None => inst,
+        });
+    }
+
+    /// The sender measured `rtt` to this receiver: calibrate (eq. 10).
+    pub fn on_sender_rtt(&mut self, rtt: Duration) {
+        if let Some(t) = self.one_way {
+            self.a = Some(rtt.as_secs_f64() / t - 1.0);
+        }
+    }
+
+    /// The calibration `a`, once known.
+    pub fn calibration(&self) -> Option<f64> {
+        self.a
+    }
+
+    /// The estimate, once a packet came.
+    pub fn rtt(&self) -> Option<Duration> {
+        self.rtt.map(Duration::from_secs_f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_way_delays_are_calibrated_by_the_senders_round_trip() {
+        let mut r = RttEstimate::default();
+        assert_eq!(r.rtt(), None);
+        // 30 ms one way: 60 ms, a symmetric path assumed.
+        r.on_one_way(0.030);
+        assert_eq!(r.rtt(), Some(Duration::from_millis(60)));
+        // The sender measured 40 ms (the way back is shorter): a = 1/3.
+        r.on_sender_rtt(Duration::from_millis(40));
+        assert!((r.calibration().unwrap() - (0.040 / 0.030 - 1.0)).abs() < 1e-12);
+        // The next packet: inst = 40 ms, averaged with β = 0.5: 50 ms.
+        r.on_one_way(0.030);
+        assert!((r.rtt().unwrap().as_secs_f64() - 0.050).abs() < 1e-9);
+        // A queue builds: 45 ms one way → inst 60 ms → 55 ms.
+        r.on_one_way(0.045);
+        assert!((r.rtt().unwrap().as_secs_f64() - 0.055).abs() < 1e-9);
+        // Nonsense samples are not used.
+        r.on_one_way(-1.0);
+        r.on_one_way(f64::NAN);
+        assert!((r.rtt().unwrap().as_secs_f64() - 0.055).abs() < 1e-9);
+    }
+}
