@@ -9,15 +9,22 @@
 //!   its long-run one (§3.7);
 //! - [`rate`]: the TCP throughput equation ASMP uses, its +1 packet per
 //!   RTT without loss, and the smoothing (§3.6);
-//! - [`ReceiverEstimator`]: the four together, as a receiver runs them.
+//! - [`ReceiverEstimator`]: the four together, as a receiver runs them;
+//! - [`SenderState`]: the sender's round trips to its receivers and the
+//!   least of their rates (§3.1);
+//! - [`suppression`]: truncated exponential report timers and the 2% rule
+//!   for large groups (§3.8).
 
 mod congestion;
 mod loss_history;
 pub mod rate;
 mod receiver;
 mod rtt;
+mod sender;
+pub mod suppression;
 
 pub use congestion::{CongestionIndicator, NetworkState};
 pub use loss_history::{LossHistory, LOSS_WEIGHTS};
-pub use receiver::{ReceiverEstimator, INITIAL_RATE};
+pub use receiver::{IntervalReport, ReceiverEstimator, INITIAL_RATE};
 pub use rtt::{RttEstimate, RTT_GAIN};
+pub use sender::{SenderState, MAX_RECEIVERS};
