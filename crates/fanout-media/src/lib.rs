@@ -5,5 +5,14 @@
 //! it (ASMP §3): each receiver computes a smooth TCP-friendly rate from its
 //! reception statistics and reports it in an RTCP APP part; the sender
 //! sends at the least of the latest reports.
+//!
+//! [`MediaSender`] and [`MediaReceiver`] run it as engines
+//! ([`fanout_core::Engine`]) over RTP and RTCP on one port (RFC 5761),
+//! driven by the real runtime or the simulator alike.
 
 pub mod asmp;
+pub mod receiver;
+pub mod sender;
+
+pub use receiver::{MediaReceiver, MediaReceiverConfig, MediaReceiverStats};
+pub use sender::{MediaSender, MediaSenderConfig, MediaSenderStats};

@@ -97,6 +97,13 @@ pub enum Part {
     Other(u8),
 }
 
+/// Whether a datagram on a port that carries both is RTCP rather than RTP
+/// (RFC 5761 §4: its second byte, RTCP's packet type, is 192–223, where
+/// an RTP marker bit and payload type never are in fanout's sessions).
+pub fn is_rtcp(datagram: &[u8]) -> bool {
+    datagram.len() >= 8 && (192..=223).contains(&datagram[1])
+}
+
 fn block_of(b: &ReportBlock<'_>) -> Block {
     // The 24-bit field, sign-extended.
     let lost = ((b.cumulative_lost() << 8) as i32) >> 8;
@@ -302,6 +309,9 @@ mod tests {
     #[test]
     fn invalid_compounds_are_refused() {
         let bytes = write(&sample()).unwrap();
+        assert!(is_rtcp(&bytes));
+        let rtp = [0x80, 33, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert!(!is_rtcp(&rtp), "RTP of payload type 33");
         // Starting with SDES (the SR cut off): not a valid compound.
         let sr_len = 4 * (usize::from(u16::from_be_bytes([bytes[2], bytes[3]])) + 1);
         assert_eq!(parse(&bytes[sr_len..]), Err(ReportError::NotAReport(202)));

@@ -105,6 +105,7 @@ impl ReceiverEstimator {
             self.loss.push(interval.rate());
         }
         let state = self.congestion.close_interval();
+        self.rtt.on_report();
         let loss = self.loss.smoothed();
         let rtt = self.rtt.rtt();
         if let (Some(r), true) = (rtt, interval.expected > 0 && self.packet_size > 0.0) {
@@ -123,6 +124,16 @@ impl ReceiverEstimator {
             state,
             interval,
         }
+    }
+
+    /// The rate computed at the last report, bytes per second.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// The round trip in use, once known.
+    pub fn rtt(&self) -> Option<Duration> {
+        self.rtt.rtt()
     }
 
     /// The jitter a report block carries, timestamp units.

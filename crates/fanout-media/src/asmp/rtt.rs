@@ -4,8 +4,12 @@
 //! averaged as `t = β·inst + (1 − β)·t` with β = 0.5 (eq. 11). The sender
 //! measures the true round trip to each receiver from its reports (A −
 //! LSR − DLSR) and publishes it; the receiver then sets `a = RTT / T − 1`
-//! (eq. 10) with its latest one-way delay, which absorbs the path's
-//! asymmetry and the two clocks' offset at that moment.
+//! (eq. 10) with the one-way delay it had when it sent the report the
+//! sender measured from (its latest when it last reported: the sender
+//! answers the latest report), which absorbs the path's asymmetry and the
+//! two clocks' offset. (With the latest packet's instead, a round trip
+//! measured through a full queue meets a one-way delay after it drained,
+//! and the estimate stays many times the path's.)
 
 use std::time::Duration;
 
@@ -19,6 +23,8 @@ pub struct RttEstimate {
     a: Option<f64>,
     /// The latest one-way delay, s.
     one_way: Option<f64>,
+    /// The latest one-way delay when the receiver last reported, s.
+    one_way_at_report: Option<f64>,
     /// The estimate, s.
     rtt: Option<f64>,
 }
@@ -39,9 +45,16 @@ impl RttEstimate {
         });
     }
 
-    /// The sender measured `rtt` to this receiver: calibrate (eq. 10).
+    /// The receiver sends a report now (the sender will measure the
+    /// round trip from it).
+    pub fn on_report(&mut self) {
+        self.one_way_at_report = self.one_way;
+    }
+
+    /// The sender measured `rtt` to this receiver from its last report:
+    /// calibrate (eq. 10).
     pub fn on_sender_rtt(&mut self, rtt: Duration) {
-        if let Some(t) = self.one_way {
+        if let Some(t) = self.one_way_at_report {
             self.a = Some(rtt.as_secs_f64() / t - 1.0);
         }
     }
@@ -68,6 +81,13 @@ mod tests {
         // 30 ms one way: 60 ms, a symmetric path assumed.
         r.on_one_way(0.030);
         assert_eq!(r.rtt(), Some(Duration::from_millis(60)));
+        // Not calibrated before a report was sent.
+        r.on_sender_rtt(Duration::from_millis(40));
+        assert_eq!(r.calibration(), None);
+        r.on_report();
+        // Later packets do not change what the calibration is against.
+        r.on_one_way(0.030);
+        r.on_one_way(0.030);
         // The sender measured 40 ms (the way back is shorter): a = 1/3.
         r.on_sender_rtt(Duration::from_millis(40));
         assert!((r.calibration().unwrap() - (0.040 / 0.030 - 1.0)).abs() < 1e-12);

@@ -1,0 +1,344 @@
+//! A media sender, sans-IO ([`fanout_core::Engine`]): the application
+//! writes RTP payloads (whole MPEG-TS packets, `fanout_rtp::mp2t`) that
+//! never block — a pushed queue drops the oldest when the stream outruns
+//! the allowed rate — and the sender paces them out as RTP at the rate ASMP
+//! allows (the least its receivers report, [`SenderState`]), with SRs,
+//! its CNAME and the round trips it measured (an APP part) on RTCP's
+//! schedule (RFC 3550 §6.2). RTP and RTCP share the destination's port
+//! (RFC 5761): receivers' reports come back to it.
+
+use crate::asmp::SenderState;
+use fanout_core::{Engine, Instant, Rng, Transmit};
+use fanout_rtp::app::{AsmpApp, NAME};
+use fanout_rtp::interval::{Participants, RtcpTiming};
+use fanout_rtp::mp2t::{CLOCK_RATE, PAYLOAD_TYPE};
+use fanout_rtp::ntp::{middle32, WallClock};
+use fanout_rtp::report::{self, Part, SenderInfo};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The least rate a sender keeps, bytes per second (a packet a second or
+/// so: a session that reported 0 still probes).
+pub const MIN_RATE: f64 = 1500.0;
+/// Bytes of IPv4, UDP and RTP headers counted with each payload.
+const PACKET_OVERHEAD: usize = 28 + fanout_rtp::mp2t::RTP_HEADER;
+/// Report intervals a receiver may stay silent before it is forgotten
+/// (RFC 3550 §6.3.5).
+const SILENT_INTERVALS: u32 = 5;
+
+/// How a media sender runs.
+#[derive(Debug, Clone)]
+pub struct MediaSenderConfig {
+    /// Where RTP and RTCP go: a group, or one receiver.
+    pub destination: SocketAddr,
+    /// This source's SSRC.
+    pub ssrc: u32,
+    /// Its canonical name (SDES CNAME).
+    pub cname: String,
+    /// The queue of payloads waiting for the rate, bytes; the oldest go
+    /// when a write would pass it.
+    pub queue_bytes: usize,
+    /// The wall clock at one instant (SR timestamps).
+    pub wall: WallClock,
+    /// Seeds the random sequence number, timestamp and RTCP draws.
+    pub seed: u64,
+    /// RTCP's reduced minimum interval (RFC 3550 §6.2).
+    pub reduced_rtcp_minimum: bool,
+    /// A cap on the rate, bytes per second.
+    pub max_rate: Option<f64>,
+}
+
+/// What a media sender counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MediaSenderStats {
+    /// RTP packets sent.
+    pub packets: u64,
+    /// RTP payload bytes sent.
+    pub payload_bytes: u64,
+    /// Payloads the queue dropped (oldest first).
+    pub queue_drops: u64,
+    /// The oldest a dropped payload was, µs.
+    pub max_drop_age_us: u64,
+    /// Compound RTCP packets sent.
+    pub rtcp_sent: u64,
+    /// Their bytes (UDP payload).
+    pub rtcp_bytes: u64,
+    /// Compound RTCP packets taken.
+    pub rtcp_received: u64,
+    /// Rate reports taken.
+    pub rate_reports: u64,
+    /// Datagrams that were not well-formed RTCP (or not RTCP).
+    pub malformed: u64,
+}
+
+/// The sending side of a media session.
+#[derive(Debug)]
+pub struct MediaSender {
+    cfg: MediaSenderConfig,
+    asmp: SenderState,
+    timing: RtcpTiming,
+    rng: Rng,
+    queue: VecDeque<(Instant, Vec<u8>)>,
+    queued: usize,
+    seq: u16,
+    ts_offset: u32,
+    start: Instant,
+    next_send: Instant,
+    rtcp_at: Instant,
+    rtcp_due: bool,
+    rtcp_sent_once: bool,
+    packets: u32,
+    octets: u32,
+    finishing: bool,
+    closed: bool,
+    stats: MediaSenderStats,
+}
+
+impl MediaSender {
+    /// A sender starting at `now`.
+    pub fn new(cfg: MediaSenderConfig, now: Instant) -> Self {
+        let mut rng = Rng::new(cfg.seed);
+        let seq = rng.below(1 << 16) as u16;
+        let ts_offset = rng.next_u64() as u32;
+        let asmp = SenderState::new(cfg.ssrc);
+        let timing = RtcpTiming::new(asmp.rate(), cfg.reduced_rtcp_minimum, 100);
+        let mut s = MediaSender {
+            asmp,
+            timing,
+            rng,
+            queue: VecDeque::new(),
+            queued: 0,
+            seq,
+            ts_offset,
+            start: now,
+            next_send: now,
+            rtcp_at: now,
+            rtcp_due: false,
+            rtcp_sent_once: false,
+            packets: 0,
+            octets: 0,
+            finishing: false,
+            closed: false,
+            stats: MediaSenderStats::default(),
+            cfg,
+        };
+        s.rtcp_at = now + s.next_rtcp_interval();
+        s
+    }
+
+    /// The rate in force, bytes per second: the least reported, capped.
+    pub fn rate(&self) -> f64 {
+        let r = self.asmp.rate();
+        self.cfg.max_rate.map_or(r, |m| r.min(m)).max(MIN_RATE)
+    }
+
+    /// Queues one RTP payload; never blocks: the oldest queued payloads
+    /// are dropped to make room. False once finished.
+    pub fn write(&mut self, now: Instant, payload: &[u8]) -> bool {
+        if self.finishing {
+            return false;
+        }
+        self.queue.push_back((now, payload.to_vec()));
+        self.queued += payload.len();
+        while self.queued > self.cfg.queue_bytes && self.queue.len() > 1 {
+            if let Some((at, p)) = self.queue.pop_front() {
+                self.queued -= p.len();
+                self.stats.queue_drops += 1;
+                let age = now.saturating_duration_since(at).as_micros() as u64;
+                self.stats.max_drop_age_us = self.stats.max_drop_age_us.max(age);
+            }
+        }
+        true
+    }
+
+    /// No more payloads: once the queue is sent, a BYE ends the session.
+    pub fn finish(&mut self) {
+        self.finishing = true;
+    }
+
+    /// Whether the BYE went out.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Bytes waiting in the queue.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued
+    }
+
+    /// What it counted.
+    pub fn stats(&self) -> &MediaSenderStats {
+        &self.stats
+    }
+
+    /// The ASMP state (receivers, their rates).
+    pub fn asmp(&self) -> &SenderState {
+        &self.asmp
+    }
+
+    fn participants(&self, we_sent: bool) -> Participants {
+        Participants {
+            members: self.asmp.receivers() + 1,
+            senders: 1,
+            we_sent,
+            initial: !self.rtcp_sent_once,
+        }
+    }
+
+    fn next_rtcp_interval(&mut self) -> Duration {
+        self.timing.set_session_bandwidth(self.rate());
+        let p = self.participants(true);
+        self.timing.interval(p, &mut self.rng)
+    }
+
+    fn rtp_timestamp(&self, now: Instant) -> u32 {
+        let ticks = now.saturating_duration_since(self.start).as_nanos() * u128::from(CLOCK_RATE)
+            / 1_000_000_000;
+        self.ts_offset.wrapping_add(ticks as u32)
+    }
+
+    fn write_rtcp(&mut self, now: Instant, buf: &mut Vec<u8>) {
+        let mut parts = vec![
+            Part::Report {
+                ssrc: self.cfg.ssrc,
+                sender: Some(SenderInfo {
+                    ntp: self.cfg.wall.ntp(now),
+                    rtp_timestamp: self.rtp_timestamp(now),
+                    packets: self.packets,
+                    octets: self.octets,
+                }),
+                blocks: vec![],
+            },
+            Part::Sdes(vec![(self.cfg.ssrc, self.cfg.cname.clone())]),
+        ];
+        let trips = self.asmp.round_trips_to_publish();
+        if !trips.entries.is_empty() {
+            let (subtype, data) = AsmpApp::RoundTrips(trips).encode();
+            parts.push(Part::App {
+                ssrc: self.cfg.ssrc,
+                name: NAME,
+                subtype,
+                data,
+            });
+        }
+        if self.finishing && self.queue.is_empty() {
+            parts.push(Part::Bye {
+                ssrcs: vec![self.cfg.ssrc],
+                reason: Some("end of stream".into()),
+            });
+            self.closed = true;
+        }
+        if let Some(bytes) = report::write(&parts) {
+            self.timing.on_compound(bytes.len());
+            buf.extend_from_slice(&bytes);
+            self.stats.rtcp_sent += 1;
+            self.stats.rtcp_bytes += bytes.len() as u64;
+            self.rtcp_sent_once = true;
+        }
+    }
+
+    fn write_rtp(&mut self, now: Instant, payload: &[u8], buf: &mut Vec<u8>) {
+        let ts = self.rtp_timestamp(now);
+        let packet = fanout_rtp::rtp_types::RtpPacketBuilder::<&[u8], &[u8]>::new()
+            .payload_type(PAYLOAD_TYPE)
+            .sequence_number(self.seq)
+            .timestamp(ts)
+            .ssrc(self.cfg.ssrc)
+            .payload(payload);
+        if packet.write_into_vec(buf).is_err() {
+            return;
+        }
+        self.seq = self.seq.wrapping_add(1);
+        self.packets = self.packets.wrapping_add(1);
+        self.octets = self.octets.wrapping_add(payload.len() as u32);
+        self.stats.packets += 1;
+        self.stats.payload_bytes += payload.len() as u64;
+        let wire = (payload.len() + PACKET_OVERHEAD) as f64;
+        self.next_send = self.next_send.max(now) + Duration::from_secs_f64(wire / self.rate());
+    }
+}
+
+impl Engine for MediaSender {
+    fn handle_datagram(&mut self, now: Instant, _from: SocketAddr, datagram: &[u8]) {
+        if !report::is_rtcp(datagram) {
+            // Our own RTP looped back by the group, or a stranger's.
+            return;
+        }
+        let Ok(parts) = report::parse(datagram) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        self.stats.rtcp_received += 1;
+        self.timing.on_compound(datagram.len());
+        let arrival = middle32(self.cfg.wall.ntp(now));
+        for part in &parts {
+            match part {
+                Part::Report { ssrc, blocks, .. } if *ssrc != self.cfg.ssrc => {
+                    for b in blocks {
+                        self.asmp.on_report_block(now, *ssrc, b, arrival);
+                    }
+                }
+                Part::App {
+                    ssrc,
+                    name,
+                    subtype,
+                    data,
+                } if *ssrc != self.cfg.ssrc => {
+                    if let Ok(AsmpApp::Rate(r)) = AsmpApp::decode(*name, *subtype, data) {
+                        self.asmp.on_rate_report(now, *ssrc, &r);
+                        self.stats.rate_reports += 1;
+                    }
+                }
+                Part::Bye { ssrcs, .. } => {
+                    for s in ssrcs.iter().filter(|&&s| s != self.cfg.ssrc) {
+                        self.asmp.on_bye(*s);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.closed {
+            return None;
+        }
+        let to = Transmit {
+            destination: self.cfg.destination,
+        };
+        if std::mem::take(&mut self.rtcp_due) {
+            self.write_rtcp(now, buf);
+            return (!buf.is_empty()).then_some(to);
+        }
+        if now < self.next_send {
+            return None;
+        }
+        let (_, payload) = self.queue.pop_front()?;
+        self.queued -= payload.len();
+        self.write_rtp(now, &payload, buf);
+        if self.finishing && self.queue.is_empty() {
+            // The BYE goes at once after the last payload.
+            self.rtcp_due = true;
+        }
+        Some(to)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.closed {
+            return None;
+        }
+        let send = (!self.queue.is_empty()).then_some(self.next_send);
+        [Some(self.rtcp_at), send].into_iter().flatten().min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if now >= self.rtcp_at {
+            self.rtcp_due = true;
+            // Receivers silent for five of their intervals are gone.
+            let td = self.timing.deterministic(self.participants(false));
+            self.asmp.expire(now, td * SILENT_INTERVALS);
+            self.rtcp_at = now + self.next_rtcp_interval();
+        }
+    }
+}
