@@ -26,8 +26,10 @@ pub const MAX_MEMBERS: usize = 100_000;
 #[derive(Debug, Clone)]
 pub struct MediaReceiverConfig {
     /// Where its RTCP goes (the group, so other receivers hear it, or
-    /// the sender).
-    pub rtcp_destination: SocketAddr,
+    /// the sender); `None`: the port above the one the sender's first RTP
+    /// came from (RFC 3550 §11: a sender such as ffmpeg that sends RTP
+    /// from port P takes RTCP on P + 1).
+    pub rtcp_destination: Option<SocketAddr>,
     /// Its SSRC.
     pub ssrc: u32,
     /// Its canonical name.
@@ -173,7 +175,7 @@ impl MediaReceiver {
         }
     }
 
-    fn on_rtp(&mut self, now: Instant, datagram: &[u8]) {
+    fn on_rtp(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         let Ok(rtp) = fanout_rtp::rtp_types::RtpPacket::parse(datagram) else {
             self.stats.malformed += 1;
             return;
@@ -182,6 +184,10 @@ impl MediaReceiver {
         if rtp.ssrc() != ssrc {
             self.stats.other_sources += 1;
             return;
+        }
+        if self.cfg.rtcp_destination.is_none() {
+            let port = from.port().wrapping_add(1);
+            self.cfg.rtcp_destination = Some(SocketAddr::new(from.ip(), port));
         }
         let arrival_ticks = now.as_nanos() as u128 * u128::from(CLOCK_RATE) / 1_000_000_000;
         // The one-way delay: our wall clock now less when the sender sent
@@ -328,20 +334,19 @@ impl MediaReceiver {
 }
 
 impl Engine for MediaReceiver {
-    fn handle_datagram(&mut self, now: Instant, _from: SocketAddr, datagram: &[u8]) {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         if report::is_rtcp(datagram) {
             self.on_rtcp(now, datagram);
         } else {
-            self.on_rtp(now, datagram);
+            self.on_rtp(now, from, datagram);
         }
     }
 
     fn poll_transmit(&mut self, _now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let destination = self.cfg.rtcp_destination?;
         let bytes = self.rtcp_out.take()?;
         buf.extend_from_slice(&bytes);
-        Some(Transmit {
-            destination: self.cfg.rtcp_destination,
-        })
+        Some(Transmit { destination })
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

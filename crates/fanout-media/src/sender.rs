@@ -5,7 +5,8 @@
 //! allows (the least its receivers report, [`SenderState`]), with SRs,
 //! its CNAME and the round trips it measured (an APP part) on RTCP's
 //! schedule (RFC 3550 §6.2). RTP and RTCP share the destination's port
-//! (RFC 5761): receivers' reports come back to it.
+//! (RFC 5761; the sender tells them apart by the packet type)
+//! or RTCP the next port up (RFC 3550 §11), as the application says.
 
 use crate::asmp::SenderState;
 use fanout_core::{Engine, Instant, Rng, Transmit};
@@ -30,8 +31,12 @@ const SILENT_INTERVALS: u32 = 5;
 /// How a media sender runs.
 #[derive(Debug, Clone)]
 pub struct MediaSenderConfig {
-    /// Where RTP and RTCP go: a group, or one receiver.
+    /// Where RTP goes: a group, or one receiver.
     pub destination: SocketAddr,
+    /// Where RTCP goes: the same, or its port + 1 (RFC 3550 §11).
+    pub rtcp_destination: SocketAddr,
+    /// The rate before any receiver reports, bytes per second.
+    pub initial_rate: f64,
     /// This source's SSRC.
     pub ssrc: u32,
     /// Its canonical name (SDES CNAME).
@@ -101,7 +106,7 @@ impl MediaSender {
         let mut rng = Rng::new(cfg.seed);
         let seq = rng.below(1 << 16) as u16;
         let ts_offset = rng.next_u64() as u32;
-        let asmp = SenderState::new(cfg.ssrc);
+        let asmp = SenderState::new(cfg.ssrc, cfg.initial_rate);
         let timing = RtcpTiming::new(asmp.rate(), cfg.reduced_rtcp_minimum, 100);
         let mut s = MediaSender {
             asmp,
@@ -309,7 +314,9 @@ impl Engine for MediaSender {
         };
         if std::mem::take(&mut self.rtcp_due) {
             self.write_rtcp(now, buf);
-            return (!buf.is_empty()).then_some(to);
+            return (!buf.is_empty()).then_some(Transmit {
+                destination: self.cfg.rtcp_destination,
+            });
         }
         if now < self.next_send {
             return None;

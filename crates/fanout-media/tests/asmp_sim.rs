@@ -129,7 +129,7 @@ fn run(n: u8, bottleneck_bps: u64, media_bps: u64, secs: u64) -> Run {
         .unwrap();
         sim.join(group().ip(), node).unwrap();
         let cfg = MediaReceiverConfig {
-            rtcp_destination: group(),
+            rtcp_destination: Some(group()),
             ssrc: 1000 + u32::from(i),
             cname: format!("r{i}"),
             wall: wall(),
@@ -149,6 +149,8 @@ fn run(n: u8, bottleneck_bps: u64, media_bps: u64, secs: u64) -> Run {
     }
     let cfg = MediaSenderConfig {
         destination: group(),
+        rtcp_destination: group(),
+        initial_rate: fanout_media::asmp::INITIAL_RATE,
         ssrc: 7,
         cname: "s".into(),
         queue_bytes: 100 * PAYLOAD,

@@ -59,53 +59,53 @@ pub struct TsChunker {
 }
 
 impl TsChunker {
-    /// Most bytes held while waiting for whole packets: a generous
-    /// payload's worth beyond what a caller cuts.
-    const MAX_PENDING: usize = 64 * TS_PACKET;
+    /// Most bytes held while waiting for the caller to take payloads (the
+    /// oldest whole packets go beyond it).
+    const MAX_PENDING: usize = 1 << 20;
 
-    /// Takes bytes of the stream; call [`TsChunker::next_payload`] until
-    /// it returns `None` before pushing more.
+    /// Takes bytes of the stream (any amount); take the payloads with
+    /// [`TsChunker::next_payload`].
     pub fn push(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            if self.pending.is_empty() {
-                // Look for sync: a 0x47 (and, when the bytes show it,
-                // another one packet later).
-                let start = (0..bytes.len()).find(|&i| {
-                    bytes[i] == SYNC_BYTE
-                        && bytes.get(i + TS_PACKET).is_none_or(|&b| b == SYNC_BYTE)
-                });
-                let Some(start) = start else {
-                    self.skipped += bytes.len() as u64;
-                    return;
-                };
-                self.skipped += start as u64;
-                bytes = &bytes[start..];
-            }
-            let room = Self::MAX_PENDING - self.pending.len();
-            let take = bytes.len().min(room);
-            self.pending.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            self.resync();
-            if !bytes.is_empty() && self.pending.len() == Self::MAX_PENDING {
-                // The caller did not drain: keep what fits.
+        if self.pending.is_empty() {
+            // Look for sync: a 0x47 (and, when the bytes show it, another
+            // one packet later).
+            let start = (0..bytes.len()).find(|&i| {
+                bytes[i] == SYNC_BYTE && bytes.get(i + TS_PACKET).is_none_or(|&b| b == SYNC_BYTE)
+            });
+            let Some(start) = start else {
                 self.skipped += bytes.len() as u64;
                 return;
-            }
+            };
+            self.skipped += start as u64;
+            bytes = &bytes[start..];
+        }
+        let from = self.pending.len() / TS_PACKET;
+        self.pending.extend_from_slice(bytes);
+        self.resync(from);
+        if self.pending.len() > Self::MAX_PENDING {
+            let excess = (self.pending.len() - Self::MAX_PENDING).div_ceil(TS_PACKET) * TS_PACKET;
+            self.pending.drain(..excess.min(self.pending.len()));
+            self.skipped += excess as u64;
         }
     }
 
-    /// Drops a held packet whose sync byte is missing (the stream lost its
-    /// alignment), and what follows up to the next sync byte.
-    fn resync(&mut self) {
-        let whole = self.pending.len() / TS_PACKET;
-        if let Some(bad) = (0..whole).find(|&i| self.pending[i * TS_PACKET] != SYNC_BYTE) {
-            let from = bad * TS_PACKET;
-            let next = self.pending[from..]
+    /// Drops each held packet from the `from`-th on whose sync byte is
+    /// missing (the stream lost its alignment), and what follows it up to
+    /// the next sync byte.
+    fn resync(&mut self, from: usize) {
+        let mut i = from;
+        while (i + 1) * TS_PACKET <= self.pending.len() {
+            let at = i * TS_PACKET;
+            if self.pending[at] == SYNC_BYTE {
+                i += 1;
+                continue;
+            }
+            let next = self.pending[at..]
                 .iter()
                 .position(|&b| b == SYNC_BYTE)
-                .map_or(self.pending.len(), |p| from + p);
-            self.skipped += (next - from) as u64;
-            self.pending.drain(from..next);
+                .map_or(self.pending.len(), |p| at + p);
+            self.skipped += (next - at) as u64;
+            self.pending.drain(at..next);
         }
     }
 
@@ -118,12 +118,10 @@ impl TsChunker {
             return None;
         }
         let n = whole.min(max_packets) * TS_PACKET;
-        let payload = self.pending.drain(..n).collect();
-        self.resync();
-        Some(payload)
+        Some(self.pending.drain(..n).collect())
     }
 
-    /// Bytes dropped so far while looking for sync (or when not drained).
+    /// Bytes dropped so far while looking for sync (or when not taken).
     pub fn skipped(&self) -> u64 {
         self.skipped
     }
@@ -164,6 +162,19 @@ mod tests {
         for p in &out {
             assert!(ts_packets(p).is_ok());
         }
+        assert_eq!(c.skipped(), 0);
+    }
+
+    #[test]
+    fn a_large_read_is_taken_whole() {
+        let stream = ts(400);
+        let mut c = TsChunker::default();
+        c.push(&stream);
+        let mut got = Vec::new();
+        while let Some(p) = c.next_payload(7, true) {
+            got.extend(p);
+        }
+        assert!(got == stream);
         assert_eq!(c.skipped(), 0);
     }
 

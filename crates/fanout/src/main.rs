@@ -5,6 +5,7 @@ mod cmd_demo;
 mod cmd_docs;
 mod cmd_lab;
 mod cmd_lab_bench;
+mod cmd_media;
 mod cmd_merge;
 mod cmd_recv;
 mod cmd_relay;
@@ -79,6 +80,10 @@ enum Command {
     /// Stream stdin to many receivers (`stream send`), or a live stream to
     /// stdout (`stream recv`).
     Stream(cmd_stream::StreamArgs),
+    /// Live MPEG-TS as RTP to a group at the rate its receivers' reports
+    /// allow (`media send`), and its receiving end (`media recv`);
+    /// players receive with the SDP it writes.
+    Media(cmd_media::MediaArgs),
     /// A self-contained demonstration: a loopback transfer and a short
     /// simulation, no setup needed.
     Demo(cmd_demo::DemoArgs),
@@ -144,6 +149,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd_merge::run(a),
         Command::Sim(a) => cmd_sim::run(a),
         Command::Stream(a) => cmd_stream::run(a),
+        Command::Media(a) => cmd_media::run(a),
         Command::Demo(a) => cmd_demo::run(a),
         Command::Lab(a) => cmd_lab::run_lab(a),
         Command::Keygen(a) => security_opts::keygen(a),

@@ -104,7 +104,8 @@ pub struct TransportOpts {
     pub security: SecurityOpts,
 }
 
-fn parse_rate(s: &str) -> Result<u64, String> {
+/// A rate in bits per second, as `200M` or `150k` say it.
+pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
     fanout_sim::units::parse_rate_bps(s).map_err(|e| e.to_string())
 }
 

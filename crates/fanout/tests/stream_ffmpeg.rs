@@ -14,12 +14,14 @@
     reason = "the media is written in real time, by the wall clock"
 )]
 
+#[path = "common/ffmpeg.rs"]
+mod ffmpeg;
 #[path = "common/loopback.rs"]
 mod loopback;
+use ffmpeg::{ffmpeg_installed, video_frames};
 use loopback::{free_addr, json_in, read_all, stream_sender, Proc, StreamSender};
 
 use std::io::Write;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,40 +31,9 @@ const MESSAGE: usize = 1316;
 /// Seconds of media.
 const SECONDS: u64 = 30;
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Video frames ffprobe decodes in `file`.
-fn video_frames(file: &Path) -> u64 {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
-        .args(["-show_entries", "stream=nb_read_frames", "-of", "csv=p=0"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "ffprobe {}", file.display());
-    // MPEG-TS repeats the stream under its program: the first count.
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split(|c: char| !c.is_ascii_digit())
-        .find(|s| !s.is_empty())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("ffprobe output {text:?}"))
-}
-
 #[test]
 fn an_mpeg_ts_stream_through_two_percent_loss_decodes() {
-    if !(have("ffmpeg") && have("ffprobe")) {
-        assert!(
-            std::env::var_os("FANOUT_FFMPEG_REQUIRED").is_none(),
-            "FANOUT_FFMPEG_REQUIRED is set but ffmpeg or ffprobe is missing"
-        );
-        eprintln!("skipped: ffmpeg and ffprobe are not installed");
+    if !ffmpeg_installed() {
         return;
     }
     let bind = free_addr();

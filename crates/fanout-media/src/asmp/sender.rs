@@ -7,7 +7,6 @@
 //! [`MAX_RECEIVERS`] are tracked, and reports beyond are counted, not
 //! kept.
 
-use super::INITIAL_RATE;
 use fanout_core::Instant;
 use fanout_rtp::app::{RateReport, RoundTrips, MAX_ROUND_TRIPS};
 use fanout_rtp::ntp;
@@ -35,16 +34,21 @@ struct ReceiverState {
 #[derive(Debug, Clone)]
 pub struct SenderState {
     ssrc: u32,
+    /// The rate before any report, bytes per second.
+    initial_rate: f64,
     receivers: BTreeMap<u32, ReceiverState>,
     /// Reports from receivers beyond [`MAX_RECEIVERS`], not kept.
     refused: u64,
 }
 
 impl SenderState {
-    /// The state of the sender whose source is `ssrc`.
-    pub fn new(ssrc: u32) -> Self {
+    /// The state of the sender whose source is `ssrc`, sending at
+    /// `initial_rate` bytes per second until a receiver reports
+    /// ([`INITIAL_RATE`](super::INITIAL_RATE) in the paper's runs).
+    pub fn new(ssrc: u32, initial_rate: f64) -> Self {
         SenderState {
             ssrc,
+            initial_rate,
             receivers: BTreeMap::new(),
             refused: 0,
         }
@@ -104,7 +108,7 @@ impl SenderState {
             .values()
             .filter_map(|r| r.rate)
             .reduce(f64::min)
-            .unwrap_or(INITIAL_RATE)
+            .unwrap_or(self.initial_rate)
     }
 
     /// Round trips measured since the last call, for the APP part beside
@@ -139,6 +143,7 @@ impl SenderState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::asmp::INITIAL_RATE;
 
     fn block(ssrc: u32, lsr: u32, dlsr: u32) -> Block {
         Block {
@@ -163,7 +168,7 @@ mod tests {
     #[test]
     fn the_sender_follows_the_least_rate_and_publishes_round_trips() {
         let t0 = Instant::ZERO;
-        let mut s = SenderState::new(7);
+        let mut s = SenderState::new(7, INITIAL_RATE);
         assert_eq!(s.rate(), INITIAL_RATE);
         s.on_rate_report(t0, 1, &rate(300_000));
         s.on_rate_report(t0, 2, &rate(120_000));
@@ -186,7 +191,7 @@ mod tests {
 
     #[test]
     fn silent_receivers_expire_and_strangers_are_bounded() {
-        let mut s = SenderState::new(7);
+        let mut s = SenderState::new(7, INITIAL_RATE);
         s.on_rate_report(Instant::ZERO, 1, &rate(100_000));
         let later = Instant::ZERO.saturating_add(Duration::from_secs(30));
         s.on_rate_report(later, 2, &rate(400_000));

@@ -1,0 +1,45 @@
+//! ffmpeg and ffprobe in tests: whether they are there, and how many video
+//! frames a file decodes to.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether ffmpeg and ffprobe are installed; without them a test says so
+/// and passes, unless `FANOUT_FFMPEG_REQUIRED` is set (CI sets it).
+pub fn ffmpeg_installed() -> bool {
+    if have("ffmpeg") && have("ffprobe") {
+        return true;
+    }
+    assert!(
+        std::env::var_os("FANOUT_FFMPEG_REQUIRED").is_none(),
+        "FANOUT_FFMPEG_REQUIRED is set but ffmpeg or ffprobe is missing"
+    );
+    eprintln!("skipped: ffmpeg and ffprobe are not installed");
+    false
+}
+
+/// Video frames ffprobe decodes in `file`.
+pub fn video_frames(file: &Path) -> u64 {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args(["-show_entries", "stream=nb_read_frames", "-of", "csv=p=0"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ffprobe {}", file.display());
+    // MPEG-TS repeats the stream under its program: the first count.
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(|c: char| !c.is_ascii_digit())
+        .find(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("ffprobe output {text:?}"))
+}

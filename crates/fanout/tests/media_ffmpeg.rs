@@ -1,0 +1,316 @@
+//! `fanout media` with ffmpeg on loopback (127.0.0.1 only; every child
+//! killed by PID on drop, every wait bounded): ffmpeg plays what `media
+//! send` sends, from the SDP it writes, and decodes every frame — and, a
+//! receiver that sends no rate reports, never moves the sender's rate; and
+//! `media recv` takes ffmpeg's own RTP output (`-f rtp_mpegts`), reports
+//! on it, and writes exactly the TS ffmpeg sent (compared with a plain
+//! capture of the same RTP; ffmpeg 5.1's RTP output itself carries one
+//! damaged frame, which the comparison shows is not ours).
+//!
+//! Needs `ffmpeg` and `ffprobe`; without them the test says so and passes,
+//! unless `FANOUT_FFMPEG_REQUIRED=1` (CI installs ffmpeg and sets it).
+
+#![expect(
+    clippy::disallowed_methods,
+    reason = "real processes in real time: waits bounded by the wall clock"
+)]
+
+#[path = "common/ffmpeg.rs"]
+mod ffmpeg;
+#[path = "common/loopback.rs"]
+mod loopback;
+use ffmpeg::{ffmpeg_installed, video_frames};
+use loopback::{json_in, read_all, Proc};
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+/// Seconds of media.
+const SECONDS: u32 = 6;
+/// Video frames per second of the test picture.
+const FPS: u32 = 25;
+
+/// A loopback port P with P + 1 free as well (RTP and RTCP).
+fn free_pair() -> u16 {
+    for _ in 0..100 {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < u16::MAX && UdpSocket::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free pair of ports");
+}
+
+/// A scratch directory, removed when dropped.
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(tag: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!("fanout-media-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+/// SECONDS of a test picture (MPEG-2, an I-frame every second) and a tone
+/// (MP2), about 0.7 Mbit/s, as MPEG-TS.
+fn make_input(path: &Path) {
+    let made = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-y"])
+        .args([
+            "-f",
+            "lavfi",
+            "-i",
+            &format!("testsrc=size=320x240:rate={FPS}"),
+        ])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440"])
+        .args(["-t", &SECONDS.to_string()])
+        .args(["-c:v", "mpeg2video", "-b:v", "600k", "-g", &FPS.to_string()])
+        .args(["-c:a", "mp2", "-b:a", "64k", "-f", "mpegts"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success(), "ffmpeg made the input");
+}
+
+/// What ffmpeg says decoding `file` (empty: no errors).
+fn decode_errors(file: &Path) -> String {
+    let out = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-i"])
+        .arg(file)
+        .args(["-f", "null", "-"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Waits for `child` to end (at most `limit`); true if it did.
+fn wait_for(child: &mut Proc, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if child.0.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// ffmpeg writing `input` in real time as MPEG-TS on its stdout.
+fn realtime_feed(input: &Path) -> Proc {
+    Proc(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-v", "error", "-re", "-i"])
+            .arg(input)
+            .args(["-c", "copy", "-f", "mpegts", "-"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
+    if !ffmpeg_installed() {
+        return;
+    }
+    let dir = scratch("send");
+    let (input, output, sdp) = (
+        dir.0.join("in.ts"),
+        dir.0.join("out.ts"),
+        dir.0.join("live.sdp"),
+    );
+    make_input(&input);
+    let port = free_pair();
+    let mut sender = Proc(
+        Command::new(BIN)
+            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
+            .args(["--initial-rate", "2M", "--json", "--quiet", "--sdp"])
+            .arg(&sdp)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !sdp.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no SDP written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let text = std::fs::read_to_string(&sdp).unwrap();
+    assert!(
+        text.contains("m=video") && text.contains("MP2T/90000"),
+        "{text}"
+    );
+    // The player, from the SDP alone.
+    let mut player = Proc(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-v", "error", "-y"])
+            .args(["-protocol_whitelist", "file,udp,rtp", "-i"])
+            .arg(&sdp)
+            .args(["-c", "copy", "-f", "mpegts"])
+            .arg(&output)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Once the player listens (its RTP port is taken), the stream starts.
+    let start = Instant::now();
+    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "ffmpeg never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut feed = realtime_feed(&input);
+    let mut from = feed.0.stdout.take().unwrap();
+    let mut to = sender.0.stdin.take().unwrap();
+    let copy = std::thread::spawn(move || std::io::copy(&mut from, &mut to).map(|_| ()));
+    assert!(wait_for(
+        &mut feed,
+        Duration::from_secs(u64::from(SECONDS) + 20)
+    ));
+    copy.join().unwrap().unwrap();
+    let report = read_all(sender.0.stdout.take().unwrap());
+    let errors = read_all(sender.0.stderr.take().unwrap());
+    assert!(
+        wait_for(&mut sender, Duration::from_secs(10)),
+        "the sender ends"
+    );
+    let report = json_in(&report.join().unwrap());
+    eprintln!("sender: {report}");
+    assert!(sender.0.wait().unwrap().success(), "{:?}", errors.join());
+    // Everything went out, at the rate it started with: ffmpeg sends no
+    // rate reports, so the rate never moved.
+    assert_eq!(report["queue_drops"], 0, "{report}");
+    assert_eq!(report["skipped_input_bytes"], 0, "{report}");
+    assert_eq!(report["rate_reports"], 0, "{report}");
+    assert_eq!(report["allowed_rate_bps"], 2_000_000.0, "{report}");
+    // The player stops as a person would (q on its input is not there:
+    // SIGINT), and writes its file out.
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill")
+        .args(["-INT", &player.0.id().to_string()])
+        .status();
+    assert!(
+        wait_for(&mut player, Duration::from_secs(10)),
+        "ffmpeg ends"
+    );
+    let player_errors = read_all(player.0.stderr.take().unwrap()).join().unwrap();
+    eprintln!("player: {}", String::from_utf8_lossy(&player_errors));
+    let decoded = decode_errors(&output);
+    assert!(decoded.is_empty(), "decode errors: {decoded}");
+    let (sent, got) = (video_frames(&input), video_frames(&output));
+    eprintln!("frames: {got} of {sent}");
+    assert!(got >= sent - 1, "{got} of {sent} frames");
+}
+
+/// ffmpeg sending `input` in real time as RTP MPEG-TS to `port`.
+fn rtp_feed(input: &Path, port: u16) -> Proc {
+    Proc(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-v", "error", "-re", "-i"])
+            .arg(input)
+            .args(["-c", "copy", "-f", "rtp_mpegts"])
+            .arg(format!("rtp://127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The payloads of the RTP packets arriving on `port` until 2 s of
+/// silence, in order of arrival, read by a plain socket.
+fn capture_rtp_payloads(port: u16) -> std::thread::JoinHandle<Vec<u8>> {
+    let socket = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65_536];
+        while let Ok(n) = socket.recv(&mut buf) {
+            // ffmpeg's RTP: a 12-byte header, no CSRC, no extension.
+            assert!(n > 12 && buf[0] == 0x80, "plain RTP");
+            out.extend_from_slice(&buf[12..n]);
+        }
+        out
+    })
+}
+
+#[test]
+fn media_recv_takes_ffmpegs_rtp_output() {
+    if !ffmpeg_installed() {
+        return;
+    }
+    let dir = scratch("recv");
+    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
+    make_input(&input);
+    // What ffmpeg sends, read by a plain socket.
+    let port = free_pair();
+    let capture = capture_rtp_payloads(port);
+    let mut ffmpeg = rtp_feed(&input, port);
+    assert!(wait_for(
+        &mut ffmpeg,
+        Duration::from_secs(u64::from(SECONDS) + 20)
+    ));
+    let reference = capture.join().unwrap();
+    // The same, into `fanout media recv`.
+    let port = free_pair();
+    let mut receiver = Proc(
+        Command::new(BIN)
+            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--json", "--idle-timeout", "2", "-o"])
+            .arg(&output)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut ffmpeg = rtp_feed(&input, port);
+    assert!(wait_for(
+        &mut ffmpeg,
+        Duration::from_secs(u64::from(SECONDS) + 20)
+    ));
+    let errors = read_all(receiver.0.stderr.take().unwrap());
+    assert!(
+        wait_for(&mut receiver, Duration::from_secs(15)),
+        "the receiver ends"
+    );
+    let text = errors.join().unwrap();
+    let report = json_in(&text);
+    eprintln!("receiver: {report}");
+    assert!(
+        receiver.0.wait().unwrap().success(),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    assert!(report["packets"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["lost"], 0, "{report}");
+    assert!(report["reports_sent"].as_u64().unwrap() > 0, "{report}");
+    let got = std::fs::read(&output).unwrap();
+    assert_eq!(got.len(), reference.len(), "bytes of stream");
+    assert!(got == reference, "exactly what ffmpeg sent");
+    let (sent, decoded) = (video_frames(&input), video_frames(&output));
+    eprintln!(
+        "frames: {decoded} of {sent}; ffmpeg decoding it says: {}",
+        decode_errors(&output).trim()
+    );
+    assert!(decoded >= sent - 1, "{decoded} of {sent} frames");
+}
