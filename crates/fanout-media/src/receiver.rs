@@ -8,7 +8,7 @@
 //! another receiver's rate within 2% came first (ASMP §3.8).
 
 use crate::asmp::suppression::{self, LAMBDA};
-use crate::asmp::{IntervalReport, ReceiverEstimator};
+use crate::asmp::{IntervalReport, ReceiverEstimator, Variant};
 use fanout_core::{Engine, Instant, Rng, Transmit};
 use fanout_rtp::app::{AsmpApp, RateReport, NAME};
 use fanout_rtp::interval::{Participants, RtcpTiming};
@@ -44,6 +44,8 @@ pub struct MediaReceiverConfig {
     pub suppress_above: Duration,
     /// Payloads held for the application, bytes; the oldest go beyond.
     pub max_output_bytes: usize,
+    /// Which ASMP it runs.
+    pub variant: Variant,
 }
 
 /// What a media receiver counted.
@@ -124,7 +126,7 @@ impl MediaReceiver {
             &mut rng,
         );
         MediaReceiver {
-            estimator: ReceiverEstimator::default(),
+            estimator: ReceiverEstimator::new(crate::asmp::INITIAL_RATE, cfg.variant),
             timing,
             rng,
             sender: None,
@@ -372,9 +374,9 @@ impl Engine for MediaReceiver {
         if now < self.report_at {
             return;
         }
-        let elapsed = now.saturating_duration_since(self.rate_since).as_secs_f64();
-        if elapsed > 0.0 {
-            self.receive_rate = std::mem::take(&mut self.received) as f64 / elapsed;
+        let elapsed = now.saturating_duration_since(self.rate_since);
+        if !elapsed.is_zero() {
+            self.receive_rate = std::mem::take(&mut self.received) as f64 / elapsed.as_secs_f64();
             self.rate_since = now;
         }
         // Never below the initial rate: an interval that brought nothing
@@ -389,7 +391,7 @@ impl Engine for MediaReceiver {
         if self.sender.is_none() {
             return;
         }
-        let report = self.estimator.on_report();
+        let report = self.estimator.on_report(elapsed);
         if td > self.cfg.suppress_above {
             let wait = suppression::truncated_exponential(interval, LAMBDA, &mut self.rng);
             self.pending = Some((now + wait, report, false));

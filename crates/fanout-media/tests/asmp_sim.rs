@@ -2,6 +2,7 @@
 //! behind a bottleneck, their reports setting its rate.
 
 use fanout_core::{Engine, Instant, Transmit};
+use fanout_media::asmp::Variant;
 use fanout_media::{MediaReceiver, MediaReceiverConfig, MediaSender, MediaSenderConfig};
 use fanout_rtp::ntp::WallClock;
 use fanout_sim::{LinkConfig, SimApp, SimConfig, Simulator};
@@ -103,7 +104,7 @@ struct Run {
 /// A sender behind a 100 Mbit/s link to a router, `n` receivers each
 /// behind its own link of `bottleneck_bps` and 10 ms (DropTail), feedback
 /// back over 100 Mbit/s; an encoder of `media_bps`.
-fn run(n: u8, bottleneck_bps: u64, media_bps: u64, secs: u64) -> Run {
+fn run(n: u8, bottleneck_bps: u64, media_bps: u64, secs: u64, variant: Variant) -> Run {
     let mut sim = Simulator::new(SimConfig::with_seed(7));
     let ip = |a, b| IpAddr::V4(Ipv4Addr::new(10, 0, a, b));
     let s = sim.add_node("s", ip(0, 1)).unwrap();
@@ -137,6 +138,7 @@ fn run(n: u8, bottleneck_bps: u64, media_bps: u64, secs: u64) -> Run {
             reduced_rtcp_minimum: true,
             suppress_above: Duration::from_secs(5),
             max_output_bytes: 1 << 20,
+            variant,
         };
         let app = Reading {
             receiver: MediaReceiver::new(cfg, Instant::ZERO),
@@ -182,7 +184,7 @@ fn receivers_reports_set_the_senders_rate_and_rtcp_keeps_to_its_share() {
     // 4 receivers behind 2 Mbit/s each; the encoder would send 4 Mbit/s,
     // so the sender's queue drops what the allowed rate cannot carry.
     let secs = 120;
-    let r = run(4, 2_000_000, 4_000_000, secs);
+    let r = run(4, 2_000_000, 4_000_000, secs, Variant::Paper);
     let fed = r.sim.app::<Fed>(r.sender).unwrap();
     let st = fed.sender.stats();
     eprintln!("sender {st:?}");

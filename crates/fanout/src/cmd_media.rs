@@ -109,9 +109,14 @@ pub struct MediaRecvArgs {
     /// Local IPv4 address to join the group on.
     #[arg(long, value_name = "IP")]
     pub interface: Option<Ipv4Addr>,
-    /// Where the stream goes ("-": stdout).
+    /// Where the stream goes ("-": stdout; the --json report then goes to
+    /// stderr).
     #[arg(short, long, value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
+    /// The rate control this receiver computes its reports by: `asmp`
+    /// (fanout's, the default) or `asmp-paper` (as the paper gives it).
+    #[arg(long, value_enum, default_value = "asmp")]
+    pub cc: MediaCc,
     /// End after this long without RTP (seconds; 0: never).
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub idle_timeout: u64,
@@ -192,6 +197,25 @@ impl StreamSink for SenderSink<'_> {
     }
     fn abort(&mut self, _reason: &str) {
         self.sender.finish();
+    }
+}
+
+/// A receiver's rate control (`--cc`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum MediaCc {
+    /// ASMP with fanout's two changes: the sender's round trip plus the
+    /// one-way delay's growth, and reports at most twice the rate received.
+    Asmp,
+    /// ASMP exactly as its paper gives it.
+    AsmpPaper,
+}
+
+impl MediaCc {
+    fn variant(self) -> fanout_media::asmp::Variant {
+        match self {
+            MediaCc::Asmp => fanout_media::asmp::Variant::Improved,
+            MediaCc::AsmpPaper => fanout_media::asmp::Variant::Paper,
+        }
     }
 }
 
@@ -385,6 +409,7 @@ fn recv(args: &MediaRecvArgs) -> Result<()> {
         reduced_rtcp_minimum: true,
         suppress_above: Duration::from_secs(5),
         max_output_bytes: 4 << 20,
+        variant: args.cc.variant(),
     };
     let mut receiver = MediaReceiver::new(cfg, clock.now());
     let mut out = OutputDrain::spawn(output, driver.waker());
@@ -447,8 +472,11 @@ fn recv(args: &MediaRecvArgs) -> Result<()> {
         "malformed": st.malformed,
         "ended_by_sender": receiver.is_ended(),
     });
-    if args.out.json {
+    if args.out.json && args.output.as_os_str() == "-" {
+        // The stream has stdout.
         eprintln!("{figures}");
+    } else if args.out.json {
+        println!("{figures}");
     } else if !args.out.quiet {
         eprintln!(
             "fanout: received {} RTP packets ({} bytes), {} lost; reported {:.0} kbit/s",

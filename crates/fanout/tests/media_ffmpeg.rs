@@ -277,7 +277,7 @@ fn media_recv_takes_ffmpegs_rtp_output() {
             .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--json", "--idle-timeout", "2", "-o"])
             .arg(&output)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -288,18 +288,18 @@ fn media_recv_takes_ffmpegs_rtp_output() {
         &mut ffmpeg,
         Duration::from_secs(u64::from(SECONDS) + 20)
     ));
+    let out = read_all(receiver.0.stdout.take().unwrap());
     let errors = read_all(receiver.0.stderr.take().unwrap());
     assert!(
         wait_for(&mut receiver, Duration::from_secs(15)),
         "the receiver ends"
     );
-    let text = errors.join().unwrap();
-    let report = json_in(&text);
+    let report = json_in(&out.join().unwrap());
     eprintln!("receiver: {report}");
     assert!(
         receiver.0.wait().unwrap().success(),
         "{}",
-        String::from_utf8_lossy(&text)
+        String::from_utf8_lossy(&errors.join().unwrap())
     );
     assert!(report["packets"].as_u64().unwrap() > 0, "{report}");
     assert_eq!(report["lost"], 0, "{report}");

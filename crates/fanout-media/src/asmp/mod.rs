@@ -25,6 +25,6 @@ pub mod suppression;
 
 pub use congestion::{CongestionIndicator, NetworkState};
 pub use loss_history::{LossHistory, LOSS_WEIGHTS};
-pub use receiver::{IntervalReport, ReceiverEstimator, INITIAL_RATE};
+pub use receiver::{IntervalReport, ReceiverEstimator, Variant, INITIAL_RATE};
 pub use rtt::{RttEstimate, RTT_GAIN};
 pub use sender::{SenderState, MAX_RECEIVERS};

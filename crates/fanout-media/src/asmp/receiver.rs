@@ -16,6 +16,23 @@ use std::time::Duration;
 /// The rate before any report (ASMP §4: 150 kbit/s), bytes per second.
 pub const INITIAL_RATE: f64 = 150_000.0 / 8.0;
 
+/// Which ASMP a receiver runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Variant {
+    /// As the paper gives it (for reproducing its results).
+    Paper,
+    /// fanout's default, two changes where the paper's rules fail on real
+    /// paths: the round trip is the sender's measurement plus the growth of
+    /// the one-way delay since ([`RttEstimate::anchored`]), not the
+    /// per-packet calibrated delay, which on a LAN is a fraction of a
+    /// millisecond and makes "+1 packet per RTT" a jump of tens of Mbit/s;
+    /// and no receiver reports more than twice what it received in the
+    /// interval (as TFRC caps its rate, RFC 5348 §4.3), so no rate is
+    /// vouched for that no receiver saw arrive.
+    #[default]
+    Improved,
+}
+
 /// What a receiver reports at the end of an interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IntervalReport {
@@ -34,6 +51,9 @@ pub struct IntervalReport {
 /// One receiver's ASMP state toward one sender.
 #[derive(Debug, Clone)]
 pub struct ReceiverEstimator {
+    variant: Variant,
+    /// RTP bytes received since the last report.
+    received: u64,
     sequence: Option<SourceSequence>,
     jitter: Jitter,
     loss: LossHistory,
@@ -47,14 +67,16 @@ pub struct ReceiverEstimator {
 
 impl Default for ReceiverEstimator {
     fn default() -> Self {
-        Self::new(INITIAL_RATE)
+        Self::new(INITIAL_RATE, Variant::default())
     }
 }
 
 impl ReceiverEstimator {
-    /// A receiver starting from `rate` bytes per second.
-    pub fn new(rate: f64) -> Self {
+    /// A receiver of `variant` starting from `rate` bytes per second.
+    pub fn new(rate: f64, variant: Variant) -> Self {
         ReceiverEstimator {
+            variant,
+            received: 0,
             sequence: None,
             jitter: Jitter::default(),
             loss: LossHistory::default(),
@@ -79,6 +101,7 @@ impl ReceiverEstimator {
         self.jitter.on_packet(arrival, timestamp);
         self.congestion.on_jitter(f64::from(self.jitter.value()));
         self.rtt.on_one_way(one_way);
+        self.received += len as u64;
         self.packet_size = if self.packet_size == 0.0 {
             len as f64
         } else {
@@ -91,8 +114,9 @@ impl ReceiverEstimator {
         self.rtt.on_sender_rtt(rtt);
     }
 
-    /// Closes a report interval: the rate to report.
-    pub fn on_report(&mut self) -> IntervalReport {
+    /// Closes a report interval of `elapsed` since the previous one: the
+    /// rate to report.
+    pub fn on_report(&mut self, elapsed: Duration) -> IntervalReport {
         let interval = self.sequence.as_mut().map_or(
             IntervalLoss {
                 expected: 0,
@@ -105,9 +129,13 @@ impl ReceiverEstimator {
             self.loss.push(interval.rate());
         }
         let state = self.congestion.close_interval();
+        let rtt = match self.variant {
+            Variant::Paper => self.rtt.rtt(),
+            Variant::Improved => self.rtt.anchored(),
+        };
         self.rtt.on_report();
+        let received = std::mem::take(&mut self.received) as f64;
         let loss = self.loss.smoothed();
-        let rtt = self.rtt.rtt();
         if let (Some(r), true) = (rtt, interval.expected > 0 && self.packet_size > 0.0) {
             let (p, r) = (self.packet_size, r.as_secs_f64().max(1e-4));
             let inst = if interval.lost == 0 {
@@ -116,6 +144,10 @@ impl ReceiverEstimator {
                 tcp_friendly(p, r, loss)
             };
             self.rate = smooth(self.rate, inst, state.smoothing());
+            let secs = elapsed.as_secs_f64();
+            if self.variant == Variant::Improved && secs > 0.0 {
+                self.rate = self.rate.min(2.0 * received / secs);
+            }
         }
         IntervalReport {
             rate: self.rate,
@@ -172,10 +204,10 @@ mod tests {
 
     #[test]
     fn without_loss_the_rate_grows_a_packet_per_rtt_each_report() {
-        let mut e = ReceiverEstimator::default();
+        let mut e = ReceiverEstimator::new(INITIAL_RATE, Variant::Paper);
         let mut seq = 1000;
         feed(&mut e, &mut seq, 50, 0.025, |_| false);
-        let r = e.on_report();
+        let r = e.on_report(Duration::from_secs(1));
         assert_eq!(r.interval.lost, 0);
         assert_eq!(r.state, NetworkState::Unloaded);
         // Steady jitter (0): unloaded, σ = 0.9: the rate moves 0.9 of the
@@ -186,13 +218,13 @@ mod tests {
 
     #[test]
     fn losses_bring_the_rate_to_the_tcp_equation_smoothly() {
-        let mut e = ReceiverEstimator::new(500_000.0);
+        let mut e = ReceiverEstimator::new(500_000.0, Variant::Paper);
         let mut seq = 0;
         // Prime the source, then an interval losing 1 in 50.
         feed(&mut e, &mut seq, 2, 0.025, |_| false);
-        let before = e.on_report().rate;
+        let before = e.on_report(Duration::from_secs(1)).rate;
         feed(&mut e, &mut seq, 500, 0.025, |s| s % 50 == 0);
-        let r = e.on_report();
+        let r = e.on_report(Duration::from_secs(1));
         assert_eq!(r.interval.lost, 10);
         assert!(
             (r.loss - 0.02 * 1.0 / 2.0).abs() < 2e-3,
@@ -205,7 +237,11 @@ mod tests {
         // Calibrated by the sender's 40 ms, the round trip follows.
         e.on_sender_rtt(Duration::from_millis(40));
         feed(&mut e, &mut seq, 20, 0.025, |_| false);
-        let rtt = e.on_report().rtt.unwrap().as_secs_f64();
+        let rtt = e
+            .on_report(Duration::from_secs(1))
+            .rtt
+            .unwrap()
+            .as_secs_f64();
         assert!((rtt - 0.040).abs() < 1e-6, "{rtt}");
     }
 }

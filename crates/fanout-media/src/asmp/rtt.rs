@@ -17,8 +17,20 @@ use std::time::Duration;
 pub const RTT_GAIN: f64 = 0.5;
 
 /// A receiver's round-trip estimate.
+///
+/// Besides the paper's estimate it keeps what the improved variant uses
+/// ([`RttEstimate::anchored`]): the sender's last measured round trip plus
+/// how much the one-way delay grew since the report it was measured from —
+/// differences of one-way delays, so the clocks' offset and the path's
+/// asymmetry cancel, and a queue that builds shows at once.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RttEstimate {
+    /// The sender's last measured round trip, s, and the one-way delay
+    /// at the report it was measured from.
+    anchor: Option<(f64, f64)>,
+    /// Sum and count of one-way delays since the last report, s.
+    interval_sum: f64,
+    interval_n: u32,
     /// The calibration `a` (eq. 10), once the sender published a round trip.
     a: Option<f64>,
     /// The latest one-way delay, s.
@@ -38,6 +50,8 @@ impl RttEstimate {
             return;
         }
         self.one_way = Some(t);
+        self.interval_sum += t;
+        self.interval_n += 1;
         let inst = (1.0 + self.a.unwrap_or(1.0)) * t;
         self.rtt = Some(match self.rtt {
             Some(r) => RTT_GAIN * inst + (1.0 - RTT_GAIN) * r,
@@ -49,6 +63,25 @@ impl RttEstimate {
     /// round trip from it).
     pub fn on_report(&mut self) {
         self.one_way_at_report = self.one_way;
+        self.interval_sum = 0.0;
+        self.interval_n = 0;
+    }
+
+    /// The improved estimate at the end of an interval (call before
+    /// [`RttEstimate::on_report`]): the sender's last round trip plus the
+    /// growth of this interval's mean one-way delay over the one it was
+    /// measured against (never less than that round trip); the paper's
+    /// estimate until the sender measured one.
+    pub fn anchored(&self) -> Option<Duration> {
+        let Some((rtt, t_ref)) = self.anchor else {
+            return self.rtt();
+        };
+        let grown = if self.interval_n > 0 {
+            (self.interval_sum / f64::from(self.interval_n) - t_ref).max(0.0)
+        } else {
+            0.0
+        };
+        Some(Duration::from_secs_f64(rtt + grown))
     }
 
     /// The sender measured `rtt` to this receiver from its last report:
@@ -56,6 +89,7 @@ impl RttEstimate {
     pub fn on_sender_rtt(&mut self, rtt: Duration) {
         if let Some(t) = self.one_way_at_report {
             self.a = Some(rtt.as_secs_f64() / t - 1.0);
+            self.anchor = Some((rtt.as_secs_f64(), t));
         }
     }
 
@@ -97,6 +131,9 @@ mod tests {
         // A queue builds: 45 ms one way → inst 60 ms → 55 ms.
         r.on_one_way(0.045);
         assert!((r.rtt().unwrap().as_secs_f64() - 0.055).abs() < 1e-9);
+        // Anchored: 40 ms measured against 30 ms one way; this interval's
+        // mean one-way delay is (30 + 30 + 30 + 45) / 4 = 33.75 ms: 43.75.
+        assert!((r.anchored().unwrap().as_secs_f64() - 0.04375).abs() < 1e-9);
         // Nonsense samples are not used.
         r.on_one_way(-1.0);
         r.on_one_way(f64::NAN);

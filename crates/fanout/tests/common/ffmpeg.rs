@@ -1,6 +1,8 @@
 //! ffmpeg and ffprobe in tests: whether they are there, and how many video
 //! frames a file decodes to.
 
+#![allow(dead_code)] // each test crate uses its own subset
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 

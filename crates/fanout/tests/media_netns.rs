@@ -1,0 +1,148 @@
+//! `fanout media` over real IP multicast in a bridged LAN of network
+//! namespaces this test creates (10.77.0.0/24, 239.77.0.9; nothing reaches
+//! the root namespace): a live MPEG-TS stream of about 1.5 Mbit/s from
+//! ffmpeg to three receivers, one of them behind a 1 Mbit/s link. Every
+//! receiver reports; the sender's rate follows the least report, so the
+//! slow receiver is not flooded and the sender drops what the rate cannot
+//! carry from its own queue; the fast receivers lose nothing of what was
+//! sent. Every wait is bounded; the LAN guard kills what runs in it and
+//! removes it, panics too.
+
+mod common;
+#[path = "common/ffmpeg.rs"]
+mod ffmpeg;
+use common::{finish, Scratch, BIN};
+use fanout_netns::{require_netns, LanTopology, LinkDirection, NsChild, RateLimit};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const GROUP: &str = "239.77.0.9:5004";
+/// Seconds of media.
+const SECONDS: u32 = 20;
+
+fn receiver(lan: &LanTopology, host: usize, out: &std::path::Path) -> NsChild {
+    let ip = lan.host(host).ipv4().to_string();
+    common::spawn(
+        lan,
+        host,
+        &[
+            "media",
+            "recv",
+            "--group",
+            GROUP,
+            "--interface",
+            &ip,
+            "--json",
+            "--idle-timeout",
+            "4",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    )
+}
+
+#[test]
+fn the_sender_follows_its_slowest_receiver_over_multicast() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    if !ffmpeg::ffmpeg_installed() {
+        return;
+    }
+    let scratch = Scratch::new("media-netns");
+    let input = scratch.path().join("in.ts");
+    let made = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-y"])
+        .args(["-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"])
+        .args(["-t", &SECONDS.to_string()])
+        .args(["-c:v", "mpeg2video", "-b:v", "1400k", "-minrate", "1400k"])
+        .args([
+            "-maxrate", "1400k", "-bufsize", "700k", "-g", "25", "-f", "mpegts",
+        ])
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let lan = LanTopology::new(4).expect("LAN");
+    // Receiver 3's link carries 1 Mbit/s.
+    lan.set_rate_limit(3, LinkDirection::Downlink, Some(RateLimit::mbit(1)))
+        .expect("tbf");
+    let outs: Vec<_> = (1..=3)
+        .map(|i| scratch.path().join(format!("out{i}.ts")))
+        .collect();
+    let mut rx: Vec<_> = (1..=3).map(|i| receiver(&lan, i, &outs[i - 1])).collect();
+    let group_ip = GROUP.split(':').next().unwrap().parse().unwrap();
+    let members = lan
+        .wait_for_members(group_ip, 3, Duration::from_secs(5))
+        .expect("bridge state");
+    assert_eq!(members.len(), 3);
+    // The encoder, in real time, into the sender's stdin.
+    let mut feed = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-re", "-i"])
+        .arg(&input)
+        .args(["-c", "copy", "-f", "mpegts", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stats = scratch.path().join("stats.jsonl");
+    let ip = lan.host(0).ipv4().to_string();
+    let mut cmd = lan.host(0).netns().exec(BIN);
+    cmd.args(["media", "send", "--group", GROUP, "--interface", &ip])
+        .args(["--initial-rate", "500k", "--json", "--quiet", "--stats"])
+        .arg(&stats)
+        .stdin(Stdio::from(feed.stdout.take().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+    let sent = finish(
+        &mut tx,
+        "sender",
+        Duration::from_secs(u64::from(SECONDS) + 30),
+    );
+    let _ = feed.wait();
+    eprintln!("sender: {sent}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&stats)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rates: Vec<f64> = lines
+        .iter()
+        .map(|l| l["allowed_rate_bps"].as_f64().unwrap() / 1000.0)
+        .collect();
+    eprintln!("allowed rate, kbit/s, each second: {rates:.0?}");
+    // Every receiver reported, and the reports moved the rate.
+    assert_eq!(sent["receivers"], 3, "{sent}");
+    assert!(sent["rate_reports"].as_u64().unwrap() >= 3 * u64::from(SECONDS) / 5);
+    assert!(rates.iter().any(|&r| (r - 500.0).abs() > 1.0), "{rates:?}");
+    let input_bytes = std::fs::metadata(&input).unwrap().len();
+    let sent_bytes = sent["payload_bytes"].as_u64().unwrap();
+    let mut got = Vec::new();
+    for (i, r) in rx.iter_mut().enumerate() {
+        let report = finish(r, "receiver", Duration::from_secs(20));
+        eprintln!("receiver {}: {report}", i + 1);
+        got.push(report);
+    }
+    // The fast receivers got everything sent, in order.
+    for r in &got[..2] {
+        assert_eq!(r["lost"], 0, "{r}");
+        assert_eq!(r["payload_bytes"].as_u64().unwrap(), sent_bytes, "{r}");
+    }
+    // The sender kept to what the slow one took: it sent less than the
+    // stream (dropping the rest from its queue), and the slow link, which
+    // carries 1 Mbit/s, lost a small share of it.
+    assert!(sent["queue_drops"].as_u64().unwrap() > 0, "{sent}");
+    assert!(
+        sent_bytes < input_bytes * 9 / 10,
+        "{sent_bytes} of {input_bytes}"
+    );
+    let slow = &got[2];
+    let (lost, expected) = (
+        slow["lost"].as_i64().unwrap() as f64,
+        slow["expected"].as_u64().unwrap() as f64,
+    );
+    eprintln!("slow receiver lost {:.1}%", 100.0 * lost / expected);
+    assert!(lost / expected < 0.2, "{slow}");
+}
