@@ -26,9 +26,10 @@ pub const MAX_MEMBERS: usize = 100_000;
 #[derive(Debug, Clone)]
 pub struct MediaReceiverConfig {
     /// Where its RTCP goes (the group, so other receivers hear it, or
-    /// the sender); `None`: the port above the one the sender's first RTP
-    /// came from (RFC 3550 §11: a sender such as ffmpeg that sends RTP
-    /// from port P takes RTCP on P + 1).
+    /// the sender); `None`: where the sender's SRs come from, and until
+    /// one came, the port above the one its first RTP came from (RFC 3550
+    /// §11: ffmpeg sends RTP from port P and RTCP from P + 1; fanout sends
+    /// both from one port).
     pub rtcp_destination: Option<SocketAddr>,
     /// Its SSRC.
     pub ssrc: u32,
@@ -81,6 +82,8 @@ struct LastSr {
 #[derive(Debug)]
 pub struct MediaReceiver {
     cfg: MediaReceiverConfig,
+    /// Where its RTCP goes when not configured: learned from the sender.
+    learned_rtcp: Option<SocketAddr>,
     estimator: ReceiverEstimator,
     timing: RtcpTiming,
     rng: Rng,
@@ -126,6 +129,7 @@ impl MediaReceiver {
             &mut rng,
         );
         MediaReceiver {
+            learned_rtcp: None,
             estimator: ReceiverEstimator::new(crate::asmp::INITIAL_RATE, cfg.variant),
             timing,
             rng,
@@ -187,9 +191,9 @@ impl MediaReceiver {
             self.stats.other_sources += 1;
             return;
         }
-        if self.cfg.rtcp_destination.is_none() {
+        if self.learned_rtcp.is_none() {
             let port = from.port().wrapping_add(1);
-            self.cfg.rtcp_destination = Some(SocketAddr::new(from.ip(), port));
+            self.learned_rtcp = Some(SocketAddr::new(from.ip(), port));
         }
         let arrival_ticks = now.as_nanos() as u128 * u128::from(CLOCK_RATE) / 1_000_000_000;
         // The one-way delay: our wall clock now less when the sender sent
@@ -220,7 +224,7 @@ impl MediaReceiver {
         }
     }
 
-    fn on_rtcp(&mut self, now: Instant, datagram: &[u8]) {
+    fn on_rtcp(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         let Ok(parts) = report::parse(datagram) else {
             self.stats.malformed += 1;
             return;
@@ -233,6 +237,7 @@ impl MediaReceiver {
                     match sender {
                         Some(si) if self.sender.is_none_or(|s| s == ssrc) => {
                             self.sender = Some(ssrc);
+                            self.learned_rtcp = Some(from);
                             self.last_sr = Some(LastSr {
                                 ntp: si.ntp,
                                 rtp_timestamp: si.rtp_timestamp,
@@ -338,14 +343,14 @@ impl MediaReceiver {
 impl Engine for MediaReceiver {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         if report::is_rtcp(datagram) {
-            self.on_rtcp(now, datagram);
+            self.on_rtcp(now, from, datagram);
         } else {
             self.on_rtp(now, from, datagram);
         }
     }
 
     fn poll_transmit(&mut self, _now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let destination = self.cfg.rtcp_destination?;
+        let destination = self.cfg.rtcp_destination.or(self.learned_rtcp)?;
         let bytes = self.rtcp_out.take()?;
         buf.extend_from_slice(&bytes);
         Some(Transmit { destination })

@@ -157,8 +157,12 @@ impl MediaSender {
         true
     }
 
-    /// No more payloads: once the queue is sent, a BYE ends the session.
+    /// No more payloads: once the queue is sent, a BYE ends the session
+    /// (at once if nothing is queued).
     pub fn finish(&mut self) {
+        if !self.finishing && self.queue.is_empty() {
+            self.rtcp_due = true;
+        }
         self.finishing = true;
     }
 
@@ -347,5 +351,67 @@ impl Engine for MediaSender {
             self.asmp.expire(now, td * SILENT_INTERVALS);
             self.rtcp_at = now + self.next_rtcp_interval();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fanout_rtp::report::Part;
+
+    fn sender(queue_bytes: usize) -> MediaSender {
+        let cfg = MediaSenderConfig {
+            destination: "239.1.1.1:5004".parse().unwrap(),
+            rtcp_destination: "239.1.1.1:5005".parse().unwrap(),
+            initial_rate: 125_000.0,
+            ssrc: 7,
+            cname: "s".into(),
+            queue_bytes,
+            wall: WallClock {
+                at: Instant::ZERO,
+                unix: Duration::from_secs(1_800_000_000),
+            },
+            seed: 1,
+            reduced_rtcp_minimum: true,
+            max_rate: None,
+        };
+        MediaSender::new(cfg, Instant::ZERO)
+    }
+
+    #[test]
+    fn payloads_go_out_paced_and_a_bye_ends_the_stream_at_once() {
+        let mut s = sender(1 << 20);
+        let now = Instant::ZERO;
+        let mut buf = Vec::new();
+        assert!(s.write(now, &[0x47; 188]));
+        let t = s.poll_transmit(now, &mut buf).expect("the payload");
+        assert_eq!(t.destination, s.cfg.destination);
+        let rtp = fanout_rtp::rtp_types::RtpPacket::parse(&buf).unwrap();
+        assert_eq!((rtp.payload_type(), rtp.ssrc()), (33, 7));
+        // Nothing queued: finishing sends the BYE now, to the RTCP port.
+        s.finish();
+        buf.clear();
+        let t = s.poll_transmit(now, &mut buf).expect("the BYE");
+        assert_eq!(t.destination, s.cfg.rtcp_destination);
+        let parts = fanout_rtp::report::parse(&buf).unwrap();
+        assert!(parts
+            .iter()
+            .any(|p| matches!(p, Part::Bye { ssrcs, .. } if ssrcs == &[7])));
+        assert!(s.is_closed());
+        assert!(!s.write(now, &[0x47; 188]), "closed");
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_payloads_and_never_blocks() {
+        let mut s = sender(3 * 1316);
+        for i in 0..10u64 {
+            let at = Instant::from_nanos(i * 1_000_000);
+            assert!(s.write(at, &[0x47; 1316]));
+        }
+        assert_eq!(s.queued_bytes(), 3 * 1316);
+        assert_eq!(s.stats().queue_drops, 7);
+        // Each dropped when the fourth after it came, 3 ms later.
+        assert_eq!(s.stats().max_drop_age_us, 3000);
     }
 }

@@ -314,3 +314,60 @@ fn media_recv_takes_ffmpegs_rtp_output() {
     );
     assert!(decoded >= sent - 1, "{decoded} of {sent} frames");
 }
+
+#[test]
+fn media_recv_reports_reach_a_unicast_media_send() {
+    // fanout at both ends, one receiver by unicast: its reports go back to
+    // where the sender's SRs come from, and move the sender's rate.
+    if !ffmpeg_installed() {
+        return;
+    }
+    let dir = scratch("unicast");
+    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
+    make_input(&input);
+    let port = free_pair();
+    let mut receiver = Proc(
+        Command::new(BIN)
+            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--json", "--idle-timeout", "3", "-o"])
+            .arg(&output)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut feed = realtime_feed(&input);
+    let mut sender = Proc(
+        Command::new(BIN)
+            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
+            .args(["--initial-rate", "300k", "--json", "--quiet"])
+            .stdin(Stdio::from(feed.0.stdout.take().unwrap()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let sent = read_all(sender.0.stdout.take().unwrap());
+    assert!(wait_for(
+        &mut sender,
+        Duration::from_secs(u64::from(SECONDS) + 20)
+    ));
+    let sent = json_in(&sent.join().unwrap());
+    eprintln!("sender: {sent}");
+    let got = read_all(receiver.0.stdout.take().unwrap());
+    assert!(
+        wait_for(&mut receiver, Duration::from_secs(15)),
+        "the receiver ends"
+    );
+    let got = json_in(&got.join().unwrap());
+    eprintln!("receiver: {got}");
+    assert!(got["reports_sent"].as_u64().unwrap() > 0, "{got}");
+    assert!(sent["rate_reports"].as_u64().unwrap() > 0, "{sent}");
+    assert_eq!(sent["receivers"], 1, "{sent}");
+    assert_ne!(
+        sent["allowed_rate_bps"], 300_000.0,
+        "reports moved it: {sent}"
+    );
+    assert_eq!(got["ended_by_sender"], true, "{got}");
+    assert_eq!(got["lost"], 0, "{got}");
+}
