@@ -51,6 +51,8 @@ pub enum MediaCommand {
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   ffmpeg -re -i in.mp4 -c copy -f mpegts - | fanout media send --group 239.1.2.3:5004 --sdp live.sdp
+  # from an encoder's UDP output
+  fanout media send --input udp://127.0.0.1:4000 --group 239.1.2.3:5004 --sdp live.sdp
   # to one player that has the SDP (no rate reports: the initial rate holds)
   ffmpeg -re -i in.mp4 -c copy -f mpegts - | \\
       fanout media send --to 192.0.2.7:5004 --initial-rate 3M --sdp live.sdp")]
@@ -67,6 +69,14 @@ pub struct MediaSendArgs {
     /// Multicast TTL (1 = this link only).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=255))]
     pub ttl: u32,
+    /// Where the MPEG-TS comes from: "-" (stdin) or udp://ADDR:PORT (an
+    /// encoder's UDP output; the stream ends after --input-idle seconds
+    /// without a datagram).
+    #[arg(long, value_name = "SOURCE", default_value = "-")]
+    pub input: PathBuf,
+    /// With a UDP input: seconds without a datagram that end the stream.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub input_idle: u64,
     /// Write a session description (SDP) for players to FILE.
     #[arg(long, value_name = "FILE")]
     pub sdp: Option<PathBuf>,
@@ -98,7 +108,9 @@ pub struct MediaSendArgs {
 #[command(after_help = "Examples:
   fanout media recv --group 239.1.2.3:5004 | ffplay -
   # what ffmpeg sends with -f rtp_mpegts rtp://192.0.2.9:5004
-  fanout media recv --listen 192.0.2.9:5004 -o out.ts")]
+  fanout media recv --listen 192.0.2.9:5004 -o out.ts
+  # into a player's (or srt-live-transmit's) UDP input
+  fanout media recv --group 239.1.2.3:5004 -o udp://127.0.0.1:4010")]
 pub struct MediaRecvArgs {
     /// Join this group: RTP on PORT, RTCP on PORT + 1.
     #[arg(long, value_name = "GROUP:PORT", required_unless_present = "listen")]
@@ -109,8 +121,9 @@ pub struct MediaRecvArgs {
     /// Local IPv4 address to join the group on.
     #[arg(long, value_name = "IP")]
     pub interface: Option<Ipv4Addr>,
-    /// Where the stream goes ("-": stdout; the --json report then goes to
-    /// stderr).
+    /// Where the stream goes: a file, "-" (stdout; the --json report then
+    /// goes to stderr) or udp://HOST:PORT (seven TS packets a datagram, as
+    /// players and srt-live-transmit take it).
     #[arg(short, long, value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
     /// The rate control this receiver computes its reports by: `asmp`
@@ -283,7 +296,18 @@ fn send(args: &MediaSendArgs) -> Result<()> {
     let mut sender = MediaSender::new(cfg, clock.now());
     let mut chunker = TsChunker::default();
     let packets = packets_per_payload(args.max_datagram as usize);
-    let mut feed = InputFeed::spawn(std::io::stdin(), driver.waker(), clock);
+    let input: Box<dyn std::io::Read + Send> = match crate::udp_stream::udp_target(&args.input) {
+        Some(addr) => Box::new(crate::udp_stream::UdpInput::bind(
+            addr?,
+            Duration::from_secs(args.input_idle.max(1)),
+        )?),
+        None if args.input.as_os_str() == "-" => Box::new(std::io::stdin()),
+        None => Box::new(
+            std::fs::File::open(&args.input)
+                .with_context(|| format!("cannot open {}", args.input.display()))?,
+        ),
+    };
+    let mut feed = InputFeed::spawn(input, driver.waker(), clock);
     let mut stats = open_stats(args.stats.as_ref())?;
     let every = Duration::from_millis(args.stats_interval.max(10));
     let mut next_stats = clock.now();
@@ -388,14 +412,17 @@ fn recv(args: &MediaRecvArgs) -> Result<()> {
         }
         (None, None) => anyhow::bail!("--group or --listen"),
     };
-    let output: Box<dyn Write + Send> = if args.output.as_os_str() == "-" {
-        Box::new(std::io::stdout())
-    } else {
-        Box::new(
-            std::fs::File::create(&args.output)
-                .with_context(|| format!("cannot create {}", args.output.display()))?,
-        )
-    };
+    let output: Box<dyn Write + Send> =
+        if let Some(to) = crate::udp_stream::udp_target(&args.output) {
+            Box::new(crate::udp_stream::UdpOutput::connect(to?)?)
+        } else if args.output.as_os_str() == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(
+                std::fs::File::create(&args.output)
+                    .with_context(|| format!("cannot create {}", args.output.display()))?,
+            )
+        };
     let clock = Clock::new();
     let mut driver = Driver::new(rtp, clock, DriverConfig::default())?;
     driver.add_receive_socket(rtcp_listen)?;

@@ -29,6 +29,7 @@ mod session_args;
 mod session_net;
 mod session_view;
 mod stats_lines;
+mod udp_stream;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;

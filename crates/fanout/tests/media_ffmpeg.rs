@@ -371,3 +371,99 @@ fn media_recv_reports_reach_a_unicast_media_send() {
     assert_eq!(got["ended_by_sender"], true, "{got}");
     assert_eq!(got["lost"], 0, "{got}");
 }
+
+#[test]
+fn udp_in_and_udp_out_as_encoders_and_players_speak_it() {
+    // ffmpeg's MPEG-TS over plain UDP into `media send --input udp://`,
+    // through `media recv -o udp://`, read by a plain socket: every frame.
+    if !ffmpeg_installed() {
+        return;
+    }
+    let dir = scratch("udp");
+    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
+    make_input(&input);
+    let (port, encoder_port, player_port) = (free_pair(), free_pair(), free_pair());
+    let player = UdpSocket::bind(("127.0.0.1", player_port)).unwrap();
+    player
+        .set_read_timeout(Some(Duration::from_secs(4)))
+        .unwrap();
+    let heard = std::thread::spawn(move || {
+        let (mut out, mut buf) = (Vec::new(), [0u8; 65_536]);
+        while let Ok(n) = player.recv(&mut buf) {
+            assert_eq!(n % 188, 0, "whole TS packets");
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    });
+    let mut receiver = Proc(
+        Command::new(BIN)
+            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--json", "--idle-timeout", "3", "-o"])
+            .arg(format!("udp://127.0.0.1:{player_port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut sender = Proc(
+        Command::new(BIN)
+            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
+            .args(["--input", &format!("udp://127.0.0.1:{encoder_port}")])
+            .args([
+                "--input-idle",
+                "2",
+                "--initial-rate",
+                "2M",
+                "--json",
+                "--quiet",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut encoder = Proc(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-v", "error", "-re", "-i"])
+            .arg(&input)
+            .args(["-c", "copy", "-f", "mpegts"])
+            .arg(format!("udp://127.0.0.1:{encoder_port}?pkt_size=1316"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(wait_for(
+        &mut encoder,
+        Duration::from_secs(u64::from(SECONDS) + 20)
+    ));
+    let sent = read_all(sender.0.stdout.take().unwrap());
+    assert!(
+        wait_for(&mut sender, Duration::from_secs(15)),
+        "the sender ends"
+    );
+    let sent = json_in(&sent.join().unwrap());
+    eprintln!("sender: {sent}");
+    let got = read_all(receiver.0.stdout.take().unwrap());
+    assert!(
+        wait_for(&mut receiver, Duration::from_secs(15)),
+        "the receiver ends"
+    );
+    let got = json_in(&got.join().unwrap());
+    eprintln!("receiver: {got}");
+    assert_eq!(sent["skipped_input_bytes"], 0, "{sent}");
+    assert_eq!(sent["queue_drops"], 0, "{sent}");
+    assert_eq!(got["lost"], 0, "{got}");
+    let stream = heard.join().unwrap();
+    assert_eq!(stream.len() as u64, sent["payload_bytes"].as_u64().unwrap());
+    std::fs::write(&output, &stream).unwrap();
+    let decoded = decode_errors(&output);
+    let (frames, got_frames) = (video_frames(&input), video_frames(&output));
+    eprintln!(
+        "frames: {got_frames} of {frames}; decoding says: {}",
+        decoded.trim()
+    );
+    assert!(got_frames >= frames - 1, "{got_frames} of {frames}");
+    assert!(decoded.is_empty(), "{decoded}");
+}
