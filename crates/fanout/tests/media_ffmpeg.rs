@@ -118,6 +118,37 @@ fn realtime_feed(input: &Path) -> Proc {
     )
 }
 
+/// `fanout media recv --listen 127.0.0.1:PORT --json --idle-timeout IDLE
+/// -o OUTPUT`, its stdout and stderr piped.
+fn media_recv(port: u16, idle: u32, output: impl AsRef<std::ffi::OsStr>) -> Proc {
+    Proc(
+        Command::new(BIN)
+            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--json", "--idle-timeout", &idle.to_string(), "-o"])
+            .arg(output)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `fanout media send --to 127.0.0.1:PORT --json --quiet EXTRA...` reading
+/// `stdin`, its stdout and stderr piped.
+fn media_send(port: u16, extra: &[&str], stdin: Stdio) -> Proc {
+    Proc(
+        Command::new(BIN)
+            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
+            .args(["--json", "--quiet"])
+            .args(extra)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 #[test]
 fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
     if !ffmpeg_installed() {
@@ -131,16 +162,11 @@ fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
     );
     make_input(&input);
     let port = free_pair();
-    let mut sender = Proc(
-        Command::new(BIN)
-            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
-            .args(["--initial-rate", "2M", "--json", "--quiet", "--sdp"])
-            .arg(&sdp)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let sdp_arg = sdp.to_str().unwrap();
+    let mut sender = media_send(
+        port,
+        &["--initial-rate", "2M", "--sdp", sdp_arg],
+        Stdio::piped(),
     );
     let start = Instant::now();
     while !sdp.exists() {
@@ -272,16 +298,7 @@ fn media_recv_takes_ffmpegs_rtp_output() {
     let reference = capture.join().unwrap();
     // The same, into `fanout media recv`.
     let port = free_pair();
-    let mut receiver = Proc(
-        Command::new(BIN)
-            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--json", "--idle-timeout", "2", "-o"])
-            .arg(&output)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut receiver = media_recv(port, 2, &output);
     std::thread::sleep(Duration::from_millis(300));
     let mut ffmpeg = rtp_feed(&input, port);
     assert!(wait_for(
@@ -326,27 +343,10 @@ fn media_recv_reports_reach_a_unicast_media_send() {
     let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
     make_input(&input);
     let port = free_pair();
-    let mut receiver = Proc(
-        Command::new(BIN)
-            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--json", "--idle-timeout", "3", "-o"])
-            .arg(&output)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut receiver = media_recv(port, 3, &output);
     let mut feed = realtime_feed(&input);
-    let mut sender = Proc(
-        Command::new(BIN)
-            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
-            .args(["--initial-rate", "300k", "--json", "--quiet"])
-            .stdin(Stdio::from(feed.0.stdout.take().unwrap()))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let stdin = Stdio::from(feed.0.stdout.take().unwrap());
+    let mut sender = media_send(port, &["--initial-rate", "300k"], stdin);
     let sent = read_all(sender.0.stdout.take().unwrap());
     assert!(wait_for(
         &mut sender,
@@ -395,33 +395,17 @@ fn udp_in_and_udp_out_as_encoders_and_players_speak_it() {
         }
         out
     });
-    let mut receiver = Proc(
-        Command::new(BIN)
-            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--json", "--idle-timeout", "3", "-o"])
-            .arg(format!("udp://127.0.0.1:{player_port}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut sender = Proc(
-        Command::new(BIN)
-            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
-            .args(["--input", &format!("udp://127.0.0.1:{encoder_port}")])
-            .args([
-                "--input-idle",
-                "2",
-                "--initial-rate",
-                "2M",
-                "--json",
-                "--quiet",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut receiver = media_recv(port, 3, format!("udp://127.0.0.1:{player_port}"));
+    let udp_input = format!("udp://127.0.0.1:{encoder_port}");
+    let extra = [
+        "--input",
+        &udp_input,
+        "--input-idle",
+        "2",
+        "--initial-rate",
+        "2M",
+    ];
+    let mut sender = media_send(port, &extra, Stdio::null());
     std::thread::sleep(Duration::from_millis(300));
     let mut encoder = Proc(
         Command::new("ffmpeg")
