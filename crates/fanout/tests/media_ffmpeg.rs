@@ -104,6 +104,31 @@ fn wait_for(child: &mut Proc, limit: Duration) -> bool {
     false
 }
 
+/// A scratch directory with SECONDS of input made (`in.ts`), and where
+/// the output goes (`out.ts`).
+fn case(tag: &str) -> (Dir, PathBuf, PathBuf) {
+    let dir = scratch(tag);
+    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
+    make_input(&input);
+    (dir, input, output)
+}
+
+/// The `--json` report `child` prints on stdout once it ends (within
+/// `limit`), having succeeded; `what` names it in messages.
+fn report_of(child: &mut Proc, what: &str, limit: Duration) -> serde_json::Value {
+    let out = read_all(child.0.stdout.take().unwrap());
+    let errors = read_all(child.0.stderr.take().unwrap());
+    assert!(wait_for(child, limit), "the {what} ends");
+    let report = json_in(&out.join().unwrap());
+    eprintln!("{what}: {report}");
+    assert!(
+        child.0.wait().unwrap().success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&errors.join().unwrap())
+    );
+    report
+}
+
 /// ffmpeg writing `input` in real time as MPEG-TS on its stdout.
 fn realtime_feed(input: &Path) -> Proc {
     Proc(
@@ -154,13 +179,8 @@ fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
     if !ffmpeg_installed() {
         return;
     }
-    let dir = scratch("send");
-    let (input, output, sdp) = (
-        dir.0.join("in.ts"),
-        dir.0.join("out.ts"),
-        dir.0.join("live.sdp"),
-    );
-    make_input(&input);
+    let (dir, input, output) = case("send");
+    let sdp = dir.0.join("live.sdp");
     let port = free_pair();
     let sdp_arg = sdp.to_str().unwrap();
     let mut sender = media_send(
@@ -211,15 +231,7 @@ fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
         Duration::from_secs(u64::from(SECONDS) + 20)
     ));
     copy.join().unwrap().unwrap();
-    let report = read_all(sender.0.stdout.take().unwrap());
-    let errors = read_all(sender.0.stderr.take().unwrap());
-    assert!(
-        wait_for(&mut sender, Duration::from_secs(10)),
-        "the sender ends"
-    );
-    let report = json_in(&report.join().unwrap());
-    eprintln!("sender: {report}");
-    assert!(sender.0.wait().unwrap().success(), "{:?}", errors.join());
+    let report = report_of(&mut sender, "sender", Duration::from_secs(10));
     // Everything went out, at the rate it started with: ffmpeg sends no
     // rate reports, so the rate never moved.
     assert_eq!(report["queue_drops"], 0, "{report}");
@@ -284,9 +296,7 @@ fn media_recv_takes_ffmpegs_rtp_output() {
     if !ffmpeg_installed() {
         return;
     }
-    let dir = scratch("recv");
-    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
-    make_input(&input);
+    let (_dir, input, output) = case("recv");
     // What ffmpeg sends, read by a plain socket.
     let port = free_pair();
     let capture = capture_rtp_payloads(port);
@@ -305,19 +315,7 @@ fn media_recv_takes_ffmpegs_rtp_output() {
         &mut ffmpeg,
         Duration::from_secs(u64::from(SECONDS) + 20)
     ));
-    let out = read_all(receiver.0.stdout.take().unwrap());
-    let errors = read_all(receiver.0.stderr.take().unwrap());
-    assert!(
-        wait_for(&mut receiver, Duration::from_secs(15)),
-        "the receiver ends"
-    );
-    let report = json_in(&out.join().unwrap());
-    eprintln!("receiver: {report}");
-    assert!(
-        receiver.0.wait().unwrap().success(),
-        "{}",
-        String::from_utf8_lossy(&errors.join().unwrap())
-    );
+    let report = report_of(&mut receiver, "receiver", Duration::from_secs(15));
     assert!(report["packets"].as_u64().unwrap() > 0, "{report}");
     assert_eq!(report["lost"], 0, "{report}");
     assert!(report["reports_sent"].as_u64().unwrap() > 0, "{report}");
@@ -339,28 +337,15 @@ fn media_recv_reports_reach_a_unicast_media_send() {
     if !ffmpeg_installed() {
         return;
     }
-    let dir = scratch("unicast");
-    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
-    make_input(&input);
+    let (_dir, input, output) = case("unicast");
     let port = free_pair();
     let mut receiver = media_recv(port, 3, &output);
     let mut feed = realtime_feed(&input);
     let stdin = Stdio::from(feed.0.stdout.take().unwrap());
     let mut sender = media_send(port, &["--initial-rate", "300k"], stdin);
-    let sent = read_all(sender.0.stdout.take().unwrap());
-    assert!(wait_for(
-        &mut sender,
-        Duration::from_secs(u64::from(SECONDS) + 20)
-    ));
-    let sent = json_in(&sent.join().unwrap());
-    eprintln!("sender: {sent}");
-    let got = read_all(receiver.0.stdout.take().unwrap());
-    assert!(
-        wait_for(&mut receiver, Duration::from_secs(15)),
-        "the receiver ends"
-    );
-    let got = json_in(&got.join().unwrap());
-    eprintln!("receiver: {got}");
+    let limit = Duration::from_secs(u64::from(SECONDS) + 20);
+    let sent = report_of(&mut sender, "sender", limit);
+    let got = report_of(&mut receiver, "receiver", Duration::from_secs(15));
     assert!(got["reports_sent"].as_u64().unwrap() > 0, "{got}");
     assert!(sent["rate_reports"].as_u64().unwrap() > 0, "{sent}");
     assert_eq!(sent["receivers"], 1, "{sent}");
@@ -379,9 +364,7 @@ fn udp_in_and_udp_out_as_encoders_and_players_speak_it() {
     if !ffmpeg_installed() {
         return;
     }
-    let dir = scratch("udp");
-    let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
-    make_input(&input);
+    let (_dir, input, output) = case("udp");
     let (port, encoder_port, player_port) = (free_pair(), free_pair(), free_pair());
     let player = UdpSocket::bind(("127.0.0.1", player_port)).unwrap();
     player
@@ -422,20 +405,8 @@ fn udp_in_and_udp_out_as_encoders_and_players_speak_it() {
         &mut encoder,
         Duration::from_secs(u64::from(SECONDS) + 20)
     ));
-    let sent = read_all(sender.0.stdout.take().unwrap());
-    assert!(
-        wait_for(&mut sender, Duration::from_secs(15)),
-        "the sender ends"
-    );
-    let sent = json_in(&sent.join().unwrap());
-    eprintln!("sender: {sent}");
-    let got = read_all(receiver.0.stdout.take().unwrap());
-    assert!(
-        wait_for(&mut receiver, Duration::from_secs(15)),
-        "the receiver ends"
-    );
-    let got = json_in(&got.join().unwrap());
-    eprintln!("receiver: {got}");
+    let sent = report_of(&mut sender, "sender", Duration::from_secs(15));
+    let got = report_of(&mut receiver, "receiver", Duration::from_secs(15));
     assert_eq!(sent["skipped_input_bytes"], 0, "{sent}");
     assert_eq!(sent["queue_drops"], 0, "{sent}");
     assert_eq!(got["lost"], 0, "{got}");
