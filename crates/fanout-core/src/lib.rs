@@ -15,6 +15,7 @@ pub mod rangeset;
 pub mod rng;
 pub mod rtt;
 pub mod stats;
+pub mod tfrc;
 pub mod time;
 pub mod timer;
 

@@ -6,13 +6,19 @@
 //! reception statistics and reports it in an RTCP APP part; the sender
 //! sends at the least of the latest reports.
 //!
-//! [`MediaSender`] and [`MediaReceiver`] run it as engines
+//! [`tfmcc`]: TFMCC (RFC 4654), the baseline ASMP's authors compare with.
+//!
+//! [`control`]: the interface both implement. [`MediaSender`] and
+//! [`MediaReceiver`] run any of them as engines
 //! ([`fanout_core::Engine`]) over RTP and RTCP on one port (RFC 5761),
 //! driven by the real runtime or the simulator alike.
 
 pub mod asmp;
+pub mod control;
 pub mod receiver;
 pub mod sender;
+pub mod tfmcc;
 
+pub use control::Controller;
 pub use receiver::{MediaReceiver, MediaReceiverConfig, MediaReceiverStats};
 pub use sender::{MediaSender, MediaSenderConfig, MediaSenderStats};

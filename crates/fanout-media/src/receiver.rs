@@ -1,26 +1,26 @@
 //! A media receiver, sans-IO ([`fanout_core::Engine`]): it takes the
-//! sender's RTP (payloads for the application, statistics for ASMP's
-//! [`ReceiverEstimator`]) and its RTCP (the SR a report block echoes, the
-//! round trip the sender measured), and at its RTCP interval sends an RR,
-//! its CNAME and the rate it computed (an APP part). In a large group —
-//! a report interval past [`MediaReceiverConfig::suppress_above`] — it
-//! waits a truncated exponential time first and drops its report if
-//! another receiver's rate within 2% came first (ASMP §3.8).
+//! sender's RTP (payloads for the application, each packet for its rate
+//! controller, [`ReceiverControl`]) and its RTCP (the SR a report block
+//! echoes, the controller's APP parts), and at its RTCP interval sends an
+//! RR (RFC 3550 A.1, A.3, A.8), its CNAME and its controller's report (an
+//! APP part); feedback the controller cannot delay goes at once, in a
+//! compound of an RR and the APP part.
 
-use crate::asmp::suppression::{self, LAMBDA};
-use crate::asmp::{IntervalReport, ReceiverEstimator, Variant};
+use crate::control::{AppData, Arrival, Controller, Estimates, ReceiverControl};
 use fanout_core::{Engine, Instant, Rng, Transmit};
-use fanout_rtp::app::{AsmpApp, RateReport, NAME};
 use fanout_rtp::interval::{Participants, RtcpTiming};
+use fanout_rtp::jitter::Jitter;
 use fanout_rtp::mp2t::CLOCK_RATE;
 use fanout_rtp::ntp::{middle32, to_short, WallClock};
 use fanout_rtp::report::{self, Block, Part};
+use fanout_rtp::sequence::SourceSequence;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// Most other participants a receiver counts for its RTCP interval.
 pub const MAX_MEMBERS: usize = 100_000;
+/// Most reports waiting for the application to take them.
+const MAX_QUEUED_REPORTS: usize = 16;
 
 /// How a media receiver runs.
 #[derive(Debug, Clone)]
@@ -41,12 +41,12 @@ pub struct MediaReceiverConfig {
     pub seed: u64,
     /// RTCP's reduced minimum interval (RFC 3550 §6.2).
     pub reduced_rtcp_minimum: bool,
-    /// Report intervals longer than this use feedback suppression.
-    pub suppress_above: Duration,
     /// Payloads held for the application, bytes; the oldest go beyond.
     pub max_output_bytes: usize,
-    /// Which ASMP it runs.
-    pub variant: Variant,
+    /// The rate controller. The sender's wins: if its packets carry
+    /// TFMCC's fields, the receiver runs TFMCC; if they do not, ASMP (the
+    /// variant configured, or the default).
+    pub controller: Controller,
 }
 
 /// What a media receiver counted.
@@ -62,8 +62,10 @@ pub struct MediaReceiverStats {
     pub reports_sent: u64,
     /// Their bytes (UDP payload).
     pub report_bytes: u64,
-    /// Reports given up for a similar one heard (ASMP §3.8).
+    /// Reports given up for another receiver's (ASMP §3.8, RFC 4654 §4.5).
     pub reports_suppressed: u64,
+    /// Feedback sent outside RTCP's schedule.
+    pub feedback_sent: u64,
     /// Payloads dropped because the application did not read them.
     pub output_drops: u64,
     /// Datagrams that were neither RTP nor well-formed RTCP.
@@ -84,7 +86,10 @@ pub struct MediaReceiver {
     cfg: MediaReceiverConfig,
     /// Where its RTCP goes when not configured: learned from the sender.
     learned_rtcp: Option<SocketAddr>,
-    estimator: ReceiverEstimator,
+    control: Box<dyn ReceiverControl>,
+    /// The followed source's sequence numbers and jitter, for the RR.
+    sequence: Option<SourceSequence>,
+    jitter: Jitter,
     timing: RtcpTiming,
     rng: Rng,
     sender: Option<u32>,
@@ -92,13 +97,11 @@ pub struct MediaReceiver {
     members: BTreeMap<u32, Instant>,
     report_at: Instant,
     reported_once: bool,
-    /// A report waiting out its suppression timer: when it goes, and
-    /// whether a similar one was heard.
-    pending: Option<(Instant, IntervalReport, bool)>,
-    rtcp_out: Option<Vec<u8>>,
+    rtcp_out: VecDeque<Vec<u8>>,
     out: VecDeque<Vec<u8>>,
     out_bytes: usize,
     ended: bool,
+    left: bool,
     /// RTP bytes received since `rate_since`, and the receive rate they
     /// gave at the last report (bytes per second): the session bandwidth
     /// RTCP's share is taken of. (Not the rate it computes: a receiver that
@@ -119,6 +122,7 @@ impl MediaReceiver {
     pub fn new(cfg: MediaReceiverConfig, now: Instant) -> Self {
         let mut rng = Rng::new(cfg.seed);
         let timing = RtcpTiming::new(crate::asmp::INITIAL_RATE, cfg.reduced_rtcp_minimum, 100);
+        let control = cfg.controller.receiver(cfg.ssrc, now);
         let first = timing.interval(
             Participants {
                 members: 2,
@@ -130,7 +134,9 @@ impl MediaReceiver {
         );
         MediaReceiver {
             learned_rtcp: None,
-            estimator: ReceiverEstimator::new(crate::asmp::INITIAL_RATE, cfg.variant),
+            control,
+            sequence: None,
+            jitter: Jitter::default(),
             timing,
             rng,
             sender: None,
@@ -138,11 +144,11 @@ impl MediaReceiver {
             members: BTreeMap::new(),
             report_at: now + first,
             reported_once: false,
-            pending: None,
-            rtcp_out: None,
+            rtcp_out: VecDeque::new(),
             out: VecDeque::new(),
             out_bytes: 0,
             ended: false,
+            left: false,
             received: 0,
             rate_since: now,
             receive_rate: crate::asmp::INITIAL_RATE,
@@ -163,14 +169,60 @@ impl MediaReceiver {
         self.ended
     }
 
+    /// Leaves the session: a BYE goes out (RFC 3550 §6.3.7) and nothing
+    /// more is taken or sent after it.
+    pub fn leave(&mut self) {
+        if self.left {
+            return;
+        }
+        let parts = [
+            Part::Report {
+                ssrc: self.cfg.ssrc,
+                sender: None,
+                blocks: vec![],
+            },
+            Part::Bye {
+                ssrcs: vec![self.cfg.ssrc],
+                reason: Some("leaving".into()),
+            },
+        ];
+        self.rtcp_out.clear();
+        if let Some(bytes) = report::write(&parts) {
+            self.stats.report_bytes += bytes.len() as u64;
+            self.rtcp_out.push_back(bytes);
+        }
+        self.left = true;
+    }
+
+    /// Whether it left.
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
     /// What it counted.
     pub fn stats(&self) -> &MediaReceiverStats {
         &self.stats
     }
 
-    /// Its ASMP estimates.
-    pub fn estimator(&self) -> &ReceiverEstimator {
-        &self.estimator
+    /// Its controller's estimates.
+    pub fn estimates(&self) -> Estimates {
+        self.control.estimates()
+    }
+
+    /// Its rate controller.
+    pub fn control(&self) -> &dyn ReceiverControl {
+        self.control.as_ref()
+    }
+
+    /// The followed source's sequence state, once a packet came.
+    pub fn sequence(&self) -> Option<&SourceSequence> {
+        self.sequence.as_ref()
+    }
+
+    /// The interarrival jitter it reports, RTP timestamp units (RFC 3550
+    /// A.8).
+    pub fn jitter(&self) -> u32 {
+        self.jitter.value()
     }
 
     fn note_member(&mut self, now: Instant, ssrc: u32) {
@@ -203,13 +255,29 @@ impl MediaReceiver {
             let sent = ntp_secs(sr.ntp) + f64::from(since) / f64::from(CLOCK_RATE);
             ntp_secs(self.cfg.wall.ntp(now)) - sent
         });
-        self.estimator.on_rtp(
-            rtp.sequence_number(),
-            rtp.timestamp(),
-            datagram.len(),
-            arrival_ticks as u32,
-            one_way,
+        if self.sequence.is_none() {
+            self.follow_senders_controller(now, rtp.extension());
+        }
+        let seq = rtp.sequence_number();
+        let fresh = self
+            .sequence
+            .get_or_insert_with(|| SourceSequence::new(seq))
+            .update(seq);
+        if fresh {
+            self.jitter.on_packet(arrival_ticks as u32, rtp.timestamp());
+        }
+        self.control.on_rtp(
+            now,
+            &Arrival {
+                seq,
+                timestamp: rtp.timestamp(),
+                len: datagram.len(),
+                arrival_ticks: arrival_ticks as u32,
+                one_way,
+                extension: rtp.extension(),
+            },
         );
+        self.take_feedback(now);
         self.stats.packets += 1;
         self.stats.payload_bytes += rtp.payload().len() as u64;
         self.received += datagram.len() as u64;
@@ -252,20 +320,14 @@ impl MediaReceiver {
                     name,
                     subtype,
                     data,
-                } => match AsmpApp::decode(name, subtype, &data) {
-                    Ok(AsmpApp::RoundTrips(t)) if Some(ssrc) == self.sender => {
-                        if let Some((_, us)) = t.entries.iter().find(|(s, _)| *s == self.cfg.ssrc) {
-                            self.estimator
-                                .on_sender_rtt(Duration::from_micros(u64::from(*us)));
-                        }
-                    }
-                    Ok(AsmpApp::Rate(r)) if ssrc != self.cfg.ssrc => {
-                        if let Some((_, own, suppressed)) = self.pending.as_mut() {
-                            *suppressed |= suppression::suppresses(own.rate, r.rate as f64);
-                        }
-                    }
-                    _ => {}
-                },
+                } if ssrc != self.cfg.ssrc => {
+                    let app = AppData {
+                        name,
+                        subtype,
+                        data,
+                    };
+                    self.control.on_app(now, Some(ssrc) == self.sender, &app);
+                }
                 Part::Bye { ssrcs, .. } => {
                     for s in ssrcs {
                         self.members.remove(&s);
@@ -279,9 +341,38 @@ impl MediaReceiver {
         }
     }
 
-    fn write_report(&mut self, now: Instant, r: &IntervalReport) {
+    /// Takes the sender's controller from its first packet: TFMCC's
+    /// header extension, or none (ASMP).
+    fn follow_senders_controller(&mut self, now: Instant, extension: Option<(u16, &[u8])>) {
+        let tfmcc = extension.is_some_and(|(id, _)| id == fanout_rtp::tfmcc::EXTENSION_ID);
+        let wanted = match (tfmcc, self.cfg.controller) {
+            (true, Controller::Tfmcc) | (false, Controller::Asmp(_)) => return,
+            (true, _) => Controller::Tfmcc,
+            (false, _) => Controller::default(),
+        };
+        self.cfg.controller = wanted;
+        self.control = wanted.receiver(self.cfg.ssrc, now);
+    }
+
+    /// The controller it runs (the sender's, once a packet came).
+    pub fn controller(&self) -> Controller {
+        self.cfg.controller
+    }
+
+    /// Sends what feedback the controller has at once, beside an RR.
+    fn take_feedback(&mut self, now: Instant) {
+        while let Some(app) = self.control.poll_feedback(now) {
+            if self.write_report(now, Some(app), false) {
+                self.stats.feedback_sent += 1;
+            }
+        }
+    }
+
+    /// A compound RR, with its CNAME if `full`, and `app`: true if
+    /// written.
+    fn write_report(&mut self, now: Instant, app: Option<AppData>, full: bool) -> bool {
         let Some(sender) = self.sender else {
-            return;
+            return false;
         };
         let (lsr, dlsr) = self.last_sr.map_or((0, 0), |sr| {
             (
@@ -289,45 +380,57 @@ impl MediaReceiver {
                 to_short(now.saturating_duration_since(sr.received)),
             )
         });
-        let seq = self.estimator.sequence();
+        // The interval's losses close only at the regular report.
+        let (fraction, cumulative, extended) = match self.sequence.as_mut() {
+            Some(s) if full => (
+                s.close_interval().fraction,
+                s.cumulative_lost(),
+                s.extended_max(),
+            ),
+            Some(s) => (0, s.cumulative_lost(), s.extended_max()),
+            None => (0, 0, 0),
+        };
         let block = Block {
             ssrc: sender,
-            fraction_lost: r.interval.fraction,
-            cumulative_lost: seq.map_or(0, |s| s.cumulative_lost()),
-            extended_max: seq.map_or(0, |s| s.extended_max()),
-            jitter: self.estimator.jitter(),
+            fraction_lost: fraction,
+            cumulative_lost: cumulative,
+            extended_max: extended,
+            jitter: self.jitter.value(),
             lsr,
             dlsr,
         };
-        let (subtype, data) = AsmpApp::Rate(RateReport {
-            rate: r.rate as u64,
-            loss_ppm: (r.loss * 1e6) as u32,
-            rtt_us: r
-                .rtt
-                .map_or(0, |d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX)),
-        })
-        .encode();
-        let parts = [
-            Part::Report {
+        let mut parts = vec![Part::Report {
+            ssrc: self.cfg.ssrc,
+            sender: None,
+            blocks: vec![block],
+        }];
+        if full {
+            parts.push(Part::Sdes(vec![(self.cfg.ssrc, self.cfg.cname.clone())]));
+        }
+        if let Some(AppData {
+            name,
+            subtype,
+            data,
+        }) = app
+        {
+            parts.push(Part::App {
                 ssrc: self.cfg.ssrc,
-                sender: None,
-                blocks: vec![block],
-            },
-            Part::Sdes(vec![(self.cfg.ssrc, self.cfg.cname.clone())]),
-            Part::App {
-                ssrc: self.cfg.ssrc,
-                name: NAME,
+                name,
                 subtype,
                 data,
-            },
-        ];
-        if let Some(bytes) = report::write(&parts) {
-            self.timing.on_compound(bytes.len());
-            self.stats.reports_sent += 1;
-            self.stats.report_bytes += bytes.len() as u64;
-            self.rtcp_out = Some(bytes);
-            self.reported_once = true;
+            });
         }
+        let Some(bytes) = report::write(&parts) else {
+            return false;
+        };
+        self.timing.on_compound(bytes.len());
+        self.stats.reports_sent += 1;
+        self.stats.report_bytes += bytes.len() as u64;
+        if self.rtcp_out.len() < MAX_QUEUED_REPORTS {
+            self.rtcp_out.push_back(bytes);
+        }
+        self.reported_once = true;
+        true
     }
 
     fn participants(&self) -> Participants {
@@ -342,6 +445,9 @@ impl MediaReceiver {
 
 impl Engine for MediaReceiver {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        if self.left {
+            return;
+        }
         if report::is_rtcp(datagram) {
             self.on_rtcp(now, from, datagram);
         } else {
@@ -351,30 +457,29 @@ impl Engine for MediaReceiver {
 
     fn poll_transmit(&mut self, _now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let destination = self.cfg.rtcp_destination.or(self.learned_rtcp)?;
-        let bytes = self.rtcp_out.take()?;
+        let bytes = self.rtcp_out.pop_front()?;
         buf.extend_from_slice(&bytes);
         Some(Transmit { destination })
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        if self.ended {
+        if self.ended || self.left {
             return None;
         }
-        let pending = self.pending.as_ref().map(|p| p.0);
-        [Some(self.report_at), pending].into_iter().flatten().min()
+        [Some(self.report_at), self.control.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        if let Some((at, report, suppressed)) = self.pending.take() {
-            if now >= at {
-                if suppressed {
-                    self.stats.reports_suppressed += 1;
-                } else {
-                    self.write_report(now, &report);
-                }
-            } else {
-                self.pending = Some((at, report, suppressed));
-            }
+        if self.left {
+            return;
+        }
+        if self.control.poll_timeout().is_some_and(|t| t <= now) {
+            self.control.handle_timeout(now, &mut self.rng);
+            self.stats.reports_suppressed = self.control.suppressed();
+            self.take_feedback(now);
         }
         if now < self.report_at {
             return;
@@ -396,12 +501,7 @@ impl Engine for MediaReceiver {
         if self.sender.is_none() {
             return;
         }
-        let report = self.estimator.on_report(elapsed);
-        if td > self.cfg.suppress_above {
-            let wait = suppression::truncated_exponential(interval, LAMBDA, &mut self.rng);
-            self.pending = Some((now + wait, report, false));
-        } else {
-            self.write_report(now, &report);
-        }
+        let app = self.control.on_report(now, elapsed, td, &mut self.rng);
+        self.write_report(now, app, true);
     }
 }

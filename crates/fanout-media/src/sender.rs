@@ -1,16 +1,14 @@
 //! A media sender, sans-IO ([`fanout_core::Engine`]): the application
 //! writes RTP payloads (whole MPEG-TS packets, `fanout_rtp::mp2t`) that
 //! never block — a pushed queue drops the oldest when the stream outruns
-//! the allowed rate — and the sender paces them out as RTP at the rate ASMP
-//! allows (the least its receivers report, [`SenderState`]), with SRs,
-//! its CNAME and the round trips it measured (an APP part) on RTCP's
-//! schedule (RFC 3550 §6.2). RTP and RTCP share the destination's port
+//! the allowed rate — and the sender paces them out as RTP at the rate its
+//! controller allows ([`SenderControl`]: ASMP, TFMCC), with SRs, its CNAME
+//! and the controller's APP parts on RTCP's schedule (RFC 3550 §6.2). RTP and RTCP share the destination's port
 //! (RFC 5761; the sender tells them apart by the packet type)
 //! or RTCP the next port up (RFC 3550 §11), as the application says.
 
-use crate::asmp::SenderState;
+use crate::control::{AppData, Controller, SenderControl};
 use fanout_core::{Engine, Instant, Rng, Transmit};
-use fanout_rtp::app::{AsmpApp, NAME};
 use fanout_rtp::interval::{Participants, RtcpTiming};
 use fanout_rtp::mp2t::{CLOCK_RATE, PAYLOAD_TYPE};
 use fanout_rtp::ntp::{middle32, WallClock};
@@ -52,6 +50,8 @@ pub struct MediaSenderConfig {
     pub reduced_rtcp_minimum: bool,
     /// A cap on the rate, bytes per second.
     pub max_rate: Option<f64>,
+    /// The rate controller.
+    pub controller: Controller,
 }
 
 /// What a media sender counted.
@@ -71,7 +71,7 @@ pub struct MediaSenderStats {
     pub rtcp_bytes: u64,
     /// Compound RTCP packets taken.
     pub rtcp_received: u64,
-    /// Rate reports taken.
+    /// Rate reports (the controller's APP parts) taken.
     pub rate_reports: u64,
     /// Datagrams that were not well-formed RTCP (or not RTCP).
     pub malformed: u64,
@@ -81,7 +81,7 @@ pub struct MediaSenderStats {
 #[derive(Debug)]
 pub struct MediaSender {
     cfg: MediaSenderConfig,
-    asmp: SenderState,
+    control: Box<dyn SenderControl>,
     timing: RtcpTiming,
     rng: Rng,
     queue: VecDeque<(Instant, Vec<u8>)>,
@@ -106,10 +106,10 @@ impl MediaSender {
         let mut rng = Rng::new(cfg.seed);
         let seq = rng.below(1 << 16) as u16;
         let ts_offset = rng.next_u64() as u32;
-        let asmp = SenderState::new(cfg.ssrc, cfg.initial_rate);
-        let timing = RtcpTiming::new(asmp.rate(), cfg.reduced_rtcp_minimum, 100);
+        let control = cfg.controller.sender(cfg.ssrc, cfg.initial_rate, now);
+        let timing = RtcpTiming::new(control.rate(), cfg.reduced_rtcp_minimum, 100);
         let mut s = MediaSender {
-            asmp,
+            control,
             timing,
             rng,
             queue: VecDeque::new(),
@@ -132,9 +132,9 @@ impl MediaSender {
         s
     }
 
-    /// The rate in force, bytes per second: the least reported, capped.
+    /// The rate in force, bytes per second: the controller's, capped.
     pub fn rate(&self) -> f64 {
-        let r = self.asmp.rate();
+        let r = self.control.rate();
         self.cfg.max_rate.map_or(r, |m| r.min(m)).max(MIN_RATE)
     }
 
@@ -181,14 +181,19 @@ impl MediaSender {
         &self.stats
     }
 
-    /// The ASMP state (receivers, their rates).
-    pub fn asmp(&self) -> &SenderState {
-        &self.asmp
+    /// Which controller it runs.
+    pub fn controller(&self) -> Controller {
+        self.cfg.controller
+    }
+
+    /// The rate controller.
+    pub fn control(&self) -> &dyn SenderControl {
+        self.control.as_ref()
     }
 
     fn participants(&self, we_sent: bool) -> Participants {
         Participants {
-            members: self.asmp.receivers() + 1,
+            members: self.control.receivers() + 1,
             senders: 1,
             we_sent,
             initial: !self.rtcp_sent_once,
@@ -221,12 +226,15 @@ impl MediaSender {
             },
             Part::Sdes(vec![(self.cfg.ssrc, self.cfg.cname.clone())]),
         ];
-        let trips = self.asmp.round_trips_to_publish();
-        if !trips.entries.is_empty() {
-            let (subtype, data) = AsmpApp::RoundTrips(trips).encode();
+        for AppData {
+            name,
+            subtype,
+            data,
+        } in self.control.sr_apps(now)
+        {
             parts.push(Part::App {
                 ssrc: self.cfg.ssrc,
-                name: NAME,
+                name,
                 subtype,
                 data,
             });
@@ -249,12 +257,16 @@ impl MediaSender {
 
     fn write_rtp(&mut self, now: Instant, payload: &[u8], buf: &mut Vec<u8>) {
         let ts = self.rtp_timestamp(now);
-        let packet = fanout_rtp::rtp_types::RtpPacketBuilder::<&[u8], &[u8]>::new()
+        let extension = self.control.on_send(now, self.seq, payload.len());
+        let mut packet = fanout_rtp::rtp_types::RtpPacketBuilder::<&[u8], &[u8]>::new()
             .payload_type(PAYLOAD_TYPE)
             .sequence_number(self.seq)
             .timestamp(ts)
             .ssrc(self.cfg.ssrc)
             .payload(payload);
+        if let Some((id, data)) = &extension {
+            packet = packet.extension(*id, data.as_slice());
+        }
         if packet.write_into_vec(buf).is_err() {
             return;
         }
@@ -285,7 +297,7 @@ impl Engine for MediaSender {
             match part {
                 Part::Report { ssrc, blocks, .. } if *ssrc != self.cfg.ssrc => {
                     for b in blocks {
-                        self.asmp.on_report_block(now, *ssrc, b, arrival);
+                        self.control.on_block(now, *ssrc, b, arrival);
                     }
                 }
                 Part::App {
@@ -294,14 +306,18 @@ impl Engine for MediaSender {
                     subtype,
                     data,
                 } if *ssrc != self.cfg.ssrc => {
-                    if let Ok(AsmpApp::Rate(r)) = AsmpApp::decode(*name, *subtype, data) {
-                        self.asmp.on_rate_report(now, *ssrc, &r);
+                    let app = AppData {
+                        name: *name,
+                        subtype: *subtype,
+                        data: data.clone(),
+                    };
+                    if self.control.on_app(now, *ssrc, &app) {
                         self.stats.rate_reports += 1;
                     }
                 }
                 Part::Bye { ssrcs, .. } => {
                     for s in ssrcs.iter().filter(|&&s| s != self.cfg.ssrc) {
-                        self.asmp.on_bye(*s);
+                        self.control.on_bye(now, *s);
                     }
                 }
                 _ => {}
@@ -340,15 +356,21 @@ impl Engine for MediaSender {
             return None;
         }
         let send = (!self.queue.is_empty()).then_some(self.next_send);
-        [Some(self.rtcp_at), send].into_iter().flatten().min()
+        [Some(self.rtcp_at), send, self.control.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if self.control.poll_timeout().is_some_and(|t| t <= now) {
+            self.control.handle_timeout(now);
+        }
         if now >= self.rtcp_at {
             self.rtcp_due = true;
             // Receivers silent for five of their intervals are gone.
             let td = self.timing.deterministic(self.participants(false));
-            self.asmp.expire(now, td * SILENT_INTERVALS);
+            self.control.expire(now, td * SILENT_INTERVALS);
             self.rtcp_at = now + self.next_rtcp_interval();
         }
     }
@@ -374,6 +396,7 @@ mod tests {
             seed: 1,
             reduced_rtcp_minimum: true,
             max_rate: None,
+            controller: Controller::default(),
         };
         MediaSender::new(cfg, Instant::ZERO)
     }

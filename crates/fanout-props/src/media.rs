@@ -1,11 +1,13 @@
 //! RTP and RTCP (`fanout_rtp`) on arbitrary bytes: reading a compound
 //! RTCP packet never panics, what it accepts writes back to the same
-//! parts, and fanout's APP parts decode or are refused; an MPEG-TS byte
+//! parts, and fanout's APP parts (ASMP's, TFMCC's) and TFMCC's RTP header
+//! extension decode or are refused; an MPEG-TS byte
 //! stream cut into RTP payloads gives only whole, synchronised packets.
 
 use fanout_rtp::app::AsmpApp;
 use fanout_rtp::mp2t::{ts_packets, TsChunker, TS_PACKET};
 use fanout_rtp::report::{self, Part};
+use fanout_rtp::tfmcc::{DataInfo, Feedback};
 
 /// Reads `data` as a compound RTCP packet and checks what is accepted.
 pub fn check_rtcp(data: &[u8]) {
@@ -24,6 +26,10 @@ pub fn check_rtcp(data: &[u8]) {
             if let Ok(app) = AsmpApp::decode(*name, *subtype, data) {
                 let (sub, bytes) = app.encode();
                 assert_eq!(AsmpApp::decode(*name, sub, &bytes), Ok(app));
+            }
+            if let Ok(fb) = Feedback::decode(*name, *subtype, data) {
+                let (sub, bytes) = fb.encode();
+                assert_eq!(Feedback::decode(*name, sub, &bytes), Ok(fb));
             }
         }
     }
@@ -60,5 +66,11 @@ pub fn check_mp2t(data: &[u8]) {
     if let Ok(rtp) = fanout_rtp::rtp_types::RtpPacket::parse(data) {
         assert!(rtp.payload().len() <= data.len());
         let _ = ts_packets(rtp.payload());
+        if let Some(info) = rtp.extension().and_then(|(id, d)| DataInfo::decode(id, d)) {
+            assert_eq!(
+                DataInfo::decode(rtp.extension().unwrap().0, &info.encode()),
+                Some(info)
+            );
+        }
     }
 }

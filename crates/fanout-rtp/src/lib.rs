@@ -17,6 +17,8 @@
 //!   written from them;
 //! - [`app`]: the APP parts fanout's rate control speaks (ASMP's rate
 //!   reports and the sender's per-receiver round trips);
+//! - [`tfmcc`]: TFMCC's fields in RTP header extensions and APP parts
+//!   (RFC 4654);
 //! - [`mp2t`]: MPEG-TS carried in RTP (RFC 2250 §2);
 //! - [`sdp`]: a session description (RFC 8866) with which ffmpeg, VLC and
 //!   GStreamer receive a stream.
@@ -33,6 +35,7 @@ pub mod ntp;
 pub mod report;
 pub mod sdp;
 pub mod sequence;
+pub mod tfmcc;
 
 pub use rtcp_types;
 pub use rtp_types;

@@ -252,6 +252,10 @@ pub struct RunFigures {
     /// [`crate::session_live::live_figures`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub live: Vec<crate::session_live::LiveFigures>,
+    /// Media flows (filled by the caller that built them,
+    /// [`crate::session_media::media_figures`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<crate::session_media::MediaFigures>,
 }
 
 /// Computes the figures of `sim` over `[from, to]`; `trace_hash` is the
@@ -327,6 +331,7 @@ pub fn figures(
         links,
         sessions: session_figs,
         live: Vec::new(),
+        media: Vec::new(),
     }
 }
 

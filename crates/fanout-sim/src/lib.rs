@@ -29,6 +29,7 @@ pub mod scenario_star;
 pub mod session_flow;
 pub mod session_late;
 pub mod session_live;
+pub mod session_media;
 pub mod session_merge;
 pub mod session_relay;
 pub mod sim;

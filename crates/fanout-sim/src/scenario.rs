@@ -288,6 +288,32 @@ pub struct ScenarioContext {
 }
 
 impl ScenarioContext {
+    /// A flow's receivers from its `group` or `to` key (exactly one):
+    /// the group and the address of every node ever a member of it, or no
+    /// group and the one receiver. Errors are messages about the keys.
+    pub fn receivers_of(
+        &self,
+        sim: &Simulator,
+        group: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<(Option<SocketAddr>, Vec<SocketAddr>), String> {
+        match (group, to) {
+            (Some(g), None) => {
+                let group: SocketAddr = g.parse().map_err(|e| format!("group: `{g}`: {e}"))?;
+                if !group.ip().is_multicast() {
+                    return Err(format!("group: {} is not a multicast address", group.ip()));
+                }
+                let addrs = self.member_addrs(sim, group);
+                if addrs.is_empty() {
+                    return Err(format!("group: no [[group]] {} with members", group.ip()));
+                }
+                Ok((Some(group), addrs))
+            }
+            (None, Some(to)) => Ok((None, vec![sim.resolve(to).map_err(|e| format!("to: {e}"))?])),
+            _ => Err("give exactly one of `group` and `to`".into()),
+        }
+    }
+
     /// The address on `group`'s port of every node that is ever a member of
     /// `group`'s IP (empty if no such group).
     pub fn member_addrs(&self, sim: &Simulator, group: SocketAddr) -> Vec<SocketAddr> {

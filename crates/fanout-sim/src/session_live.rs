@@ -258,21 +258,7 @@ impl FlowFactory for LiveFlows {
         }
         let t: LiveSpec = spec.parse()?;
         let from = sim.resolve(&t.from).map_err(|e| format!("from: {e}"))?;
-        let (group, addrs) = match (&t.group, &t.to) {
-            (Some(g), None) => {
-                let group: SocketAddr = g.parse().map_err(|e| format!("group: `{g}`: {e}"))?;
-                if !group.ip().is_multicast() {
-                    return Err(format!("group: {} is not a multicast address", group.ip()));
-                }
-                let addrs = ctx.member_addrs(sim, group);
-                if addrs.is_empty() {
-                    return Err(format!("group: no [[group]] {} with members", group.ip()));
-                }
-                (Some(group), addrs)
-            }
-            (None, Some(to)) => (None, vec![sim.resolve(to).map_err(|e| format!("to: {e}"))?]),
-            _ => return Err("give exactly one of `group` and `to`".into()),
-        };
+        let (group, addrs) = ctx.receivers_of(sim, t.group.as_deref(), t.to.as_deref())?;
         if t.interval.0.is_zero() {
             return Err("interval: must be above 0".into());
         }

@@ -18,7 +18,10 @@ use clap::{Args, Subcommand};
 use fanout_app::StreamSink;
 use fanout_core::Instant;
 use fanout_io::{Clock, Driver, DriverConfig, UdpEndpoint};
-use fanout_media::{MediaReceiver, MediaReceiverConfig, MediaSender, MediaSenderConfig};
+use fanout_media::asmp::Variant;
+use fanout_media::{
+    Controller, MediaReceiver, MediaReceiverConfig, MediaSender, MediaSenderConfig,
+};
 use fanout_rtp::mp2t::{packets_per_payload, TsChunker};
 use fanout_rtp::ntp::WallClock;
 use fanout_rtp::sdp::StreamDescription;
@@ -83,6 +86,12 @@ pub struct MediaSendArgs {
     /// The rate until receivers report, bits per second (e.g. 2M).
     #[arg(long, value_name = "RATE", default_value = "150k", value_parser = parse_rate)]
     pub initial_rate: u64,
+    /// The rate control: `asmp` (receivers report the rate they compute;
+    /// `asmp-paper` is the same on this side) or `tfmcc` (RFC 4654; its
+    /// fields ride in each RTP packet's header extension, which players
+    /// skip).
+    #[arg(long, value_enum, default_value = "asmp")]
+    pub cc: MediaCc,
     /// Never send faster than this, bits per second (e.g. 8M).
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub max_rate: Option<u64>,
@@ -126,8 +135,10 @@ pub struct MediaRecvArgs {
     /// players and srt-live-transmit take it).
     #[arg(short, long, value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
-    /// The rate control this receiver computes its reports by: `asmp`
-    /// (fanout's, the default) or `asmp-paper` (as the paper gives it).
+    /// The rate control this receiver computes its reports by when the
+    /// sender runs ASMP: `asmp` (fanout's, the default) or `asmp-paper`
+    /// (as the paper gives it). A TFMCC sender's receivers run TFMCC
+    /// whatever this says (its packets say so).
     #[arg(long, value_enum, default_value = "asmp")]
     pub cc: MediaCc,
     /// End after this long without RTP (seconds; 0: never).
@@ -213,21 +224,23 @@ impl StreamSink for SenderSink<'_> {
     }
 }
 
-/// A receiver's rate control (`--cc`).
+/// A media session's rate control (`--cc`).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum MediaCc {
-    /// ASMP with fanout's two changes: the sender's round trip plus the
-    /// one-way delay's growth, and reports at most twice the rate received.
+    /// ASMP with fanout's changes (the default).
     Asmp,
     /// ASMP exactly as its paper gives it.
     AsmpPaper,
+    /// TFMCC (RFC 4654).
+    Tfmcc,
 }
 
 impl MediaCc {
-    fn variant(self) -> fanout_media::asmp::Variant {
+    fn controller(self) -> Controller {
         match self {
-            MediaCc::Asmp => fanout_media::asmp::Variant::Improved,
-            MediaCc::AsmpPaper => fanout_media::asmp::Variant::Paper,
+            MediaCc::Asmp => Controller::Asmp(Variant::Improved),
+            MediaCc::AsmpPaper => Controller::Asmp(Variant::Paper),
+            MediaCc::Tfmcc => Controller::Tfmcc,
         }
     }
 }
@@ -292,6 +305,7 @@ fn send(args: &MediaSendArgs) -> Result<()> {
         seed: u64::from(ssrc) ^ 0x5eed,
         reduced_rtcp_minimum: true,
         max_rate: args.max_rate.map(|r| r as f64 / 8.0),
+        controller: args.cc.controller(),
     };
     let mut sender = MediaSender::new(cfg, clock.now());
     let mut chunker = TsChunker::default();
@@ -372,7 +386,9 @@ fn sender_figures(s: &MediaSender, elapsed: Duration) -> serde_json::Value {
     serde_json::json!({
         "seconds": elapsed.as_secs_f64(),
         "allowed_rate_bps": (s.rate() * 8.0).round(),
-        "receivers": s.asmp().receivers(),
+        "cc": s.controller().name(),
+        "receivers": s.control().receivers(),
+        "limiting_receiver": s.control().limiting_receiver(),
         "packets": st.packets,
         "payload_bytes": st.payload_bytes,
         "queued_bytes": s.queued_bytes(),
@@ -434,9 +450,8 @@ fn recv(args: &MediaRecvArgs) -> Result<()> {
         wall: wall_clock(&clock),
         seed: u64::from(ssrc) ^ 0xfeed,
         reduced_rtcp_minimum: true,
-        suppress_above: Duration::from_secs(5),
         max_output_bytes: 4 << 20,
-        variant: args.cc.variant(),
+        controller: args.cc.controller(),
     };
     let mut receiver = MediaReceiver::new(cfg, clock.now());
     let mut out = OutputDrain::spawn(output, driver.waker());
@@ -482,17 +497,18 @@ fn recv(args: &MediaRecvArgs) -> Result<()> {
         return Err(e);
     }
     let st = receiver.stats();
-    let e = receiver.estimator();
-    let seq = e.sequence();
+    let e = receiver.estimates();
     let figures = serde_json::json!({
         "packets": st.packets,
         "payload_bytes": st.payload_bytes,
         "output_bytes": out.bytes(),
-        "lost": seq.map_or(0, |s| s.cumulative_lost()),
-        "expected": seq.map_or(0, |s| s.expected()),
-        "jitter": e.jitter(),
-        "rate_bps": (e.rate() * 8.0).round(),
-        "rtt_ms": e.rtt().map(|d| d.as_secs_f64() * 1000.0),
+        "lost": receiver.sequence().map_or(0, |s| s.cumulative_lost()),
+        "expected": receiver.sequence().map_or(0, |s| s.expected()),
+        "jitter": receiver.jitter(),
+        "cc": receiver.controller().name(),
+        "rate_bps": (e.rate * 8.0).round(),
+        "loss": e.loss,
+        "rtt_ms": e.rtt.map(|d| d.as_secs_f64() * 1000.0),
         "reports_sent": st.reports_sent,
         "reports_suppressed": st.reports_suppressed,
         "other_sources": st.other_sources,
@@ -510,7 +526,7 @@ fn recv(args: &MediaRecvArgs) -> Result<()> {
             st.packets,
             st.payload_bytes,
             figures["lost"],
-            e.rate() * 8.0 / 1000.0
+            e.rate * 8.0 / 1000.0
         );
     }
     Ok(())

@@ -7,6 +7,7 @@ use fanout_sim::analysis::{figures, RunFigures};
 use fanout_sim::scenario::BuiltinFlows;
 use fanout_sim::session_flow::SessionFlows;
 use fanout_sim::session_live::{live_figures, LiveFlows};
+use fanout_sim::session_media::{media_figures, MediaFlows};
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::Scenario;
 use std::fmt::Write as _;
@@ -69,10 +70,17 @@ pub fn simulate_window(
     let mut transfers = TransferFlows::default();
     let mut sessions = SessionFlows::default();
     let mut live = LiveFlows::default();
+    let mut media = MediaFlows::default();
     let (sim, report) = scenario
         .run(
             out,
-            &mut [&mut builtin, &mut transfers, &mut sessions, &mut live],
+            &mut [
+                &mut builtin,
+                &mut transfers,
+                &mut sessions,
+                &mut live,
+                &mut media,
+            ],
         )
         .with_context(|| format!("seed {}", scenario.seed))?;
     let end = until
@@ -91,6 +99,7 @@ pub fn simulate_window(
         end,
     );
     f.live = live_figures(&sim, &live);
+    f.media = media_figures(&sim, &media, Instant::ZERO + warm, end);
     Ok(f)
 }
 
@@ -192,6 +201,20 @@ pub fn human_report(f: &RunFigures) -> String {
                 l.complete
             );
         }
+    }
+    for m in &f.media {
+        let _ = writeln!(
+            out,
+            "  media ({}): {} members, allowed rate mean {:.3} Mbit/s, sent {:.3}; slowest member {:.3} Mbit/s (CoV {:.3}); RTCP {:.2}% of RTP; queue dropped {}",
+            m.cc,
+            m.members.len(),
+            m.mean_rate_bps / 1e6,
+            m.sent_bps / 1e6,
+            m.min_goodput_bps / 1e6,
+            m.cov,
+            m.rtcp_share * 100.0,
+            m.queue_drops
+        );
     }
     for l in &f.live {
         let _ = writeln!(

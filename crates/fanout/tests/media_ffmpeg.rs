@@ -176,16 +176,28 @@ fn media_send(port: u16, extra: &[&str], stdin: Stdio) -> Proc {
 
 #[test]
 fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
+    ffmpeg_plays("asmp");
+}
+
+#[test]
+fn ffmpeg_plays_a_tfmcc_stream_skipping_its_header_extension() {
+    ffmpeg_plays("tfmcc");
+}
+
+/// ffmpeg, given only the SDP, receives what `media send --cc CC` sends:
+/// every frame, no decode error, and the rate never moves (ffmpeg sends no
+/// rate reports).
+fn ffmpeg_plays(cc: &str) {
     if !ffmpeg_installed() {
         return;
     }
-    let (dir, input, output) = case("send");
+    let (dir, input, output) = case(&format!("send-{cc}"));
     let sdp = dir.0.join("live.sdp");
     let port = free_pair();
     let sdp_arg = sdp.to_str().unwrap();
     let mut sender = media_send(
         port,
-        &["--initial-rate", "2M", "--sdp", sdp_arg],
+        &["--initial-rate", "2M", "--sdp", sdp_arg, "--cc", cc],
         Stdio::piped(),
     );
     let start = Instant::now();
@@ -332,17 +344,28 @@ fn media_recv_takes_ffmpegs_rtp_output() {
 
 #[test]
 fn media_recv_reports_reach_a_unicast_media_send() {
-    // fanout at both ends, one receiver by unicast: its reports go back to
-    // where the sender's SRs come from, and move the sender's rate.
+    unicast_reports("asmp");
+}
+
+#[test]
+fn a_tfmcc_receivers_feedback_reaches_a_unicast_media_send() {
+    unicast_reports("tfmcc");
+}
+
+/// fanout at both ends, one receiver by unicast, the sender running `cc`
+/// (the receiver follows it): its reports go back to where the sender's
+/// SRs come from, and move the sender's rate.
+fn unicast_reports(cc: &str) {
     if !ffmpeg_installed() {
         return;
     }
-    let (_dir, input, output) = case("unicast");
+    let (_dir, input, output) = case(&format!("unicast-{cc}"));
     let port = free_pair();
     let mut receiver = media_recv(port, 3, &output);
     let mut feed = realtime_feed(&input);
     let stdin = Stdio::from(feed.0.stdout.take().unwrap());
-    let mut sender = media_send(port, &["--initial-rate", "300k"], stdin);
+    let extra = ["--initial-rate", "300k", "--cc", cc];
+    let mut sender = media_send(port, &extra, stdin);
     let limit = Duration::from_secs(u64::from(SECONDS) + 20);
     let sent = report_of(&mut sender, "sender", limit);
     let got = report_of(&mut receiver, "receiver", Duration::from_secs(15));
@@ -355,6 +378,7 @@ fn media_recv_reports_reach_a_unicast_media_send() {
     );
     assert_eq!(got["ended_by_sender"], true, "{got}");
     assert_eq!(got["lost"], 0, "{got}");
+    assert_eq!((&sent["cc"], &got["cc"]), (&cc.into(), &cc.into()));
 }
 
 #[test]

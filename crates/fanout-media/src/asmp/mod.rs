@@ -12,10 +12,13 @@
 //! - [`ReceiverEstimator`]: the four together, as a receiver runs them;
 //! - [`SenderState`]: the sender's round trips to its receivers and the
 //!   least of their rates (§3.1);
+//! - [`AsmpSender`], [`AsmpReceiver`]: the two behind the controllers'
+//!   interface ([`crate::control`]);
 //! - [`suppression`]: truncated exponential report timers and the 2% rule
 //!   for large groups (§3.8).
 
 mod congestion;
+mod control;
 mod loss_history;
 pub mod rate;
 mod receiver;
@@ -24,6 +27,7 @@ mod sender;
 pub mod suppression;
 
 pub use congestion::{CongestionIndicator, NetworkState};
+pub use control::{AsmpReceiver, AsmpSender, SUPPRESS_ABOVE};
 pub use loss_history::{LossHistory, LOSS_WEIGHTS};
 pub use receiver::{IntervalReport, ReceiverEstimator, Variant, INITIAL_RATE};
 pub use rtt::{RttEstimate, RTT_GAIN};

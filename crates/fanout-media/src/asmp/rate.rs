@@ -4,7 +4,8 @@
 /// al.), with one packet per ACK (D = 1) and t_out = 4·RTT: packets of `p`
 /// bytes, round trip `rtt` s, loss rate `l`:
 /// `p / (rtt·√(2l/3) + t_out·min(1, 3·√(3l/8))·l·(1 + 32l²))`.
-/// Unbounded (infinite) without loss.
+/// Unbounded (infinite) without loss. The same as RFC 5348 §3.1's, but
+/// for the `min(1, ·)` the paper keeps from Padhye et al.
 pub fn tcp_friendly(p: f64, rtt: f64, l: f64) -> f64 {
     if l <= 0.0 {
         return f64::INFINITY;

@@ -163,6 +163,11 @@ impl ReceiverEstimator {
         self.rate
     }
 
+    /// The smoothed loss rate of the last report (0–1).
+    pub fn loss(&self) -> f64 {
+        self.loss.smoothed()
+    }
+
     /// The round trip in use, once known.
     pub fn rtt(&self) -> Option<Duration> {
         self.rtt.rtt()

@@ -111,6 +111,15 @@ impl SenderState {
             .unwrap_or(self.initial_rate)
     }
 
+    /// The receiver whose report sets the rate, once one reported.
+    pub fn limiting(&self) -> Option<u32> {
+        self.receivers
+            .iter()
+            .filter_map(|(s, r)| Some((*s, r.rate?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(s, _)| s)
+    }
+
     /// Round trips measured since the last call, for the APP part beside
     /// the next SR (at most [`MAX_ROUND_TRIPS`]; the rest wait for the
     /// next).

@@ -28,24 +28,14 @@ use crate::session::member::Member;
 use crate::session::members::{IndexSpec, MemberKey, MemberView};
 use crate::session::policy::{rank_at, FairScaling};
 use crate::session::MemberId;
+use fanout_core::tfrc::mean_interval;
 use fanout_core::time::Instant;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// RFC 5348 §5.4's number of loss intervals averaged.
-pub(super) const RFC_5348_INTERVALS: usize = 8;
-
-/// RFC 5348 §5.4's weight of the `i`-th newest (0-based) of `n` loss
-/// intervals: 1 for the newer half, then falling linearly (for `n = 8`:
-/// 1, 1, 1, 1, 0.8, 0.6, 0.4, 0.2).
-fn interval_weight(i: usize, n: usize) -> f64 {
-    if i < n / 2 {
-        1.0
-    } else {
-        2.0 * (n - i) as f64 / (n + 2) as f64
-    }
-}
+pub(super) const RFC_5348_INTERVALS: usize = fanout_core::tfrc::LOSS_INTERVALS;
 
 /// Bytes a datagram's payload is counted as in the equation.
 const SEGMENT: f64 = 1400.0;
@@ -175,19 +165,8 @@ impl MemberRate {
             return None;
         }
         let open = self.cumulative.saturating_sub(self.open_from) as f64;
-        let n = self.history;
-        let mean = |it: &mut dyn Iterator<Item = f64>| {
-            let (mut sum, mut w) = (0.0, 0.0);
-            for (x, wt) in it.zip((0..n).map(|i| interval_weight(i, n))) {
-                sum += x * wt;
-                w += wt;
-            }
-            sum / w
-        };
-        let closed = mean(&mut self.intervals.iter().map(|&b| b as f64));
-        let with_open =
-            mean(&mut std::iter::once(open).chain(self.intervals.iter().map(|&b| b as f64)));
-        let bytes = closed.max(with_open).max(SEGMENT);
+        let closed = self.intervals.iter().map(|&b| b as f64);
+        let bytes = mean_interval(open, closed, self.history)?.max(SEGMENT);
         Some(SEGMENT / bytes)
     }
 
@@ -202,37 +181,7 @@ impl MemberRate {
     }
 }
 
-/// RFC 5348 §3.1: X = s / (R·√(2bp/3) + t_RTO·(3·√(3bp/8))·p·(1 + 32p²)),
-/// b = 1, t_RTO = 4R; bytes per second.
-pub fn throughput_bps(s: f64, r: f64, p: f64) -> f64 {
-    let t_rto = 4.0 * r;
-    s / (r * (2.0 * p / 3.0).sqrt()
-        + t_rto * (3.0 * (3.0 * p / 8.0).sqrt()) * p * (1.0 + 32.0 * p * p))
-}
-
-/// The loss event rate at which [`throughput_bps`] gives `rate` (bytes per
-/// second) for segments of `s` bytes and round trip `r` seconds: the
-/// equation inverted by bisection (it falls monotonically with `p`), within
-/// `[1e-8, 1]`.
-pub fn loss_rate_for(s: f64, r: f64, rate: f64) -> f64 {
-    let (mut lo, mut hi) = (1e-8_f64, 1.0_f64);
-    if throughput_bps(s, r, lo) <= rate {
-        return lo;
-    }
-    if throughput_bps(s, r, hi) >= rate {
-        return hi;
-    }
-    for _ in 0..60 {
-        // Bisect in the logarithm: p spans eight decades.
-        let mid = (lo * hi).sqrt();
-        if throughput_bps(s, r, mid) > rate {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    (lo * hi).sqrt()
-}
+pub use fanout_core::tfrc::{loss_rate_for, throughput as throughput_bps};
 
 /// The equation-based session rate.
 #[derive(Debug)]
@@ -359,18 +308,6 @@ impl SessionController for EquationRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interval_weights_are_rfc_5348s_for_any_history() {
-        let w = |n| (0..n).map(|i| interval_weight(i, n)).collect::<Vec<_>>();
-        let rfc = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
-        assert!(w(8).iter().zip(rfc).all(|(a, b)| (a - b).abs() < 1e-12));
-        // Longer: the newer half 1, then falling to 2/(n + 2).
-        let long = w(32);
-        assert_eq!(long[15], 1.0);
-        assert!((long[31] - 2.0 / 34.0).abs() < 1e-12);
-        assert!(long.windows(2).all(|p| p[1] <= p[0]));
-    }
 
     #[test]
     fn the_equation_matches_rfc_5348() {

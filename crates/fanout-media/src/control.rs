@@ -1,0 +1,170 @@
+//! The interface every media rate controller implements, so ASMP, TFMCC
+//! and PGMCC run in the same [`MediaSender`](crate::MediaSender) and
+//! [`MediaReceiver`](crate::MediaReceiver) engines, under the simulator
+//! and the real runtime alike, and can be compared on equal terms.
+//!
+//! A controller speaks through three channels the engines carry for it:
+//! an RTP header extension on each data packet (sender → receivers), APP
+//! parts beside the sender's SRs, and APP parts from receivers, either
+//! beside their regular RRs (on RTCP's schedule) or at once, in a compound
+//! of an empty RR and the APP part (feedback a controller cannot delay).
+
+use crate::asmp::Variant;
+use fanout_core::{Instant, Rng};
+use fanout_rtp::report::Block;
+use std::fmt;
+use std::time::Duration;
+
+/// Which controller a session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Controller {
+    /// ASMP (ASMP §3), in fanout's variant (the default) or the paper's.
+    Asmp(Variant),
+    /// TFMCC (RFC 4654).
+    Tfmcc,
+}
+
+impl Default for Controller {
+    fn default() -> Self {
+        Controller::Asmp(Variant::default())
+    }
+}
+
+impl Controller {
+    /// The names the CLI and scenarios use.
+    pub const NAMES: [&'static str; 3] = ["asmp", "asmp-paper", "tfmcc"];
+
+    /// Reads a name of [`Controller::NAMES`].
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "asmp" => Some(Controller::Asmp(Variant::Improved)),
+            "asmp-paper" => Some(Controller::Asmp(Variant::Paper)),
+            "tfmcc" => Some(Controller::Tfmcc),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Controller::Asmp(Variant::Improved) => "asmp",
+            Controller::Asmp(Variant::Paper) => "asmp-paper",
+            Controller::Tfmcc => "tfmcc",
+        }
+    }
+
+    /// A sender's side of it, sending at `initial_rate` bytes per second
+    /// until told otherwise.
+    pub fn sender(self, ssrc: u32, initial_rate: f64, now: Instant) -> Box<dyn SenderControl> {
+        match self {
+            Controller::Asmp(_) => Box::new(crate::asmp::AsmpSender::new(ssrc, initial_rate)),
+            Controller::Tfmcc => Box::new(crate::tfmcc::TfmccSender::new(ssrc, initial_rate, now)),
+        }
+    }
+
+    /// A receiver's side of it.
+    pub fn receiver(self, ssrc: u32, now: Instant) -> Box<dyn ReceiverControl> {
+        match self {
+            Controller::Asmp(v) => Box::new(crate::asmp::AsmpReceiver::new(v, ssrc)),
+            Controller::Tfmcc => Box::new(crate::tfmcc::TfmccReceiver::new(ssrc, now)),
+        }
+    }
+}
+
+/// An APP part's name, subtype and data (a multiple of 4 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppData {
+    /// Its name.
+    pub name: [u8; 4],
+    /// Its subtype (0–31).
+    pub subtype: u8,
+    /// Its data.
+    pub data: Vec<u8>,
+}
+
+/// An RTP packet from the followed source, as a receiver's controller
+/// sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    /// Its sequence number.
+    pub seq: u16,
+    /// Its RTP timestamp.
+    pub timestamp: u32,
+    /// The RTP packet's length, bytes.
+    pub len: usize,
+    /// When it arrived, in RTP timestamp units (any fixed origin).
+    pub arrival_ticks: u32,
+    /// Its one-way delay, s (arrival less send time, in the two clocks;
+    /// NaN before the first SR).
+    pub one_way: f64,
+    /// Its header extension (profile-defined identifier, data), if any.
+    pub extension: Option<(u16, &'a [u8])>,
+}
+
+/// What a receiver's controller estimates, for reports and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Estimates {
+    /// The rate it last computed, bytes per second.
+    pub rate: f64,
+    /// Its loss (event) rate, 0–1.
+    pub loss: f64,
+    /// Its round trip, once known.
+    pub rtt: Option<Duration>,
+}
+
+/// A sender's rate control.
+pub trait SenderControl: fmt::Debug + Send {
+    /// The rate allowed now, bytes per second.
+    fn rate(&self) -> f64;
+    /// A data packet of `len` bytes with sequence number `seq` goes now:
+    /// the header extension to give it, if any.
+    fn on_send(&mut self, now: Instant, seq: u16, len: usize) -> Option<(u16, Vec<u8>)>;
+    /// A report block from receiver `from`, in a compound that arrived at
+    /// `arrival` (the middle 32 bits of the sender's NTP clock then).
+    fn on_block(&mut self, now: Instant, from: u32, block: &Block, arrival: u32);
+    /// An APP part from receiver `from`; true if it was this controller's.
+    fn on_app(&mut self, now: Instant, from: u32, app: &AppData) -> bool;
+    /// Receiver `ssrc` said BYE.
+    fn on_bye(&mut self, now: Instant, ssrc: u32);
+    /// Forgets receivers not heard for `timeout`.
+    fn expire(&mut self, now: Instant, timeout: Duration);
+    /// APP parts to send beside the next SR.
+    fn sr_apps(&mut self, now: Instant) -> Vec<AppData>;
+    /// Receivers it knows.
+    fn receivers(&self) -> usize;
+    /// The receiver that limits the rate, if one does.
+    fn limiting_receiver(&self) -> Option<u32>;
+    /// When it next needs [`SenderControl::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    /// Its timers.
+    fn handle_timeout(&mut self, _now: Instant) {}
+}
+
+/// A receiver's rate control.
+pub trait ReceiverControl: fmt::Debug + Send {
+    /// A data packet from the followed source.
+    fn on_rtp(&mut self, now: Instant, packet: &Arrival<'_>);
+    /// An APP part from the sender (`from_sender`) or another receiver.
+    fn on_app(&mut self, now: Instant, from_sender: bool, app: &AppData);
+    /// The receiver's RTCP report is due, `elapsed` since the last and
+    /// `interval` until the next: the APP part to send beside its RR.
+    fn on_report(
+        &mut self,
+        now: Instant,
+        elapsed: Duration,
+        interval: Duration,
+        rng: &mut Rng,
+    ) -> Option<AppData>;
+    /// Feedback to send now, outside RTCP's schedule.
+    fn poll_feedback(&mut self, now: Instant) -> Option<AppData>;
+    /// When it next needs [`ReceiverControl::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Its timers.
+    fn handle_timeout(&mut self, now: Instant, rng: &mut Rng);
+    /// What it estimates.
+    fn estimates(&self) -> Estimates;
+    /// Reports it gave up because another receiver's made them needless.
+    fn suppressed(&self) -> u64;
+}

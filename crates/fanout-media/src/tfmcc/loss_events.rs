@@ -1,0 +1,122 @@
+//! A TFMCC receiver's loss event rate, as TFRC computes it (RFC 5348 §5,
+//! used by RFC 4654 §4.3): losses within one round trip of the first loss
+//! of an event are one event; the intervals between events' starts, in
+//! packets, are averaged over the last 8 with weights 1, 1, 1, 1, 0.8,
+//! 0.6, 0.4, 0.2 — counting the interval still open only if it raises the
+//! average (§5.4) — and the rate is one over that average. The first
+//! interval is unknown: it is set to what makes the TCP equation give the
+//! rate the receiver was receiving when the first loss came (§6.3.1).
+
+use fanout_core::tfrc::{loss_rate_for, mean_interval, LOSS_INTERVALS};
+use fanout_core::Instant;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A receiver's loss intervals.
+#[derive(Debug, Clone, Default)]
+pub struct LossEvents {
+    /// Closed intervals, newest first, packets (at most 8).
+    closed: VecDeque<f64>,
+    /// Packets since the newest event began (the open interval).
+    open: f64,
+    /// When the newest event began.
+    event_start: Option<Instant>,
+}
+
+impl LossEvents {
+    /// `received` packets arrived and `lost` were found missing at `now`,
+    /// with round trip `rtt`. Before the first loss, `receive_rate` (bytes
+    /// per second) and `packet_size` (bytes) seed the first interval.
+    pub fn on_packets(
+        &mut self,
+        now: Instant,
+        received: u64,
+        lost: u64,
+        rtt: Duration,
+        receive_rate: f64,
+        packet_size: f64,
+    ) {
+        if lost > 0 {
+            let new_event = self
+                .event_start
+                .is_none_or(|s| now.saturating_duration_since(s) > rtt);
+            if new_event {
+                if self.event_start.is_none() {
+                    let first = first_interval(packet_size, rtt.as_secs_f64(), receive_rate);
+                    self.closed.push_front(first);
+                } else {
+                    self.closed.push_front(self.open.max(1.0));
+                }
+                self.closed.truncate(LOSS_INTERVALS);
+                self.open = 0.0;
+                self.event_start = Some(now);
+            }
+        }
+        if self.event_start.is_some() {
+            self.open += (received + lost) as f64;
+        }
+    }
+
+    /// Whether a loss event was seen.
+    pub fn has_loss(&self) -> bool {
+        self.event_start.is_some()
+    }
+
+    /// The loss event rate (0 before the first loss).
+    pub fn rate(&self) -> f64 {
+        mean_interval(self.open, self.closed.iter().copied(), LOSS_INTERVALS)
+            .map_or(0.0, |mean| 1.0 / mean.max(1.0))
+    }
+}
+
+/// The interval (packets) whose loss rate makes the TCP equation give
+/// `rate` bytes per second with packets of `s` bytes and round trip `rtt`
+/// s (RFC 5348 §6.3.1).
+pub fn first_interval(s: f64, rtt: f64, rate: f64) -> f64 {
+    if !(s > 0.0 && rtt > 0.0 && rate > 0.0) {
+        return 1.0;
+    }
+    1.0 / loss_rate_for(s, rtt, rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fanout_core::tfrc::throughput;
+
+    #[test]
+    fn the_first_interval_gives_the_receive_rate_through_the_equation() {
+        let i = first_interval(1000.0, 0.1, 112_334.0);
+        // 1% loss gives 112 334 B/s at 100 ms (the equation's own test).
+        assert!((i - 100.0).abs() < 0.1, "{i}");
+        let p = 1.0 / first_interval(1316.0, 0.05, 500_000.0);
+        let back = throughput(1316.0, 0.05, p);
+        assert!((back - 500_000.0).abs() / 500_000.0 < 1e-6, "{back}");
+    }
+
+    #[test]
+    fn losses_within_a_round_trip_are_one_event_and_the_rate_averages_intervals() {
+        let rtt = Duration::from_millis(50);
+        let mut e = LossEvents::default();
+        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        e.on_packets(t(0), 500, 0, rtt, 100_000.0, 1000.0);
+        assert!(!e.has_loss());
+        assert_eq!(e.rate(), 0.0);
+        // The first event: the seeded interval.
+        e.on_packets(t(10), 1, 1, rtt, 100_000.0, 1000.0);
+        let first = first_interval(1000.0, 0.05, 100_000.0);
+        // A second loss 20 ms later is the same event.
+        e.on_packets(t(30), 1, 1, rtt, 100_000.0, 1000.0);
+        e.on_packets(t(40), 96, 0, rtt, 100_000.0, 1000.0);
+        // 100 packets since: a new event closes an interval of 100.
+        e.on_packets(t(200), 0, 1, rtt, 100_000.0, 1000.0);
+        let closed = [100.0, first];
+        let mean = (closed[0] + closed[1]) / 2.0;
+        assert!((e.rate() - 1.0 / mean).abs() < 1e-9, "{} {mean}", e.rate());
+        // A long open interval raises the average: it counts.
+        e.on_packets(t(300), 10_000, 0, rtt, 100_000.0, 1000.0);
+        let open = 10_001.0;
+        let with = (open + closed[0] + closed[1]) / 3.0;
+        assert!((e.rate() - 1.0 / with).abs() < 1e-9);
+    }
+}
