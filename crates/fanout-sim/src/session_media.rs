@@ -16,6 +16,8 @@
 //! start = "0s"               # optional: when the encoder starts
 //! queue_bytes = "200KB"      # optional: the sender's queue (default 150 payloads)
 //! leave = { r3 = "100s" }    # optional: members that leave (BYE) at a time
+//! reduced_rtcp_minimum = false # optional: RTCP's 5 s minimum interval
+//!                            # instead of the reduced 360/kbit/s (RFC 3550 §6.2)
 //! ```
 //!
 //! Each source records its allowed rate at every sample (`rate_bps`) and
@@ -223,6 +225,8 @@ struct MediaSpec {
     queue_bytes: Option<Bytes>,
     #[serde(default)]
     leave: BTreeMap<String, HumanDuration>,
+    #[serde(default)]
+    reduced_rtcp_minimum: Option<bool>,
 }
 
 /// One media flow built into a simulation.
@@ -296,8 +300,8 @@ impl FlowFactory for MediaFlows {
                 ssrc: 0x5200_0000 + (index << 16) + i as u32,
                 cname: format!("{node}@sim"),
                 wall: wall(),
-                seed: u64::from(index) << 32 | i as u64,
-                reduced_rtcp_minimum: true,
+                seed: sim.seed() ^ (u64::from(index) << 32 | i as u64),
+                reduced_rtcp_minimum: m.reduced_rtcp_minimum.unwrap_or(true),
                 max_output_bytes: 1 << 20,
                 controller,
             };
@@ -322,8 +326,8 @@ impl FlowFactory for MediaFlows {
             cname: format!("{}@sim", m.from),
             queue_bytes,
             wall: wall(),
-            seed: 0x6d65_6469_6100 + u64::from(index),
-            reduced_rtcp_minimum: true,
+            seed: sim.seed() ^ (0x6d65_6469_6100 + u64::from(index)),
+            reduced_rtcp_minimum: m.reduced_rtcp_minimum.unwrap_or(true),
             max_rate: m.max_rate.map(bytes_per_s),
             controller,
         };

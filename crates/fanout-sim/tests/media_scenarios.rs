@@ -85,7 +85,7 @@ fn four_receivers(cc: &str, m: &MediaFigures) {
 /// The share of its fair share (1/11 of the link) a media flow took on
 /// each bottleneck of the two-bottleneck scenario, and the TCP flows' mean
 /// share.
-fn shares(r: &MediaRun) -> Vec<(f64, f64, f64)> {
+fn shares(r: &MediaRun) -> Shares {
     let links = [6.5e6, 11e6];
     r.media
         .iter()
@@ -103,43 +103,135 @@ fn shares(r: &MediaRun) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
-/// ASMP §5.3.1, Tables I and II: the faithful ASMP under-uses its fair
-/// share on both bottlenecks (the paper: 83% and 75%), and TFMCC takes
-/// more than it on both (the paper: 143% and 115%).
+/// Per bottleneck: the media flow's share of its fair share, the TCP
+/// flows' mean share, and the media flow's coefficient of variation.
+type Shares = Vec<(f64, f64, f64)>;
+
+/// The two-bottleneck scenario with the media flows' controller `cc` (and
+/// RTCP's 5 s minimum interval unless `reduced_rtcp`), seed `seed`, 600 s
+/// measured from 50 s: per bottleneck (share, TCP's share, CoV).
+fn two_bottlenecks(cc: &str, reduced_rtcp: bool, seed: u64) -> Shares {
+    let mut sc = common::load("asmp", "two-bottleneck.toml");
+    sc.seed = seed;
+    for f in sc.flows.iter_mut().filter(|f| f.kind == "media") {
+        f.params.insert(
+            "reduced_rtcp_minimum".into(),
+            toml::Value::Boolean(reduced_rtcp),
+        );
+    }
+    let s = shares(&run(sc, cc, 600, 50));
+    for (i, (m, tcp, cov)) in s.iter().enumerate() {
+        eprintln!(
+            "{cc:>10} seed {seed} L{}: {:.0}% of its share (TCP {:.0}%), CoV {cov:.3}",
+            i + 1,
+            m * 100.0,
+            tcp * 100.0
+        );
+    }
+    s
+}
+
+/// ASMP §5.3.1, Tables I and II, with seeds 1 and 2 (the spread over 8
+/// seeds is in docs/experiments/asmp.md). fanout's ASMP takes 90–110% of
+/// its fair share on both bottlenecks, and varies less from second to
+/// second than TFMCC in the same run; the faithful ASMP (RTCP at its 5 s
+/// minimum, as RFC 3550 sets it) under-uses its share on both, as the
+/// paper found, and TFMCC takes more than it. The TCP flows keep at least
+/// 85% of theirs (the paper: 86–95%).
 #[test]
-fn two_bottlenecks_the_papers_asmp_under_uses_its_share_and_tfmcc_takes_more() {
-    let mut by_cc = Vec::new();
-    for cc in ["asmp-paper", "tfmcc"] {
-        let r = run(common::load("asmp", "two-bottleneck.toml"), cc, 200, 50);
-        let s = shares(&r);
-        for (i, (m, tcp, cov)) in s.iter().enumerate() {
-            eprintln!(
-                "{cc:>10} L{}: media {:.0}% of its share, TCP {:.0}%, CoV {cov:.3}",
-                i + 1,
-                m * 100.0,
-                tcp * 100.0,
+fn two_bottlenecks_asmp_takes_its_share_more_smoothly_than_tfmcc_and_the_papers_under_uses_it() {
+    let runs: Vec<(&str, u64, Shares)> = std::thread::scope(|scope| {
+        let jobs: Vec<_> = [("asmp", true), ("tfmcc", true), ("asmp-paper", false)]
+            .into_iter()
+            .flat_map(|(cc, reduced)| [1, 2].map(|seed| (cc, reduced, seed)))
+            .map(|(cc, reduced, seed)| {
+                scope.spawn(move || (cc, seed, two_bottlenecks(cc, reduced, seed)))
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    let of = |cc: &str, seed: u64| &runs.iter().find(|r| r.0 == cc && r.1 == seed).unwrap().2;
+    for seed in [1, 2] {
+        let (asmp, tfmcc, paper) = (of("asmp", seed), of("tfmcc", seed), of("asmp-paper", seed));
+        for link in 0..2 {
+            let l = link + 1;
+            assert!(
+                (0.9..=1.1).contains(&asmp[link].0),
+                "seed {seed} L{l}: fanout's ASMP took {:.2} of its share",
+                asmp[link].0
+            );
+            assert!(
+                asmp[link].2 < tfmcc[link].2,
+                "seed {seed} L{l}: CoV {:.3} against TFMCC's {:.3}",
+                asmp[link].2,
+                tfmcc[link].2
+            );
+            assert!(
+                (0.6..1.0).contains(&paper[link].0),
+                "seed {seed} L{l}: the paper's ASMP took {:.2} of its share",
+                paper[link].0
+            );
+            assert!(
+                tfmcc[link].0 > paper[link].0,
+                "seed {seed} L{l}: TFMCC {:.2} against the paper's ASMP {:.2}",
+                tfmcc[link].0,
+                paper[link].0
+            );
+            for s in [asmp, tfmcc, paper] {
+                assert!(s[link].1 > 0.85, "seed {seed} L{l}: TCP {:.2}", s[link].1);
+            }
+        }
+    }
+}
+
+/// The figures of docs/experiments/asmp.md: the two-bottleneck scenario
+/// over seeds 1–8 for each controller (about a minute in release; run with
+/// `--ignored --nocapture`). Asserts what the default test asserts, on the
+/// means.
+#[test]
+#[ignore]
+fn sweep_two_bottlenecks_over_eight_seeds() {
+    let cases = [
+        ("asmp", true),
+        ("tfmcc", true),
+        ("asmp-paper", false),
+        ("asmp-paper", true),
+    ];
+    let mut means = Vec::new();
+    for (cc, reduced) in cases {
+        let runs: Vec<Shares> = std::thread::scope(|scope| {
+            let jobs: Vec<_> = (1..=8)
+                .map(|seed| scope.spawn(move || two_bottlenecks(cc, reduced, seed)))
+                .collect();
+            jobs.into_iter().map(|j| j.join().unwrap()).collect()
+        });
+        let stat = |link: usize, f: fn(&(f64, f64, f64)) -> f64| {
+            let xs: Vec<f64> = runs.iter().map(|r| f(&r[link])).collect();
+            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+            let (lo, hi) = xs
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            (mean, lo, hi)
+        };
+        let rtcp = if reduced { "reduced" } else { "5 s" };
+        for link in 0..2 {
+            let (s, slo, shi) = stat(link, |r| r.0);
+            let (t, _, _) = stat(link, |r| r.1);
+            let (c, clo, chi) = stat(link, |r| r.2);
+            println!(
+                "| `{cc}` (RTCP {rtcp}) | L{} | {:.0}% ({:.0}–{:.0}%) | {:.0}% | {c:.3} ({clo:.3}–{chi:.3}) |",
+                link + 1,
+                s * 100.0,
+                slo * 100.0,
+                shi * 100.0,
+                t * 100.0
             );
         }
-        by_cc.push(s);
+        means.push((cc, reduced, stat(0, |r| r.0).0, stat(1, |r| r.0).0));
     }
-    let (paper, tfmcc) = (&by_cc[0], &by_cc[1]);
-    for link in 0..2 {
-        assert!(
-            (0.5..1.0).contains(&paper[link].0),
-            "the paper's ASMP on L{}: {:.2} of its share",
-            link + 1,
-            paper[link].0
-        );
-        assert!(
-            tfmcc[link].0 > paper[link].0,
-            "TFMCC on L{}: {:.2} against ASMP's {:.2}",
-            link + 1,
-            tfmcc[link].0,
-            paper[link].0
-        );
-        // The TCP flows keep at least 85% of theirs (the paper: 86–95%).
-        for s in [paper, tfmcc] {
-            assert!(s[link].1 > 0.85, "TCP on L{}: {:.2}", link + 1, s[link].1);
-        }
-    }
+    let asmp = means[0];
+    assert!(
+        (0.9..=1.1).contains(&asmp.2) && (0.9..=1.1).contains(&asmp.3),
+        "{asmp:?}"
+    );
 }

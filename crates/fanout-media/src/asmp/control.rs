@@ -123,9 +123,9 @@ impl AsmpReceiver {
 }
 
 impl ReceiverControl for AsmpReceiver {
-    fn on_rtp(&mut self, _now: Instant, p: &Arrival<'_>) {
+    fn on_rtp(&mut self, now: Instant, p: &Arrival<'_>) {
         self.estimator
-            .on_rtp(p.seq, p.timestamp, p.len, p.arrival_ticks, p.one_way);
+            .on_rtp(now, p.seq, p.timestamp, p.len, p.arrival_ticks, p.one_way);
     }
 
     fn on_app(&mut self, _now: Instant, from_sender: bool, a: &AppData) {

@@ -4,31 +4,49 @@
 //! an interval and turns it into a rate — one packet per RTT more if the
 //! interval lost nothing (eq. 13), else the TCP equation at the smoothed
 //! loss rate (eq. 12) — smoothed by σ from the congestion indicator (eq.
-//! 14, 19). The rate goes to the sender in an APP part
+//! 14, 19). fanout's variant ([`Variant::Improved`]) changes how the loss
+//! rate, the round trip and the rate are found. The rate goes to the sender in an APP part
 //! (`fanout_rtp::app::RateReport`).
 
 use super::rate::{increase, smooth, tcp_friendly};
 use super::{CongestionIndicator, LossHistory, NetworkState, RttEstimate};
+use crate::tfmcc::LossEvents;
+use fanout_core::tfrc::throughput;
+use fanout_core::Instant;
 use fanout_rtp::jitter::Jitter;
 use fanout_rtp::sequence::{IntervalLoss, SourceSequence};
 use std::time::Duration;
 
 /// The rate before any report (ASMP §4: 150 kbit/s), bytes per second.
 pub const INITIAL_RATE: f64 = 150_000.0 / 8.0;
+/// fanout's variant: loss intervals its loss event rate averages (RFC
+/// 5348 §5.4's weights stretched over them: the newer half 1, then falling).
+pub const LOSS_INTERVALS: usize = 64;
+/// fanout's variant: losses within this share of a round trip of an
+/// event's start belong to it.
+pub const EVENT_SPAN: f64 = 0.5;
+/// fanout's variant: the weight of each report's round trip in the one
+/// the equation uses.
+pub const RTT_SMOOTHING: f64 = 0.1;
 
 /// Which ASMP a receiver runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Variant {
     /// As the paper gives it (for reproducing its results).
     Paper,
-    /// fanout's default, two changes where the paper's rules fail on real
-    /// paths: the round trip is the sender's measurement plus the growth of
-    /// the one-way delay since ([`RttEstimate::anchored`]), not the
+    /// fanout's default (ASMP §3 with four changes, each measured in
+    /// `docs/experiments/asmp.md`): the loss rate is a loss event rate
+    /// (RFC 5348 §5: losses within half a round trip of an event's start
+    /// are one event, the last 64 intervals averaged), not the fraction of
+    /// packets lost in the last 8 reports; the round trip is the sender's
+    /// measurement plus the growth of the one-way delay since
+    /// ([`RttEstimate::anchored`]), smoothed over reports, not the
     /// per-packet calibrated delay, which on a LAN is a fraction of a
-    /// millisecond and makes "+1 packet per RTT" a jump of tens of Mbit/s;
-    /// and no receiver reports more than twice what it received in the
-    /// interval (as TFRC caps its rate, RFC 5348 §4.3), so no rate is
-    /// vouched for that no receiver saw arrive.
+    /// millisecond; the rate is the equation's, whose open interval grows
+    /// between losses, instead of "+1 packet per RTT" after an interval
+    /// without loss (before any loss, twice what arrived); and no receiver
+    /// reports more than twice what it received in the interval (as TFRC
+    /// caps its rate, RFC 5348 §4.3).
     #[default]
     Improved,
 }
@@ -63,6 +81,12 @@ pub struct ReceiverEstimator {
     rate: f64,
     /// Average RTP packet size, bytes (a 1/16 moving average).
     packet_size: f64,
+    /// Loss events (fanout's variant).
+    events: LossEvents,
+    /// When the first packet of the report interval came.
+    interval_start: Option<Instant>,
+    /// The smoothed round trip (fanout's variant), s.
+    srtt: Option<f64>,
 }
 
 impl Default for ReceiverEstimator {
@@ -84,6 +108,9 @@ impl ReceiverEstimator {
             congestion: CongestionIndicator::default(),
             rate,
             packet_size: 0.0,
+            events: LossEvents::new(LOSS_INTERVALS, EVENT_SPAN),
+            interval_start: None,
+            srtt: None,
         }
     }
 
@@ -91,12 +118,46 @@ impl ReceiverEstimator {
     /// `len` bytes (the RTP packet), arriving at `arrival` (timestamp
     /// units, any fixed origin), with one-way delay `one_way` s (arrival
     /// less send time, in the two clocks).
-    pub fn on_rtp(&mut self, seq: u16, timestamp: u32, len: usize, arrival: u32, one_way: f64) {
+    pub fn on_rtp(
+        &mut self,
+        now: Instant,
+        seq: u16,
+        timestamp: u32,
+        len: usize,
+        arrival: u32,
+        one_way: f64,
+    ) {
         let s = self
             .sequence
             .get_or_insert_with(|| SourceSequence::new(seq));
+        let before = s.extended_max();
         if !s.update(seq) {
             return;
+        }
+        let lost = s
+            .extended_max()
+            .saturating_sub(before.wrapping_add(1))
+            .min(3000);
+        if self.variant == Variant::Improved {
+            let since = *self.interval_start.get_or_insert(now);
+            let secs = now.saturating_duration_since(since).as_secs_f64();
+            let receive_rate = if secs > 0.01 {
+                self.received as f64 / secs
+            } else {
+                self.rate
+            };
+            let rtt = self
+                .rtt
+                .anchored()
+                .unwrap_or(Duration::from_millis(100))
+                .max(Duration::from_micros(100));
+            let size = if self.packet_size > 0.0 {
+                self.packet_size
+            } else {
+                len as f64
+            };
+            self.events
+                .on_packets(now, 1, u64::from(lost), rtt, receive_rate, size);
         }
         self.jitter.on_packet(arrival, timestamp);
         self.congestion.on_jitter(f64::from(self.jitter.value()));
@@ -131,22 +192,45 @@ impl ReceiverEstimator {
         let state = self.congestion.close_interval();
         let rtt = match self.variant {
             Variant::Paper => self.rtt.rtt(),
-            Variant::Improved => self.rtt.anchored(),
+            Variant::Improved => {
+                // The anchored round trip, smoothed over reports.
+                let r = self.rtt.anchored().map(|a| {
+                    let a = a.as_secs_f64();
+                    self.srtt.map_or(a, |s| s + RTT_SMOOTHING * (a - s))
+                });
+                self.srtt = r.or(self.srtt);
+                r.map(Duration::from_secs_f64)
+            }
         };
         self.rtt.on_report();
+        self.interval_start = None;
         let received = std::mem::take(&mut self.received) as f64;
-        let loss = self.loss.smoothed();
+        let secs = elapsed.as_secs_f64();
+        let loss = match self.variant {
+            Variant::Paper => self.loss.smoothed(),
+            Variant::Improved => self.events.rate(),
+        };
         if let (Some(r), true) = (rtt, interval.expected > 0 && self.packet_size > 0.0) {
             let (p, r) = (self.packet_size, r.as_secs_f64().max(1e-4));
-            let inst = if interval.lost == 0 {
-                increase(self.rate, p, r)
-            } else {
-                tcp_friendly(p, r, loss)
-            };
-            self.rate = smooth(self.rate, inst, state.smoothing());
-            let secs = elapsed.as_secs_f64();
-            if self.variant == Variant::Improved && secs > 0.0 {
-                self.rate = self.rate.min(2.0 * received / secs);
+            match self.variant {
+                Variant::Paper => {
+                    let inst = if interval.lost == 0 {
+                        increase(self.rate, p, r)
+                    } else {
+                        tcp_friendly(p, r, loss)
+                    };
+                    self.rate = smooth(self.rate, inst, state.smoothing());
+                }
+                Variant::Improved if secs > 0.0 => {
+                    let arrived = 2.0 * received / secs;
+                    let inst = if self.events.has_loss() {
+                        throughput(p, r, loss).min(arrived)
+                    } else {
+                        arrived
+                    };
+                    self.rate = smooth(self.rate, inst, NetworkState::Unloaded.smoothing());
+                }
+                Variant::Improved => {}
             }
         }
         IntervalReport {
@@ -163,14 +247,24 @@ impl ReceiverEstimator {
         self.rate
     }
 
-    /// The smoothed loss rate of the last report (0–1).
+    /// The loss rate in use (0–1): the weighted loss of the last reports
+    /// (the paper's) or the loss event rate (fanout's).
     pub fn loss(&self) -> f64 {
-        self.loss.smoothed()
+        match self.variant {
+            Variant::Paper => self.loss.smoothed(),
+            Variant::Improved => self.events.rate(),
+        }
     }
 
-    /// The round trip in use, once known.
+    /// The round trip in use, once known: the paper's calibrated estimate,
+    /// or fanout's smoothed anchored one (until its first report, the
+    /// anchored one).
     pub fn rtt(&self) -> Option<Duration> {
-        self.rtt.rtt()
+        match (self.variant, self.srtt) {
+            (Variant::Paper, _) => self.rtt.rtt(),
+            (Variant::Improved, Some(s)) => Some(Duration::from_secs_f64(s)),
+            (Variant::Improved, None) => self.rtt.anchored(),
+        }
     }
 
     /// The jitter a report block carries, timestamp units.
@@ -201,7 +295,7 @@ mod tests {
         for _ in 0..n {
             let ts = u32::from(*seq) * 1800;
             if !lost(*seq) {
-                e.on_rtp(*seq, ts, 1328, ts + 900, one_way);
+                e.on_rtp(Instant::ZERO, *seq, ts, 1328, ts + 900, one_way);
             }
             *seq = seq.wrapping_add(1);
         }
@@ -248,5 +342,44 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         assert!((rtt - 0.040).abs() < 1e-6, "{rtt}");
+    }
+
+    #[test]
+    fn fanouts_variant_doubles_what_arrived_until_a_loss_then_follows_the_equation() {
+        let mut e = ReceiverEstimator::new(INITIAL_RATE, Variant::Improved);
+        let mut seq = 0;
+        // 50 packets of 1328 bytes in one second, no loss: twice what
+        // arrived (49 counted: the first starts the source's probation,
+        // RFC 3550 A.1).
+        feed(&mut e, &mut seq, 50, 0.025, |_| false);
+        let r = e.on_report(Duration::from_secs(1));
+        let first = smooth(INITIAL_RATE, 2.0 * 49.0 * 1328.0, 0.9);
+        assert!((r.rate - first).abs() < 1e-6, "{}", r.rate);
+        assert_eq!(r.loss, 0.0);
+        // The sender measured 40 ms, and losses come: the equation at the
+        // loss event rate and the round trip in use.
+        e.on_sender_rtt(Duration::from_millis(40));
+        feed(&mut e, &mut seq, 500, 0.025, |s| s % 50 == 0);
+        let r = e.on_report(Duration::from_secs(1));
+        assert!(r.loss > 0.0);
+        assert_eq!(r.loss, e.loss());
+        let rtt = r.rtt.expect("a round trip");
+        assert_eq!(e.rtt(), Some(rtt));
+        let want = throughput(1328.0, rtt.as_secs_f64(), r.loss).min(2.0 * 490.0 * 1328.0);
+        assert!(
+            (r.rate - smooth(first, want, 0.9)).abs() < 1e-6,
+            "{} {want}",
+            r.rate
+        );
+        // The round trip moves a tenth of the way to each new anchored one.
+        let anchored = e.rtt.anchored().unwrap().as_secs_f64();
+        feed(&mut e, &mut seq, 50, 0.025, |_| false);
+        let next = e
+            .on_report(Duration::from_secs(1))
+            .rtt
+            .unwrap()
+            .as_secs_f64();
+        let want = rtt.as_secs_f64() + RTT_SMOOTHING * (anchored - rtt.as_secs_f64());
+        assert!((next - want).abs() < 1e-9, "{next} {want}");
     }
 }

@@ -1,9 +1,10 @@
-//! A TFMCC receiver's loss event rate, as TFRC computes it (RFC 5348 §5,
-//! used by RFC 4654 §4.3): losses within one round trip of the first loss
-//! of an event are one event; the intervals between events' starts, in
-//! packets, are averaged over the last 8 with weights 1, 1, 1, 1, 0.8,
-//! 0.6, 0.4, 0.2 — counting the interval still open only if it raises the
-//! average (§5.4) — and the rate is one over that average. The first
+//! A receiver's loss event rate, as TFRC computes it (RFC 5348 §5, used by
+//! RFC 4654 §4.3): losses within one round trip of the first loss of an
+//! event are one event; the intervals between events' starts, in packets,
+//! are averaged over the last 8 with weights 1, 1, 1, 1, 0.8, 0.6, 0.4,
+//! 0.2 — counting the interval still open only if it raises the average
+//! (§5.4) — and the rate is one over that average. (fanout's ASMP uses it
+//! with a longer history and shorter events, [`LossEvents::new`].) The first
 //! interval is unknown: it is set to what makes the TCP equation give the
 //! rate the receiver was receiving when the first loss came (§6.3.1).
 
@@ -13,7 +14,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 /// A receiver's loss intervals.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LossEvents {
     /// Closed intervals, newest first, packets (at most 8).
     closed: VecDeque<f64>,
@@ -21,9 +22,34 @@ pub struct LossEvents {
     open: f64,
     /// When the newest event began.
     event_start: Option<Instant>,
+    /// Intervals averaged (at least 2).
+    history: usize,
+    /// Losses within this share of a round trip of an event's start
+    /// belong to it.
+    span: f64,
+}
+
+impl Default for LossEvents {
+    /// RFC 5348's: 8 intervals, events a round trip long.
+    fn default() -> Self {
+        LossEvents::new(LOSS_INTERVALS, 1.0)
+    }
 }
 
 impl LossEvents {
+    /// Averaging the last `history` intervals (RFC 5348: 8), losses
+    /// within `span` round trips of an event's start one event (RFC 5348:
+    /// 1).
+    pub fn new(history: usize, span: f64) -> Self {
+        LossEvents {
+            closed: VecDeque::new(),
+            open: 0.0,
+            event_start: None,
+            history: history.max(2),
+            span: span.max(0.0),
+        }
+    }
+
     /// `received` packets arrived and `lost` were found missing at `now`,
     /// with round trip `rtt`. Before the first loss, `receive_rate` (bytes
     /// per second) and `packet_size` (bytes) seed the first interval.
@@ -39,7 +65,7 @@ impl LossEvents {
         if lost > 0 {
             let new_event = self
                 .event_start
-                .is_none_or(|s| now.saturating_duration_since(s) > rtt);
+                .is_none_or(|s| now.saturating_duration_since(s) > rtt.mul_f64(self.span));
             if new_event {
                 if self.event_start.is_none() {
                     let first = first_interval(packet_size, rtt.as_secs_f64(), receive_rate);
@@ -47,7 +73,7 @@ impl LossEvents {
                 } else {
                     self.closed.push_front(self.open.max(1.0));
                 }
-                self.closed.truncate(LOSS_INTERVALS);
+                self.closed.truncate(self.history);
                 self.open = 0.0;
                 self.event_start = Some(now);
             }
@@ -64,7 +90,7 @@ impl LossEvents {
 
     /// The loss event rate (0 before the first loss).
     pub fn rate(&self) -> f64 {
-        mean_interval(self.open, self.closed.iter().copied(), LOSS_INTERVALS)
+        mean_interval(self.open, self.closed.iter().copied(), self.history)
             .map_or(0.0, |mean| 1.0 / mean.max(1.0))
     }
 }
