@@ -101,6 +101,16 @@ pub struct Arrival<'a> {
     pub extension: Option<(u16, &'a [u8])>,
 }
 
+/// When a receiver's RTCP report goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// Now, with this APP part if any.
+    Now(Option<AppData>),
+    /// At this time (feedback suppression: another receiver's report may
+    /// make this one's APP part needless meanwhile).
+    Later(Instant),
+}
+
 /// What a receiver's controller estimates, for reports and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Estimates {
@@ -149,14 +159,22 @@ pub trait ReceiverControl: fmt::Debug + Send {
     /// An APP part from the sender (`from_sender`) or another receiver.
     fn on_app(&mut self, now: Instant, from_sender: bool, app: &AppData);
     /// The receiver's RTCP report is due, `elapsed` since the last and
-    /// `interval` until the next: the APP part to send beside its RR.
+    /// `interval` (deterministic, RFC 3550 §6.3.1) until the next: the APP
+    /// part to send beside its RR now, or a time to send the report at
+    /// instead ([`ReceiverControl::deferred_report`] then gives its APP
+    /// part).
     fn on_report(
         &mut self,
         now: Instant,
         elapsed: Duration,
         interval: Duration,
         rng: &mut Rng,
-    ) -> Option<AppData>;
+    ) -> Report;
+    /// A report deferred by [`Report::Later`] is due: its APP part, or
+    /// none if it became needless (the RR goes either way).
+    fn deferred_report(&mut self, _now: Instant) -> Option<AppData> {
+        None
+    }
     /// Feedback to send now, outside RTCP's schedule.
     fn poll_feedback(&mut self, now: Instant) -> Option<AppData>;
     /// When it next needs [`ReceiverControl::handle_timeout`].

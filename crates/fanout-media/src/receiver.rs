@@ -6,7 +6,7 @@
 //! APP part); feedback the controller cannot delay goes at once, in a
 //! compound of an RR and the APP part.
 
-use crate::control::{AppData, Arrival, Controller, Estimates, ReceiverControl};
+use crate::control::{AppData, Arrival, Controller, Estimates, ReceiverControl, Report};
 use fanout_core::{Engine, Instant, Rng, Transmit};
 use fanout_rtp::interval::{Participants, RtcpTiming};
 use fanout_rtp::jitter::Jitter;
@@ -96,6 +96,9 @@ pub struct MediaReceiver {
     last_sr: Option<LastSr>,
     members: BTreeMap<u32, Instant>,
     report_at: Instant,
+    /// A report its controller deferred (feedback suppression): when it
+    /// goes.
+    deferred: Option<Instant>,
     reported_once: bool,
     rtcp_out: VecDeque<Vec<u8>>,
     out: VecDeque<Vec<u8>>,
@@ -143,6 +146,7 @@ impl MediaReceiver {
             last_sr: None,
             members: BTreeMap::new(),
             report_at: now + first,
+            deferred: None,
             reported_once: false,
             rtcp_out: VecDeque::new(),
             out: VecDeque::new(),
@@ -466,10 +470,14 @@ impl Engine for MediaReceiver {
         if self.ended || self.left {
             return None;
         }
-        [Some(self.report_at), self.control.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            Some(self.report_at),
+            self.deferred,
+            self.control.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -480,6 +488,12 @@ impl Engine for MediaReceiver {
             self.control.handle_timeout(now, &mut self.rng);
             self.stats.reports_suppressed = self.control.suppressed();
             self.take_feedback(now);
+        }
+        if self.deferred.is_some_and(|t| t <= now) {
+            self.deferred = None;
+            let app = self.control.deferred_report(now);
+            self.stats.reports_suppressed = self.control.suppressed();
+            self.write_report(now, app, true);
         }
         if now < self.report_at {
             return;
@@ -501,7 +515,12 @@ impl Engine for MediaReceiver {
         if self.sender.is_none() {
             return;
         }
-        let app = self.control.on_report(now, elapsed, td, &mut self.rng);
-        self.write_report(now, app, true);
+        match self.control.on_report(now, elapsed, td, &mut self.rng) {
+            Report::Now(app) => {
+                self.write_report(now, app, true);
+            }
+            // One report an interval: the deferred one carries the RR.
+            Report::Later(at) => self.deferred = Some(at),
+        }
     }
 }

@@ -3,11 +3,11 @@
 //! its large-group feedback suppression (ASMP §3.8: past
 //! [`SUPPRESS_ABOVE`] of report interval, a receiver waits a truncated
 //! exponential time and drops its report if a rate within 2% of its own
-//! came first).
+//! came first; in fanout's variant, any rate not 2% above its own).
 
 use super::suppression::{self, LAMBDA};
 use super::{IntervalReport, ReceiverEstimator, SenderState, Variant};
-use crate::control::{AppData, Arrival, Estimates, ReceiverControl, SenderControl};
+use crate::control::{AppData, Arrival, Estimates, ReceiverControl, Report, SenderControl};
 use fanout_core::{Instant, Rng};
 use fanout_rtp::app::{AsmpApp, RateReport, NAME};
 use fanout_rtp::report::Block;
@@ -65,7 +65,8 @@ impl SenderControl for AsmpSender {
         self.state.on_bye(ssrc);
     }
     fn expire(&mut self, now: Instant, timeout: Duration) {
-        self.state.expire(now, timeout);
+        // Reports live two report intervals (the timeout is five).
+        self.state.expire(now, timeout, timeout * 2 / 5);
     }
     fn sr_apps(&mut self, _now: Instant) -> Vec<AppData> {
         let trips = self.state.round_trips_to_publish();
@@ -86,11 +87,13 @@ impl SenderControl for AsmpSender {
 #[derive(Debug)]
 pub struct AsmpReceiver {
     estimator: ReceiverEstimator,
+    variant: Variant,
     ssrc: u32,
-    /// A report waiting out its suppression timer: when it goes, and
-    /// whether a similar one was heard.
-    pending: Option<(Instant, IntervalReport, bool)>,
-    ready: Option<AppData>,
+    /// A report waiting out its suppression timer, and whether another
+    /// receiver's made it needless.
+    pending: Option<(IntervalReport, bool)>,
+    /// The least rate another receiver reported, and when.
+    heard: Option<(f64, Instant)>,
     suppressed: u64,
 }
 
@@ -99,9 +102,10 @@ impl AsmpReceiver {
     pub fn new(variant: Variant, ssrc: u32) -> Self {
         AsmpReceiver {
             estimator: ReceiverEstimator::new(super::INITIAL_RATE, variant),
+            variant,
             ssrc,
             pending: None,
-            ready: None,
+            heard: None,
             suppressed: 0,
         }
     }
@@ -109,6 +113,13 @@ impl AsmpReceiver {
     /// Its estimates.
     pub fn estimator(&self) -> &ReceiverEstimator {
         &self.estimator
+    }
+
+    fn suppresses(&self, own: f64, heard: f64) -> bool {
+        match self.variant {
+            Variant::Paper => suppression::suppresses(own, heard),
+            Variant::Improved => suppression::suppresses_at_or_below(own, heard),
+        }
     }
 
     fn report(r: &IntervalReport) -> AppData {
@@ -128,7 +139,7 @@ impl ReceiverControl for AsmpReceiver {
             .on_rtp(now, p.seq, p.timestamp, p.len, p.arrival_ticks, p.one_way);
     }
 
-    fn on_app(&mut self, _now: Instant, from_sender: bool, a: &AppData) {
+    fn on_app(&mut self, now: Instant, from_sender: bool, a: &AppData) {
         match AsmpApp::decode(a.name, a.subtype, &a.data) {
             Ok(AsmpApp::RoundTrips(t)) if from_sender => {
                 if let Some((_, us)) = t.entries.iter().find(|(s, _)| *s == self.ssrc) {
@@ -137,8 +148,16 @@ impl ReceiverControl for AsmpReceiver {
                 }
             }
             Ok(AsmpApp::Rate(r)) if !from_sender => {
-                if let Some((_, own, suppressed)) = self.pending.as_mut() {
-                    *suppressed |= suppression::suppresses(own.rate, r.rate as f64);
+                let rate = r.rate as f64;
+                let needless = self
+                    .pending
+                    .as_ref()
+                    .is_some_and(|(own, _)| self.suppresses(own.rate, rate));
+                if let Some((_, suppressed)) = self.pending.as_mut() {
+                    *suppressed |= needless;
+                }
+                if self.heard.is_none_or(|(least, _)| rate <= least) {
+                    self.heard = Some((rate, now));
                 }
             }
             _ => {}
@@ -151,35 +170,44 @@ impl ReceiverControl for AsmpReceiver {
         elapsed: Duration,
         interval: Duration,
         rng: &mut Rng,
-    ) -> Option<AppData> {
+    ) -> Report {
         let report = self.estimator.on_report(elapsed);
-        if interval > SUPPRESS_ABOVE {
-            let wait = suppression::truncated_exponential(interval, LAMBDA, rng);
-            self.pending = Some((now + wait, report, false));
+        if interval <= SUPPRESS_ABOVE {
+            return Report::Now(Some(Self::report(&report)));
+        }
+        // fanout's variant: a report heard this interval already makes
+        // this one needless (the paper waits only for what comes while
+        // the timer runs).
+        let heard = self
+            .heard
+            .filter(|(_, at)| now.saturating_duration_since(*at) <= interval)
+            .is_some_and(|(rate, _)| {
+                self.variant == Variant::Improved && self.suppresses(report.rate, rate)
+            });
+        self.heard = None;
+        let wait = suppression::truncated_exponential(interval, LAMBDA, rng);
+        self.pending = Some((report, heard));
+        Report::Later(now + wait)
+    }
+
+    fn deferred_report(&mut self, _now: Instant) -> Option<AppData> {
+        let (report, suppressed) = self.pending.take()?;
+        if suppressed {
+            self.suppressed += 1;
             return None;
         }
         Some(Self::report(&report))
     }
 
     fn poll_feedback(&mut self, _now: Instant) -> Option<AppData> {
-        self.ready.take()
+        None
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.pending.as_ref().map(|p| p.0)
+        None
     }
 
-    fn handle_timeout(&mut self, now: Instant, _rng: &mut Rng) {
-        if let Some((at, report, suppressed)) = self.pending.take() {
-            if now < at {
-                self.pending = Some((at, report, suppressed));
-            } else if suppressed {
-                self.suppressed += 1;
-            } else {
-                self.ready = Some(Self::report(&report));
-            }
-        }
-    }
+    fn handle_timeout(&mut self, _now: Instant, _rng: &mut Rng) {}
 
     fn estimates(&self) -> Estimates {
         Estimates {
@@ -191,5 +219,65 @@ impl ReceiverControl for AsmpReceiver {
 
     fn suppressed(&self) -> u64 {
         self.suppressed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asmp::INITIAL_RATE;
+
+    fn rate_report(rate: u64) -> AppData {
+        app(&AsmpApp::Rate(RateReport {
+            rate,
+            loss_ppm: 0,
+            rtt_us: 0,
+        }))
+    }
+
+    /// A receiver of `variant` that heard another's report of `heard`
+    /// before its own report came due in a large group: whether its own
+    /// still goes.
+    fn reports_after_hearing(variant: Variant, heard: u64) -> bool {
+        let mut r = AsmpReceiver::new(variant, 5);
+        let mut rng = Rng::new(1);
+        let t0 = Instant::ZERO;
+        r.on_app(t0, false, &rate_report(heard));
+        let interval = SUPPRESS_ABOVE * 2;
+        let Report::Later(at) = r.on_report(t0, interval, interval, &mut rng) else {
+            panic!("a large group's report waits");
+        };
+        assert!(at <= t0 + interval);
+        let sent = r.deferred_report(at).is_some();
+        assert_eq!(r.suppressed(), u64::from(!sent));
+        sent
+    }
+
+    #[test]
+    fn in_a_large_group_a_report_goes_only_if_no_lower_one_was_heard() {
+        // Its own rate is the initial one; one heard below (or 2% above)
+        // makes it needless in fanout's variant, even heard before its
+        // timer started; one well above does not.
+        let own = INITIAL_RATE as u64;
+        assert!(!reports_after_hearing(Variant::Improved, own / 2));
+        assert!(!reports_after_hearing(Variant::Improved, own + own / 100));
+        assert!(reports_after_hearing(Variant::Improved, own * 2));
+        // The paper's rule: only a similar rate heard while the timer runs.
+        assert!(reports_after_hearing(Variant::Paper, own));
+        let mut r = AsmpReceiver::new(Variant::Paper, 5);
+        let mut rng = Rng::new(1);
+        let interval = SUPPRESS_ABOVE * 2;
+        let Report::Later(at) = r.on_report(Instant::ZERO, interval, interval, &mut rng) else {
+            panic!("waits");
+        };
+        r.on_app(Instant::ZERO, false, &rate_report(own + own / 100));
+        assert_eq!(r.deferred_report(at), None);
+        // A small group reports at once.
+        let mut r = AsmpReceiver::new(Variant::Improved, 5);
+        let small = SUPPRESS_ABOVE / 2;
+        assert!(matches!(
+            r.on_report(Instant::ZERO, small, small, &mut rng),
+            Report::Now(Some(_))
+        ));
     }
 }

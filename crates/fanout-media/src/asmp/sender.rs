@@ -20,8 +20,8 @@ pub const MAX_RECEIVERS: usize = 100_000;
 /// What the sender knows of one receiver.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct ReceiverState {
-    /// Its last reported rate, bytes per second.
-    rate: Option<f64>,
+    /// Its last reported rate, bytes per second, and when it came.
+    rate: Option<(f64, Instant)>,
     /// The round trip last measured to it.
     rtt: Option<Duration>,
     /// That round trip is still to be published.
@@ -86,7 +86,7 @@ impl SenderState {
     /// Receiver `from` reported the rate it computed (its APP part).
     pub fn on_rate_report(&mut self, now: Instant, from: u32, report: &RateReport) {
         if let Some(r) = self.receiver(now, from) {
-            r.rate = Some(report.rate as f64);
+            r.rate = Some((report.rate as f64, now));
         }
     }
 
@@ -95,18 +95,33 @@ impl SenderState {
         self.receivers.remove(&ssrc);
     }
 
-    /// Forgets receivers not heard since `now − timeout`.
-    pub fn expire(&mut self, now: Instant, timeout: Duration) {
+    /// Forgets receivers not heard since `now − timeout`, and rate
+    /// reports older than `report_age`: a receiver whose report was
+    /// suppressed (ASMP §3.8) or lost no longer holds the rate down with
+    /// an old one. The rate stays where it was if no report is left.
+    pub fn expire(&mut self, now: Instant, timeout: Duration, report_age: Duration) {
+        let rate = self.rate();
         self.receivers
             .retain(|_, r| now.saturating_duration_since(r.heard) <= timeout);
+        for r in self.receivers.values_mut() {
+            if r.rate
+                .is_some_and(|(_, at)| now.saturating_duration_since(at) > report_age)
+            {
+                r.rate = None;
+            }
+        }
+        if self.receivers.values().all(|r| r.rate.is_none()) {
+            self.initial_rate = rate;
+        }
     }
 
     /// The sending rate (eq. 1): the least rate reported by a receiver
-    /// still in the session, or the initial rate before any report.
+    /// still in the session, or, with none, the initial rate or the last
+    /// one in force.
     pub fn rate(&self) -> f64 {
         self.receivers
             .values()
-            .filter_map(|r| r.rate)
+            .filter_map(|r| r.rate.map(|(rate, _)| rate))
             .reduce(f64::min)
             .unwrap_or(self.initial_rate)
     }
@@ -115,7 +130,7 @@ impl SenderState {
     pub fn limiting(&self) -> Option<u32> {
         self.receivers
             .iter()
-            .filter_map(|(s, r)| Some((*s, r.rate?)))
+            .filter_map(|(s, r)| Some((*s, r.rate?.0)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(s, _)| s)
     }
@@ -204,9 +219,18 @@ mod tests {
         s.on_rate_report(Instant::ZERO, 1, &rate(100_000));
         let later = Instant::ZERO.saturating_add(Duration::from_secs(30));
         s.on_rate_report(later, 2, &rate(400_000));
-        s.expire(later, Duration::from_secs(25));
+        s.expire(later, Duration::from_secs(25), Duration::from_secs(10));
         assert_eq!(s.receivers(), 1);
         assert_eq!(s.rate(), 400_000.0);
+        // Receiver 2 still sends RRs but no rate report for long: its old
+        // report no longer counts, and the rate stays where it was.
+        let much_later = later.saturating_add(Duration::from_secs(11));
+        s.on_report_block(much_later, 2, &block(7, 0, 0), 0);
+        s.expire(much_later, Duration::from_secs(25), Duration::from_secs(10));
+        assert_eq!((s.receivers(), s.limiting()), (1, None));
+        assert_eq!(s.rate(), 400_000.0);
+        s.on_rate_report(much_later, 2, &rate(300_000));
+        assert_eq!(s.rate(), 300_000.0);
         for i in 0..MAX_RECEIVERS as u32 + 10 {
             s.on_rate_report(later, 1000 + i, &rate(500_000));
         }

@@ -23,9 +23,18 @@ pub fn truncated_exponential(t: Duration, lambda: f64, rng: &mut Rng) -> Duratio
     t.mul_f64(z.clamp(0.0, 1.0))
 }
 
-/// Whether a report of `heard` makes one of `own` unnecessary: within 2%.
+/// Whether a report of `heard` makes one of `own` unnecessary: within 2%
+/// (the paper's rule).
 pub fn suppresses(own: f64, heard: f64) -> bool {
     own > 0.0 && (heard - own).abs() <= SIMILAR * own
+}
+
+/// fanout's rule: a report of `heard` at most 2% above `own` makes it
+/// unnecessary — the sender follows the least report, so one well above a
+/// report already sent cannot move it either (as TFMCC suppresses, RFC
+/// 4654 §4.5).
+pub fn suppresses_at_or_below(own: f64, heard: f64) -> bool {
+    own > 0.0 && heard <= (1.0 + SIMILAR) * own
 }
 
 #[cfg(test)]
@@ -56,5 +65,8 @@ mod tests {
         assert!(suppresses(100_000.0, 98_000.0));
         assert!(!suppresses(100_000.0, 97_900.0));
         assert!(!suppresses(0.0, 0.0));
+        assert!(suppresses_at_or_below(100_000.0, 101_900.0));
+        assert!(suppresses_at_or_below(100_000.0, 50_000.0));
+        assert!(!suppresses_at_or_below(100_000.0, 102_100.0));
     }
 }

@@ -10,7 +10,7 @@
 
 use super::loss_events::LossEvents;
 use super::{clock_us, feedback_timer, CLR_RTT_GAIN, INITIAL_RTT, RTT_GAIN, SUPPRESSION_MARGIN};
-use crate::control::{AppData, Arrival, Estimates, ReceiverControl};
+use crate::control::{AppData, Arrival, Estimates, ReceiverControl, Report};
 use fanout_core::tfrc::throughput;
 use fanout_core::{Instant, Rng};
 use fanout_rtp::tfmcc::{
@@ -263,10 +263,10 @@ impl ReceiverControl for TfmccReceiver {
         _elapsed: Duration,
         _interval: Duration,
         _rng: &mut Rng,
-    ) -> Option<AppData> {
+    ) -> Report {
         // TFMCC's feedback does not ride on RTCP's schedule.
         self.compute_rate();
-        None
+        Report::Now(None)
     }
 
     fn poll_feedback(&mut self, _now: Instant) -> Option<AppData> {
