@@ -12,7 +12,8 @@ pub const MAX_SERIES_PER_PLOT: usize = 12;
 pub type Line = (String, Vec<(f64, f64)>);
 
 /// Writes `throughput.svg`, `queue.svg`, `goodput.svg` and (if any app
-/// reports a window) `cwnd.svg` into `dir`. Plots with no data are skipped.
+/// reports one) `rate.svg` and `cwnd.svg` into `dir`. Plots with no data
+/// are skipped.
 pub fn write_all(m: &Metrics, dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let busiest = |mut lines: Vec<(f64, Line)>| {
@@ -70,6 +71,12 @@ pub fn write_all(m: &Metrics, dir: &Path) -> io::Result<()> {
         "Goodput per app",
         "Mbit/s",
         &apps(|x| Some(x.goodput_bps / 1e6)),
+    )?;
+    line_chart(
+        &dir.join("rate.svg"),
+        "Rate of rate-based senders (and the rates their receivers compute)",
+        "Mbit/s",
+        &apps(|x| x.rate_bps.map(|r| r as f64 / 1e6)),
     )?;
     line_chart(
         &dir.join("cwnd.svg"),

@@ -10,7 +10,7 @@ use fanout_sim::scenario::BuiltinFlows;
 use fanout_sim::session_media::{media_figures, MediaFigures, MediaFlows};
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::units::HumanDuration;
-use fanout_sim::Scenario;
+use fanout_sim::{Scenario, Simulator};
 use std::time::Duration;
 
 struct MediaRun {
@@ -18,10 +18,9 @@ struct MediaRun {
     media: Vec<MediaFigures>,
 }
 
-/// Runs `sc` for `secs` with every media flow's controller set to `cc`,
-/// measuring from `warmup` s to the end.
-fn run(mut sc: Scenario, cc: &str, secs: u64, warmup: u64) -> MediaRun {
-    sc.duration = HumanDuration(Duration::from_secs(secs));
+/// Runs `sc` with every media flow's controller set to `cc`: the
+/// simulator, its transfers and media flows, and the trace hash.
+fn simulate(mut sc: Scenario, cc: &str) -> (Simulator, TransferFlows, MediaFlows, Option<u64>) {
     for f in sc.flows.iter_mut().filter(|f| f.kind == "media") {
         f.params.insert("cc".into(), toml::Value::String(cc.into()));
     }
@@ -30,18 +29,19 @@ fn run(mut sc: Scenario, cc: &str, secs: u64, warmup: u64) -> MediaRun {
     let (sim, report) = sc
         .run(None, &mut [&mut BuiltinFlows, &mut transfers, &mut media])
         .expect("the scenario runs");
+    (sim, transfers, media, report.trace_hash)
+}
+
+/// Runs `sc` for `secs` with every media flow's controller set to `cc`,
+/// measuring from `warmup` s to the end.
+fn run(mut sc: Scenario, cc: &str, secs: u64, warmup: u64) -> MediaRun {
+    sc.duration = HumanDuration(Duration::from_secs(secs));
+    let (sim, transfers, media, trace_hash) = simulate(sc, cc);
     let (from, to) = (
         Instant::ZERO + Duration::from_secs(warmup),
         Instant::ZERO + Duration::from_secs(secs),
     );
-    let flows = figures(
-        &sim,
-        &transfers,
-        &Default::default(),
-        report.trace_hash,
-        from,
-        to,
-    );
+    let flows = figures(&sim, &transfers, &Default::default(), trace_hash, from, to);
     MediaRun {
         flows,
         media: media_figures(&sim, &media, from, to),
@@ -234,4 +234,92 @@ fn sweep_two_bottlenecks_over_eight_seeds() {
         (0.9..=1.1).contains(&asmp.2) && (0.9..=1.1).contains(&asmp.3),
         "{asmp:?}"
     );
+}
+
+/// The mean of `app`'s samples of `f` in `(from, to]` seconds.
+fn mean_of(
+    sim: &Simulator,
+    app: fanout_sim::AppId,
+    from: f64,
+    to: f64,
+    f: fn(&fanout_sim::metrics::AppSample) -> f64,
+) -> f64 {
+    let xs: Vec<f64> = sim.metrics().apps[app.index()]
+        .samples
+        .iter()
+        .filter(|s| {
+            let t = s.at.as_secs_f64();
+            t > from && t <= to
+        })
+        .map(f)
+        .collect();
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+}
+
+/// Runs the late-join scenario with `cc`: the simulator and its media flow.
+fn late_join(cc: &str) -> (Simulator, fanout_sim::session_media::MediaFlow) {
+    let (sim, _, media, _) = simulate(common::load("asmp", "late-join.toml"), cc);
+    let flow = media.flows[0].clone();
+    (sim, flow)
+}
+
+/// ASMP §5.3.2 (Figure 22): a receiver behind 300 kbit/s joins at 50 s and
+/// leaves at 100 s. fanout's ASMP and TFMCC both come down to what it can
+/// take while it is there and back up to the 500 kbit/s stream after.
+#[test]
+fn a_slow_late_joiner_holds_the_rate_down_only_while_it_is_there() {
+    for cc in ["asmp", "tfmcc"] {
+        let (sim, flow) = late_join(cc);
+        let rate = |from, to| {
+            mean_of(&sim, flow.source, from, to, |s| {
+                s.rate_bps.unwrap_or(0) as f64
+            })
+        };
+        let slow = flow
+            .members
+            .iter()
+            .find(|(n, _)| n == "mr5")
+            .expect("mr5")
+            .1;
+        let slow_got = mean_of(&sim, slow, 55.0, 100.0, |s| s.goodput_bps);
+        let (before, during, after) = (rate(20.0, 50.0), rate(55.0, 100.0), rate(110.0, 150.0));
+        eprintln!(
+            "{cc}: rate {:.0} / {:.0} / {:.0} kbit/s before / while / after the late joiner; it got {:.0}",
+            before / 1e3,
+            during / 1e3,
+            after / 1e3,
+            slow_got / 1e3
+        );
+        assert!(during < 330e3, "{cc}: {during}");
+        assert!(slow_got > 150e3, "{cc}: {slow_got}");
+        assert!(after > 400e3 && before > 350e3, "{cc}: {before} {after}");
+    }
+}
+
+/// Writes docs/experiments/asmp-late-join.svg: the sender's rate over time
+/// in the late-join scenario with each controller (run with `--ignored`).
+#[test]
+#[ignore]
+fn plot_late_join() {
+    let lines: Vec<fanout_sim::plot::Line> = ["asmp-paper", "asmp", "tfmcc"]
+        .into_iter()
+        .map(|cc| {
+            let (sim, flow) = late_join(cc);
+            let pts = sim.metrics().apps[flow.source.index()]
+                .samples
+                .iter()
+                .map(|s| (s.at.as_secs_f64(), s.rate_bps.unwrap_or(0) as f64 / 1e3))
+                .collect();
+            (cc.to_owned(), pts)
+        })
+        .collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/experiments/asmp-late-join.svg");
+    fanout_sim::plot::line_chart(
+        &path,
+        "Late join of a 300 kbit/s receiver (50–100 s): the sender's rate",
+        "kbit/s",
+        &lines,
+    )
+    .unwrap();
 }
