@@ -159,10 +159,9 @@ pub trait ReceiverControl: fmt::Debug + Send {
     /// An APP part from the sender (`from_sender`) or another receiver.
     fn on_app(&mut self, now: Instant, from_sender: bool, app: &AppData);
     /// The receiver's RTCP report is due, `elapsed` since the last and
-    /// `interval` (deterministic, RFC 3550 §6.3.1) until the next: the APP
-    /// part to send beside its RR now, or a time to send the report at
-    /// instead ([`ReceiverControl::deferred_report`] then gives its APP
-    /// part).
+    /// `interval` until the next: the APP part to send beside its RR now,
+    /// or a time within `interval` to send the report at instead
+    /// ([`ReceiverControl::deferred_report`] then gives its APP part).
     fn on_report(
         &mut self,
         now: Instant,

@@ -515,7 +515,11 @@ impl Engine for MediaReceiver {
         if self.sender.is_none() {
             return;
         }
-        match self.control.on_report(now, elapsed, td, &mut self.rng) {
+        // A deferred report goes before the next one is due.
+        match self
+            .control
+            .on_report(now, elapsed, interval, &mut self.rng)
+        {
             Report::Now(app) => {
                 self.write_report(now, app, true);
             }

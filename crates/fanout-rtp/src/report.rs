@@ -160,8 +160,10 @@ pub fn parse(data: &[u8]) -> Result<Vec<Part>, ReportError> {
             ),
             Packet::Bye(bye) => Part::Bye {
                 ssrcs: bye.ssrcs().collect(),
+                // An empty reason is no reason (it is written as none).
                 reason: bye
                     .reason()
+                    .filter(|r| !r.is_empty())
                     .map(|r| String::from_utf8_lossy(r).into_owned()),
             },
             Packet::App(app) => Part::App {
@@ -304,6 +306,17 @@ mod tests {
             blocks: vec![],
         }];
         assert_eq!(parse(&write(&rr).unwrap()), Ok(rr));
+        // A BYE whose reason is empty: no reason, written back the same.
+        let bye = [0x80, 201, 0, 1, 0, 0, 0, 5, 0x80, 203, 0, 1, 0, 0, 0, 0];
+        let parts = parse(&bye).expect("a compound");
+        assert_eq!(
+            parts[1],
+            Part::Bye {
+                ssrcs: vec![],
+                reason: None
+            }
+        );
+        assert_eq!(parse(&write(&parts).unwrap()), Ok(parts));
     }
 
     #[test]

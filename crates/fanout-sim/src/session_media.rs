@@ -390,6 +390,11 @@ pub struct MediaFigures {
     pub rtcp_share: f64,
     /// Reports the members' controllers gave up (suppression).
     pub suppressed: u64,
+    /// Rate reports (controllers' APP parts) the sender took, the whole
+    /// run.
+    pub rate_reports: u64,
+    /// Report rounds: RTCP reports on schedule per member, the whole run.
+    pub rounds: f64,
     /// Payloads the sender's queue dropped.
     pub queue_drops: u64,
 }
@@ -431,6 +436,7 @@ pub fn media_figures(
             let mean_rate_bps = rate_bps.iter().sum::<f64>() / rate_bps.len().max(1) as f64;
             let mut rtcp = sent.rtcp_bytes;
             let mut suppressed = 0;
+            let mut on_schedule = 0;
             let members: Vec<MediaMemberFigures> = f
                 .members
                 .iter()
@@ -439,6 +445,7 @@ pub fn media_figures(
                     let st = m.receiver().stats();
                     rtcp += st.report_bytes;
                     suppressed += st.reports_suppressed;
+                    on_schedule += st.reports_sent - st.feedback_sent;
                     let e = m.receiver().estimates();
                     MediaMemberFigures {
                         node: node.clone(),
@@ -472,6 +479,8 @@ pub fn media_figures(
                 min_goodput_bps,
                 rtcp_share: rtcp as f64 / sent.payload_bytes.max(1) as f64,
                 suppressed,
+                rate_reports: sent.rate_reports,
+                rounds: on_schedule as f64 / f.members.len().max(1) as f64,
                 queue_drops: sent.queue_drops,
             }
         })

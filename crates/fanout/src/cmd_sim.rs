@@ -205,13 +205,16 @@ pub fn human_report(f: &RunFigures) -> String {
     for m in &f.media {
         let _ = writeln!(
             out,
-            "  media ({}): {} members, allowed rate mean {:.3} Mbit/s, sent {:.3}; slowest member {:.3} Mbit/s (CoV {:.3}); RTCP {:.2}% of RTP; queue dropped {}",
+            "  media ({}): {} members, allowed rate mean {:.3} Mbit/s, sent {:.3}; slowest member {:.3} Mbit/s (CoV {:.3}); {} rate reports in {:.1} rounds ({} suppressed); RTCP {:.2}% of RTP; queue dropped {}",
             m.cc,
             m.members.len(),
             m.mean_rate_bps / 1e6,
             m.sent_bps / 1e6,
             m.min_goodput_bps / 1e6,
             m.cov,
+            m.rate_reports,
+            m.rounds,
+            m.suppressed,
             m.rtcp_share * 100.0,
             m.queue_drops
         );

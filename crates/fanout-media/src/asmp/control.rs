@@ -13,9 +13,8 @@ use fanout_rtp::app::{AsmpApp, RateReport, NAME};
 use fanout_rtp::report::Block;
 use std::time::Duration;
 
-/// Report intervals (deterministic, RFC 3550 §6.3.1) longer than this
-/// use feedback suppression (ASMP §3.8): some 60 receivers of a 1 Mbit/s
-/// stream.
+/// Report intervals longer than this use feedback suppression (ASMP
+/// §3.8): some 60 receivers of a 1 Mbit/s stream.
 pub const SUPPRESS_ABOVE: Duration = Duration::from_secs(5);
 
 fn app(a: &AsmpApp) -> AppData {
