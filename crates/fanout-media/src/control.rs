@@ -58,15 +58,15 @@ impl Controller {
     pub fn sender(self, ssrc: u32, initial_rate: f64, now: Instant) -> Box<dyn SenderControl> {
         match self {
             Controller::Asmp(_) => Box::new(crate::asmp::AsmpSender::new(ssrc, initial_rate)),
-            Controller::Tfmcc => Box::new(crate::tfmcc::TfmccSender::new(ssrc, initial_rate, now)),
+            Controller::Tfmcc => Box::new(crate::tfmcc::TfmccSender::new(initial_rate, now)),
         }
     }
 
     /// A receiver's side of it.
-    pub fn receiver(self, ssrc: u32, now: Instant) -> Box<dyn ReceiverControl> {
+    pub fn receiver(self, ssrc: u32) -> Box<dyn ReceiverControl> {
         match self {
             Controller::Asmp(v) => Box::new(crate::asmp::AsmpReceiver::new(v, ssrc)),
-            Controller::Tfmcc => Box::new(crate::tfmcc::TfmccReceiver::new(ssrc, now)),
+            Controller::Tfmcc => Box::new(crate::tfmcc::TfmccReceiver::new(ssrc)),
         }
     }
 }

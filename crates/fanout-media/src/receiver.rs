@@ -125,7 +125,7 @@ impl MediaReceiver {
     pub fn new(cfg: MediaReceiverConfig, now: Instant) -> Self {
         let mut rng = Rng::new(cfg.seed);
         let timing = RtcpTiming::new(crate::asmp::INITIAL_RATE, cfg.reduced_rtcp_minimum, 100);
-        let control = cfg.controller.receiver(cfg.ssrc, now);
+        let control = cfg.controller.receiver(cfg.ssrc);
         let first = timing.interval(
             Participants {
                 members: 2,
@@ -260,7 +260,7 @@ impl MediaReceiver {
             ntp_secs(self.cfg.wall.ntp(now)) - sent
         });
         if self.sequence.is_none() {
-            self.follow_senders_controller(now, rtp.extension());
+            self.follow_senders_controller(rtp.extension());
         }
         let seq = rtp.sequence_number();
         let fresh = self
@@ -347,7 +347,7 @@ impl MediaReceiver {
 
     /// Takes the sender's controller from its first packet: TFMCC's
     /// header extension, or none (ASMP).
-    fn follow_senders_controller(&mut self, now: Instant, extension: Option<(u16, &[u8])>) {
+    fn follow_senders_controller(&mut self, extension: Option<(u16, &[u8])>) {
         let tfmcc = extension.is_some_and(|(id, _)| id == fanout_rtp::tfmcc::EXTENSION_ID);
         let wanted = match (tfmcc, self.cfg.controller) {
             (true, Controller::Tfmcc) | (false, Controller::Asmp(_)) => return,
@@ -355,7 +355,7 @@ impl MediaReceiver {
             (false, _) => Controller::default(),
         };
         self.cfg.controller = wanted;
-        self.control = wanted.receiver(self.cfg.ssrc, now);
+        self.control = wanted.receiver(self.cfg.ssrc);
     }
 
     /// The controller it runs (the sender's, once a packet came).

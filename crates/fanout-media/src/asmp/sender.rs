@@ -34,8 +34,9 @@ struct ReceiverState {
 #[derive(Debug, Clone)]
 pub struct SenderState {
     ssrc: u32,
-    /// The rate before any report, bytes per second.
-    initial_rate: f64,
+    /// The rate when no report counts, bytes per second: the initial
+    /// one, then the last in force.
+    fallback_rate: f64,
     receivers: BTreeMap<u32, ReceiverState>,
     /// Reports from receivers beyond [`MAX_RECEIVERS`], not kept.
     refused: u64,
@@ -48,7 +49,7 @@ impl SenderState {
     pub fn new(ssrc: u32, initial_rate: f64) -> Self {
         SenderState {
             ssrc,
-            initial_rate,
+            fallback_rate: initial_rate,
             receivers: BTreeMap::new(),
             refused: 0,
         }
@@ -111,7 +112,7 @@ impl SenderState {
             }
         }
         if self.receivers.values().all(|r| r.rate.is_none()) {
-            self.initial_rate = rate;
+            self.fallback_rate = rate;
         }
     }
 
@@ -123,7 +124,7 @@ impl SenderState {
             .values()
             .filter_map(|r| r.rate.map(|(rate, _)| rate))
             .reduce(f64::min)
-            .unwrap_or(self.initial_rate)
+            .unwrap_or(self.fallback_rate)
     }
 
     /// The receiver whose report sets the rate, once one reported.

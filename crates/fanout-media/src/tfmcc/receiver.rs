@@ -63,7 +63,7 @@ pub struct TfmccReceiver {
 
 impl TfmccReceiver {
     /// A receiver whose SSRC is `ssrc`.
-    pub fn new(ssrc: u32, _now: Instant) -> Self {
+    pub fn new(ssrc: u32) -> Self {
         TfmccReceiver {
             ssrc,
             last_seq: None,
@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn the_round_trip_comes_from_the_senders_echo() {
-        let mut r = TfmccReceiver::new(5, at(0));
+        let mut r = TfmccReceiver::new(5);
         let mut rng = Rng::new(1);
         // A round begins: a timer within the round's feedback delay.
         packet(&mut r, at(20), 0, data(at(0)));
@@ -370,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_lower_rate_reported_in_the_round_suppresses_feedback() {
-        let mut r = TfmccReceiver::new(5, at(0));
+        let mut r = TfmccReceiver::new(5);
         for i in 0..50u16 {
             packet(
                 &mut r,
@@ -395,7 +395,7 @@ mod tests {
 
     #[test]
     fn the_clr_reports_once_per_round_trip_without_a_timer() {
-        let mut r = TfmccReceiver::new(5, at(0));
+        let mut r = TfmccReceiver::new(5);
         let mut sent = 0;
         for i in 0..100u16 {
             let mut d = data(at(u64::from(i) * 10));

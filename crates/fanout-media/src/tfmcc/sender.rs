@@ -106,7 +106,7 @@ pub struct TfmccSender {
 impl TfmccSender {
     /// Sending at `initial_rate` bytes per second, in slowstart, from
     /// `now`.
-    pub fn new(_ssrc: u32, initial_rate: f64, now: Instant) -> Self {
+    pub fn new(initial_rate: f64, now: Instant) -> Self {
         TfmccSender {
             rate: initial_rate,
             slowstart: true,
@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn slowstart_follows_twice_the_least_receive_rate_until_a_loss() {
-        let mut s = TfmccSender::new(1, 10_000.0, at(0));
+        let mut s = TfmccSender::new(10_000.0, at(0));
         assert!(s.in_slowstart());
         // Receiver 7 received 50 kB/s, receiver 8 only 20 kB/s: 8 limits.
         let have_rtt = FEEDBACK_HAVE_RTT;
@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_lower_report_takes_over_at_once_and_the_clr_raises_slowly() {
-        let mut s = TfmccSender::new(1, 100_000.0, at(0));
+        let mut s = TfmccSender::new(100_000.0, at(0));
         let loss = FEEDBACK_HAVE_RTT | FEEDBACK_HAVE_LOSS;
         s.on_app(at(0), 7, &feedback(0, loss, 100_000, 0, 100));
         // A receiver below the rate becomes the CLR; the rate drops.
@@ -455,7 +455,7 @@ mod tests {
 
     #[test]
     fn echoes_serve_receivers_without_a_round_trip_first() {
-        let mut s = TfmccSender::new(1, 100_000.0, at(0));
+        let mut s = TfmccSender::new(100_000.0, at(0));
         s.on_app(
             at(0),
             7,
@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn a_silent_clr_halves_the_rate_and_is_then_forgotten() {
-        let mut s = TfmccSender::new(1, 100_000.0, at(0));
+        let mut s = TfmccSender::new(100_000.0, at(0));
         let loss = FEEDBACK_HAVE_RTT | FEEDBACK_HAVE_LOSS;
         s.on_app(at(0), 7, &feedback(0, loss, 80_000, 0, 100));
         // Chosen less than 10 round trips ago: no halving yet.
@@ -500,7 +500,7 @@ mod tests {
 
     #[test]
     fn rounds_end_with_feedback_and_carry_the_least_rate_reported() {
-        let mut s = TfmccSender::new(1, 100_000.0, at(0));
+        let mut s = TfmccSender::new(100_000.0, at(0));
         let loss = FEEDBACK_HAVE_RTT | FEEDBACK_HAVE_LOSS;
         s.on_app(at(0), 7, &feedback(0, loss, 80_000, 0, 100));
         // Receiver 7 is the CLR; others answer round 0.
