@@ -3,6 +3,10 @@
 //! [`MediaReceiver`](crate::MediaReceiver) engines, under the simulator
 //! and the real runtime alike, and can be compared on equal terms.
 //!
+//! A rate-based controller (ASMP, TFMCC) sets the rate the engine paces
+//! at; a window-based one (PGMCC) also holds packets back until its
+//! window has room.
+//!
 //! A controller speaks through three channels the engines carry for it:
 //! an RTP header extension on each data packet (sender → receivers), APP
 //! parts beside the sender's SRs, and APP parts from receivers, either
@@ -22,6 +26,8 @@ pub enum Controller {
     Asmp(Variant),
     /// TFMCC (RFC 4654).
     Tfmcc,
+    /// PGMCC (Rizzo, SIGCOMM 2000).
+    Pgmcc,
 }
 
 impl Default for Controller {
@@ -32,7 +38,7 @@ impl Default for Controller {
 
 impl Controller {
     /// The names the CLI and scenarios use.
-    pub const NAMES: [&'static str; 3] = ["asmp", "asmp-paper", "tfmcc"];
+    pub const NAMES: [&'static str; 4] = ["asmp", "asmp-paper", "tfmcc", "pgmcc"];
 
     /// Reads a name of [`Controller::NAMES`].
     pub fn parse(name: &str) -> Option<Self> {
@@ -40,6 +46,7 @@ impl Controller {
             "asmp" => Some(Controller::Asmp(Variant::Improved)),
             "asmp-paper" => Some(Controller::Asmp(Variant::Paper)),
             "tfmcc" => Some(Controller::Tfmcc),
+            "pgmcc" => Some(Controller::Pgmcc),
             _ => None,
         }
     }
@@ -50,6 +57,7 @@ impl Controller {
             Controller::Asmp(Variant::Improved) => "asmp",
             Controller::Asmp(Variant::Paper) => "asmp-paper",
             Controller::Tfmcc => "tfmcc",
+            Controller::Pgmcc => "pgmcc",
         }
     }
 
@@ -59,6 +67,7 @@ impl Controller {
         match self {
             Controller::Asmp(_) => Box::new(crate::asmp::AsmpSender::new(ssrc, initial_rate)),
             Controller::Tfmcc => Box::new(crate::tfmcc::TfmccSender::new(initial_rate, now)),
+            Controller::Pgmcc => Box::new(crate::pgmcc::PgmccSender::new(initial_rate, now)),
         }
     }
 
@@ -67,8 +76,25 @@ impl Controller {
         match self {
             Controller::Asmp(v) => Box::new(crate::asmp::AsmpReceiver::new(v, ssrc)),
             Controller::Tfmcc => Box::new(crate::tfmcc::TfmccReceiver::new(ssrc)),
+            Controller::Pgmcc => Box::new(crate::pgmcc::PgmccReceiver::new(ssrc)),
         }
     }
+}
+
+/// A clock for timestamps on the wire that the other end echoes: µs,
+/// wrapping.
+pub fn clock_us(now: Instant) -> u32 {
+    (now.as_nanos() / 1000) as u32
+}
+
+/// The time since `timestamp_us` ([`clock_us`]) was read, less `held_us`
+/// the echoing end held it: a round trip, or `None` if implausible (more
+/// than a minute: an echo of something else).
+pub fn echoed_round_trip(now: Instant, timestamp_us: u32, held_us: u32) -> Option<Duration> {
+    let us = clock_us(now)
+        .wrapping_sub(timestamp_us)
+        .checked_sub(held_us)?;
+    (us <= 60_000_000).then(|| Duration::from_micros(u64::from(us)))
 }
 
 /// An APP part's name, subtype and data (a multiple of 4 bytes).
@@ -126,6 +152,17 @@ pub struct Estimates {
 pub trait SenderControl: fmt::Debug + Send {
     /// The rate allowed now, bytes per second.
     fn rate(&self) -> f64;
+    /// The rate packets are paced at, bytes per second (a window-based
+    /// controller paces above its window's rate and lets the window
+    /// decide).
+    fn pacing_rate(&self) -> f64 {
+        self.rate()
+    }
+    /// Whether a packet may go now (a window-based controller's window
+    /// has room); rate-based controllers only pace.
+    fn may_send(&self) -> bool {
+        true
+    }
     /// A data packet of `len` bytes with sequence number `seq` goes now:
     /// the header extension to give it, if any.
     fn on_send(&mut self, now: Instant, seq: u16, len: usize) -> Option<(u16, Vec<u8>)>;

@@ -44,8 +44,8 @@ pub struct MediaReceiverConfig {
     /// Payloads held for the application, bytes; the oldest go beyond.
     pub max_output_bytes: usize,
     /// The rate controller. The sender's wins: if its packets carry
-    /// TFMCC's fields, the receiver runs TFMCC; if they do not, ASMP (the
-    /// variant configured, or the default).
+    /// TFMCC's or PGMCC's fields, the receiver runs that; if they carry
+    /// none, ASMP (the variant configured, or the default).
     pub controller: Controller,
 }
 
@@ -345,17 +345,26 @@ impl MediaReceiver {
         }
     }
 
-    /// Takes the sender's controller from its first packet: TFMCC's
-    /// header extension, or none (ASMP).
+    /// Takes the sender's controller from its first packet: TFMCC's or
+    /// PGMCC's header extension, or none (ASMP).
     fn follow_senders_controller(&mut self, extension: Option<(u16, &[u8])>) {
-        let tfmcc = extension.is_some_and(|(id, _)| id == fanout_rtp::tfmcc::EXTENSION_ID);
-        let wanted = match (tfmcc, self.cfg.controller) {
-            (true, Controller::Tfmcc) | (false, Controller::Asmp(_)) => return,
-            (true, _) => Controller::Tfmcc,
-            (false, _) => Controller::default(),
+        let wanted = match extension.map(|(id, _)| id) {
+            Some(fanout_rtp::tfmcc::EXTENSION_ID) => Controller::Tfmcc,
+            Some(fanout_rtp::pgmcc::EXTENSION_ID) => Controller::Pgmcc,
+            _ => match self.cfg.controller {
+                Controller::Asmp(v) => Controller::Asmp(v),
+                _ => Controller::default(),
+            },
         };
-        self.cfg.controller = wanted;
-        self.control = wanted.receiver(self.cfg.ssrc);
+        if wanted != self.cfg.controller {
+            self.cfg.controller = wanted;
+            self.control = wanted.receiver(self.cfg.ssrc);
+        }
+    }
+
+    /// Its SSRC.
+    pub fn ssrc(&self) -> u32 {
+        self.cfg.ssrc
     }
 
     /// The controller it runs (the sender's, once a packet came).

@@ -2,7 +2,7 @@
 //! writes RTP payloads (whole MPEG-TS packets, `fanout_rtp::mp2t`) that
 //! never block — a pushed queue drops the oldest when the stream outruns
 //! the allowed rate — and the sender paces them out as RTP at the rate its
-//! controller allows ([`SenderControl`]: ASMP, TFMCC), with SRs, its CNAME
+//! controller allows ([`SenderControl`]: ASMP, TFMCC, PGMCC), with SRs, its CNAME
 //! and the controller's APP parts on RTCP's schedule (RFC 3550 §6.2). RTP and RTCP share the destination's port
 //! (RFC 5761; the sender tells them apart by the packet type)
 //! or RTCP the next port up (RFC 3550 §11), as the application says.
@@ -134,7 +134,10 @@ impl MediaSender {
 
     /// The rate in force, bytes per second: the controller's, capped.
     pub fn rate(&self) -> f64 {
-        let r = self.control.rate();
+        self.capped(self.control.rate())
+    }
+
+    fn capped(&self, r: f64) -> f64 {
         self.cfg.max_rate.map_or(r, |m| r.min(m)).max(MIN_RATE)
     }
 
@@ -276,7 +279,8 @@ impl MediaSender {
         self.stats.packets += 1;
         self.stats.payload_bytes += payload.len() as u64;
         let wire = (payload.len() + PACKET_OVERHEAD) as f64;
-        self.next_send = self.next_send.max(now) + Duration::from_secs_f64(wire / self.rate());
+        let pace = self.capped(self.control.pacing_rate());
+        self.next_send = self.next_send.max(now) + Duration::from_secs_f64(wire / pace);
     }
 }
 
@@ -338,7 +342,7 @@ impl Engine for MediaSender {
                 destination: self.cfg.rtcp_destination,
             });
         }
-        if now < self.next_send {
+        if now < self.next_send || !self.control.may_send() {
             return None;
         }
         let (_, payload) = self.queue.pop_front()?;
@@ -355,7 +359,8 @@ impl Engine for MediaSender {
         if self.closed {
             return None;
         }
-        let send = (!self.queue.is_empty()).then_some(self.next_send);
+        // A closed window opens on feedback, not on a timer.
+        let send = (!self.queue.is_empty() && self.control.may_send()).then_some(self.next_send);
         [Some(self.rtcp_at), send, self.control.poll_timeout()]
             .into_iter()
             .flatten()

@@ -6,6 +6,7 @@
 
 use fanout_rtp::app::AsmpApp;
 use fanout_rtp::mp2t::{ts_packets, TsChunker, TS_PACKET};
+use fanout_rtp::pgmcc;
 use fanout_rtp::report::{self, Part};
 use fanout_rtp::tfmcc::{DataInfo, Feedback};
 
@@ -30,6 +31,10 @@ pub fn check_rtcp(data: &[u8]) {
             if let Ok(fb) = Feedback::decode(*name, *subtype, data) {
                 let (sub, bytes) = fb.encode();
                 assert_eq!(Feedback::decode(*name, sub, &bytes), Ok(fb));
+            }
+            if let Ok(fb) = pgmcc::Feedback::decode(*name, *subtype, data) {
+                let (sub, bytes) = fb.encode();
+                assert_eq!(pgmcc::Feedback::decode(*name, sub, &bytes), Ok(fb));
             }
         }
     }
@@ -69,6 +74,15 @@ pub fn check_mp2t(data: &[u8]) {
         if let Some(info) = rtp.extension().and_then(|(id, d)| DataInfo::decode(id, d)) {
             assert_eq!(
                 DataInfo::decode(rtp.extension().unwrap().0, &info.encode()),
+                Some(info)
+            );
+        }
+        if let Some(info) = rtp
+            .extension()
+            .and_then(|(id, d)| pgmcc::DataInfo::decode(id, d))
+        {
+            assert_eq!(
+                pgmcc::DataInfo::decode(pgmcc::EXTENSION_ID, &info.encode()),
                 Some(info)
             );
         }

@@ -19,6 +19,8 @@
 //!   reports and the sender's per-receiver round trips);
 //! - [`tfmcc`]: TFMCC's fields in RTP header extensions and APP parts
 //!   (RFC 4654);
+//! - [`pgmcc`]: PGMCC's packet numbers, ACKs and NAKs in RTP header
+//!   extensions and APP parts;
 //! - [`mp2t`]: MPEG-TS carried in RTP (RFC 2250 §2);
 //! - [`sdp`]: a session description (RFC 8866) with which ffmpeg, VLC and
 //!   GStreamer receive a stream.
@@ -32,6 +34,7 @@ pub mod interval;
 pub mod jitter;
 pub mod mp2t;
 pub mod ntp;
+pub mod pgmcc;
 pub mod report;
 pub mod sdp;
 pub mod sequence;

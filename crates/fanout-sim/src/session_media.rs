@@ -8,7 +8,7 @@
 //! kind = "media"
 //! from = "s:5004"
 //! group = "239.1.1.1:5004"   # or `to = "r:5004"`: one receiver, no group
-//! cc = "asmp"                # optional: asmp (default), asmp-paper, tfmcc
+//! cc = "asmp"                # optional: asmp (default), asmp-paper, tfmcc, pgmcc
 //! media_rate = "2Mbit"       # optional: the encoder's rate (default: it
 //!                            # always has data, as a bulk source)
 //! initial_rate = "100kbit"   # optional: before any report (default 100 kbit/s)

@@ -12,6 +12,7 @@
 //! cc = "newreno"        # or "cubic" (default)
 //! bytes = "100MB"       # optional; default: send until the run ends
 //! start = "0s"          # optional
+//! stop = "120s"         # optional: the sender aborts then (the flow ends)
 //! window = "8MiB"       # optional send buffer / receive window
 //! ack_every = 2         # optional segments per ACK
 //! max_datagram = 1452   # optional
@@ -34,7 +35,7 @@ use std::time::Duration;
 const SOURCE_CHUNK: [u8; 16 << 10] = [0; 16 << 10];
 
 /// A sender application: offers itself to its receiver at `start`, writes
-/// `total` bytes (or forever), then finishes.
+/// `total` bytes (or forever), then finishes; or aborts at its stop time.
 #[derive(Debug)]
 pub struct BulkSender {
     config: SessionConfig,
@@ -44,6 +45,8 @@ pub struct BulkSender {
     total: Option<u64>,
     written: u64,
     sender: Option<SessionSender>,
+    /// When it aborts, until it has.
+    stop: Option<Instant>,
 }
 
 impl BulkSender {
@@ -63,7 +66,14 @@ impl BulkSender {
             total,
             written: 0,
             sender: None,
+            stop: None,
         }
+    }
+
+    /// Aborts the session at `stop` (a competing flow that ends).
+    pub fn stopping_at(mut self, stop: Instant) -> Self {
+        self.stop = Some(stop);
+        self
     }
 
     /// The session, once started.
@@ -72,7 +82,7 @@ impl BulkSender {
     }
 
     fn feed(&mut self) {
-        let Some(s) = self.sender.as_mut() else {
+        let Some(s) = self.sender.as_mut().filter(|s| s.close_reason().is_none()) else {
             return;
         };
         if feed_bulk(&mut self.written, self.total, |b| s.write(b)) {
@@ -122,12 +132,16 @@ impl Engine for BulkSender {
     fn poll_timeout(&self) -> Option<Instant> {
         match &self.sender {
             None => Some(self.start),
-            Some(s) => s.poll_timeout(),
+            Some(s) => [s.poll_timeout(), self.stop].into_iter().flatten().min(),
         }
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if let Some(s) = self.sender.as_mut() {
+            if self.stop.is_some_and(|t| t <= now) {
+                self.stop = None;
+                s.abort("the scenario stops this flow");
+            }
             s.handle_timeout(now);
         }
     }
@@ -156,8 +170,14 @@ pub struct SinkReceiver {
 impl SinkReceiver {
     /// Listens with `config`.
     pub fn new(config: TransportConfig) -> Self {
+        Self::listening_from(config, Instant::ZERO)
+    }
+
+    /// Listens with `config` for a sender that starts at `start` (its idle
+    /// timeout runs from then, not from the start of the run).
+    pub fn listening_from(config: TransportConfig, start: Instant) -> Self {
         SinkReceiver {
-            receiver: Receiver::listen(config, Instant::ZERO),
+            receiver: Receiver::listen(config, start),
             scratch: vec![0; 64 << 10],
         }
     }
@@ -216,6 +236,8 @@ struct TransferSpec {
     #[serde(default)]
     start: Option<HumanDuration>,
     #[serde(default)]
+    stop: Option<HumanDuration>,
+    #[serde(default)]
     window: Option<Bytes>,
     #[serde(default)]
     ack_every: Option<u32>,
@@ -272,21 +294,28 @@ impl FlowFactory for TransferFlows {
         }
         config.max_rate = t.max_rate.map(|r| r.0.div_ceil(8));
         let start = Instant::ZERO + t.start.map_or(Duration::ZERO, |d| d.0);
+        let stop = t.stop.map(|d| Instant::ZERO + d.0);
+        if stop.is_some_and(|s| s <= start) {
+            return Err("stop: must be after start".into());
+        }
         let session = SessionConfig::unicast(config.clone());
         let session_id = 0x5EED_0000 + self.flows.len() as u64;
         let receiver = sim
-            .add_app(to, Box::new(SinkReceiver::new(config.clone())))
+            .add_app(
+                to,
+                Box::new(SinkReceiver::listening_from(config.clone(), start)),
+            )
             .map_err(|e| format!("to: {e}"))?;
         let sender = sim
             .add_app(
                 from,
-                Box::new(BulkSender::new(
-                    session,
-                    to,
-                    session_id,
-                    start,
-                    t.bytes.map(|b| b.0),
-                )),
+                Box::new({
+                    let b = BulkSender::new(session, to, session_id, start, t.bytes.map(|b| b.0));
+                    match stop {
+                        Some(at) => b.stopping_at(at),
+                        None => b,
+                    }
+                }),
             )
             .map_err(|e| format!("from: {e}"))?;
         self.flows.push(TransferFlow {

@@ -7,7 +7,9 @@ mod common;
 use fanout_core::Instant;
 use fanout_sim::analysis::{figures, RunFigures};
 use fanout_sim::scenario::BuiltinFlows;
-use fanout_sim::session_media::{media_figures, MediaFigures, MediaFlows};
+use fanout_sim::session_media::{
+    media_figures, MediaFigures, MediaFlows, MediaMember, MediaSource,
+};
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::units::HumanDuration;
 use fanout_sim::{Scenario, Simulator};
@@ -322,4 +324,43 @@ fn plot_late_join() {
         &lines,
     )
     .unwrap();
+}
+
+/// ASMP §5.4.1 (Figures 30, 31), pgmcc's own test: a sender with MR2
+/// behind L2 (500 kbit/s) from the start, MR1 further behind L1
+/// (400 kbit/s) from 50 s, a TCP flow over L2 from 100 s to 200 s. PGMCC
+/// fills L2 with MR2 alone, comes down to L1's rate once MR1 is in (MR1
+/// becomes the acker), leaves TCP a fair part of L2 while it runs, and
+/// returns to L1's rate after; ASMP and TFMCC follow the same path.
+#[test]
+fn pgmcc_follows_its_slowest_receiver_and_shares_l2_with_tcp() {
+    for cc in ["pgmcc", "asmp", "tfmcc"] {
+        let (sim, transfers, media, _) =
+            simulate(common::load("asmp", "pgmcc-bottleneck.toml"), cc);
+        let flow = &media.flows[0];
+        let member = |name: &str| flow.members.iter().find(|(n, _)| n == name).unwrap().1;
+        let (mr1, mr2) = (member("mr1"), member("mr2"));
+        let tcp = transfers.flows[0].receiver;
+        let got = |app, from, to| mean_of(&sim, app, from, to, |s| s.goodput_bps) / 1e3;
+        let alone = got(mr2, 10.0, 50.0);
+        let with_mr1 = got(mr1, 70.0, 100.0);
+        let (media_tcp, tcp_got) = (got(mr1, 110.0, 200.0), got(tcp, 110.0, 200.0));
+        let after = got(mr1, 230.0, 300.0);
+        eprintln!(
+            "{cc}: MR2 alone {alone:.0}, with MR1 {with_mr1:.0}, beside TCP {media_tcp:.0} \
+             (TCP {tcp_got:.0}), after {after:.0} kbit/s"
+        );
+        assert!(alone > 400.0, "{cc}: {alone}");
+        for r in [with_mr1, after] {
+            assert!((300.0..=400.0).contains(&r), "{cc}: {r}");
+        }
+        // L2 shared: each at least half its fair 250 kbit/s, together most
+        // of the link.
+        assert!(media_tcp > 125.0 && tcp_got > 125.0, "{cc}");
+        assert!(media_tcp + tcp_got > 400.0, "{cc}");
+        // The slow receiver limits the rate at the end.
+        let source = sim.app::<MediaSource>(flow.source).unwrap().sender();
+        let mr1_ssrc = sim.app::<MediaMember>(mr1).unwrap().receiver().ssrc();
+        assert_eq!(source.control().limiting_receiver(), Some(mr1_ssrc), "{cc}");
+    }
 }

@@ -87,9 +87,10 @@ pub struct MediaSendArgs {
     #[arg(long, value_name = "RATE", default_value = "150k", value_parser = parse_rate)]
     pub initial_rate: u64,
     /// The rate control: `asmp` (receivers report the rate they compute;
-    /// `asmp-paper` is the same on this side) or `tfmcc` (RFC 4654; its
-    /// fields ride in each RTP packet's header extension, which players
-    /// skip).
+    /// `asmp-paper` is the same on this side), `tfmcc` (RFC 4654) or
+    /// `pgmcc` (a TCP window with the slowest receiver, which ACKs every
+    /// packet). TFMCC's and PGMCC's fields ride in each RTP packet's
+    /// header extension, which players skip.
     #[arg(long, value_enum, default_value = "asmp")]
     pub cc: MediaCc,
     /// Never send faster than this, bits per second (e.g. 8M).
@@ -233,6 +234,8 @@ pub enum MediaCc {
     AsmpPaper,
     /// TFMCC (RFC 4654).
     Tfmcc,
+    /// PGMCC (Rizzo, SIGCOMM 2000).
+    Pgmcc,
 }
 
 impl MediaCc {
@@ -241,6 +244,7 @@ impl MediaCc {
             MediaCc::Asmp => Controller::Asmp(Variant::Improved),
             MediaCc::AsmpPaper => Controller::Asmp(Variant::Paper),
             MediaCc::Tfmcc => Controller::Tfmcc,
+            MediaCc::Pgmcc => Controller::Pgmcc,
         }
     }
 }

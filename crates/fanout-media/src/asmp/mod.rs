@@ -29,6 +29,8 @@ pub mod suppression;
 pub use congestion::{CongestionIndicator, NetworkState};
 pub use control::{AsmpReceiver, AsmpSender, SUPPRESS_ABOVE};
 pub use loss_history::{LossHistory, LOSS_WEIGHTS};
-pub use receiver::{IntervalReport, ReceiverEstimator, Variant, INITIAL_RATE};
+pub use receiver::{
+    IntervalReport, ReceiverEstimator, Variant, EVENT_SPAN, INITIAL_RATE, LOSS_INTERVALS,
+};
 pub use rtt::{RttEstimate, RTT_GAIN};
 pub use sender::{SenderState, MAX_RECEIVERS};

@@ -20,7 +20,8 @@ pub use loss_events::{first_interval, LossEvents};
 pub use receiver::TfmccReceiver;
 pub use sender::TfmccSender;
 
-use fanout_core::Instant;
+pub use crate::control::clock_us;
+
 use std::time::Duration;
 
 /// The round trip assumed before any is measured (RFC 4654 §3.2: the
@@ -48,11 +49,6 @@ pub const CLR_QUIET_RTTS: f64 = 4.0;
 /// The CLR silent this many round trips is taken to be gone (RFC 4654
 /// §3.3); nor is the rate halved for a CLR chosen more recently.
 pub const CLR_SILENT_RTTS: f64 = 10.0;
-
-/// A clock for timestamps on the wire: µs, wrapping.
-pub fn clock_us(now: Instant) -> u32 {
-    (now.as_nanos() / 1000) as u32
-}
 
 /// A receiver's feedback delay in a round (RFC 4654 §4.5): with `x`
 /// uniform on (0, 1], `max(T·(1 + log_N x), 0)` with `T` the feedback

@@ -1,0 +1,299 @@
+//! A PGMCC sender (pgmcc §3.3–§3.5): it numbers its packets, names the
+//! acker in each, measures each receiver's round trip from the echo in its
+//! NAKs and ACKs, and elects as acker the receiver with the least TCP
+//! throughput `1/(RTT·√p)`: a NAKing receiver replaces the acker when its
+//! throughput is below [`SWITCH_FACTOR`] of the acker's. With the acker it
+//! runs TCP's window ([`Window`]): the engine sends while the window has
+//! tokens, paced at the window's rate (twice it in slow start, 1.25× after,
+//! as Linux TCP paces) so a round's packets do not leave in one burst.
+//!
+//! Before any receiver is heard there is no acker and no window to wait
+//! for: the sender paces at its initial rate. The first receiver heard (in
+//! an RR or a NAK) becomes the acker until a NAK names a slower one;
+//! receivers that send neither (ffmpeg) never move the rate. An acker that
+//! leaves (BYE), falls silent past RTCP's timeout or lets
+//! [`ACKER_TIMEOUTS`] timeouts pass in a row is replaced by the slowest
+//! receiver known.
+
+use super::{relative_throughput, Window, ACKER_TIMEOUTS, INITIAL_RTT, MIN_TIMEOUT, SWITCH_FACTOR};
+use crate::control::{clock_us, echoed_round_trip, AppData, SenderControl};
+use fanout_core::Instant;
+use fanout_rtp::ntp::round_trip;
+use fanout_rtp::pgmcc::{DataInfo, Feedback, EXTENSION_ID};
+use fanout_rtp::report::Block;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Most receivers a sender keeps state for.
+pub const MAX_RECEIVERS: usize = 100_000;
+/// The pacing rate's share above the window's rate in slow start.
+const SLOW_START_PACING: f64 = 2.0;
+/// The pacing rate's share above the window's rate after.
+const AVOIDANCE_PACING: f64 = 1.25;
+
+/// What the sender knows of a receiver.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    /// Its last round trip, s.
+    rtt: Option<f64>,
+    /// The loss rate it last reported, 0–1.
+    loss: f64,
+    heard: Instant,
+}
+
+/// A PGMCC sender.
+#[derive(Debug)]
+pub struct PgmccSender {
+    window: Window,
+    /// The number the next packet carries.
+    next: u32,
+    /// The acker's smoothed round trip and its variation, s (RFC 6298).
+    srtt: Option<f64>,
+    rttvar: f64,
+    /// Average packet size, bytes.
+    packet_size: f64,
+    acker: Option<u32>,
+    members: BTreeMap<u32, Member>,
+    /// When the window last moved (an ACK covered packets, or a flight
+    /// began): the retransmission timer runs from here.
+    progress: Instant,
+    timeouts: u32,
+    switches: u64,
+}
+
+impl PgmccSender {
+    /// Sending at `initial_rate` bytes per second until an acker is heard
+    /// (a window of that rate over [`INITIAL_RTT`]).
+    pub fn new(initial_rate: f64, now: Instant) -> Self {
+        let packet_size = 1356.0;
+        PgmccSender {
+            window: Window::new(initial_rate * INITIAL_RTT.as_secs_f64() / packet_size),
+            next: 0,
+            srtt: None,
+            rttvar: 0.0,
+            packet_size,
+            acker: None,
+            members: BTreeMap::new(),
+            progress: now,
+            timeouts: 0,
+            switches: 0,
+        }
+    }
+
+    /// Times the acker changed.
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// The window, packets.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+
+    fn rtt(&self) -> f64 {
+        self.srtt.unwrap_or(INITIAL_RTT.as_secs_f64())
+    }
+
+    fn timeout(&self) -> Duration {
+        let rto = Duration::from_secs_f64(self.rtt() + 4.0 * self.rttvar).max(MIN_TIMEOUT);
+        rto * (1 << self.timeouts.min(6))
+    }
+
+    fn throughput_of(&self, m: &Member) -> f64 {
+        relative_throughput(m.rtt.unwrap_or(self.rtt()), m.loss)
+    }
+
+    /// `ssrc` was heard: its entry, if it has or gets one.
+    fn member(&mut self, now: Instant, ssrc: u32) -> Option<&mut Member> {
+        if !self.members.contains_key(&ssrc) && self.members.len() >= MAX_RECEIVERS {
+            return None;
+        }
+        let m = self.members.entry(ssrc).or_insert(Member {
+            rtt: None,
+            loss: 0.0,
+            heard: now,
+        });
+        m.heard = now;
+        Some(m)
+    }
+
+    fn make_acker(&mut self, ssrc: u32) {
+        if self.acker.is_some() {
+            self.switches += 1;
+        }
+        self.acker = Some(ssrc);
+        self.window.new_acker();
+        self.timeouts = 0;
+        if let Some(rtt) = self.members.get(&ssrc).and_then(|m| m.rtt) {
+            self.srtt = Some(rtt);
+            self.rttvar = rtt / 2.0;
+        }
+    }
+
+    /// The acker is gone: the slowest receiver known takes over, if any.
+    fn replace_acker(&mut self) {
+        self.acker = None;
+        let slowest = self
+            .members
+            .iter()
+            .min_by(|a, b| self.throughput_of(a.1).total_cmp(&self.throughput_of(b.1)))
+            .map(|(&s, _)| s);
+        if let Some(s) = slowest {
+            self.make_acker(s);
+        }
+    }
+
+    fn on_rtt_sample(&mut self, rtt: f64) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2.0;
+            }
+            Some(s) => {
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - rtt).abs();
+                self.srtt = Some(0.875 * s + 0.125 * rtt);
+            }
+        }
+    }
+
+    /// A NAK from `from`: the election (pgmcc §3.3).
+    fn elect(&mut self, from: u32) {
+        let Some(acker) = self.acker else {
+            self.make_acker(from);
+            return;
+        };
+        if acker == from {
+            return;
+        }
+        let (Some(j), Some(a)) = (self.members.get(&from), self.members.get(&acker)) else {
+            return;
+        };
+        if self.throughput_of(j) < SWITCH_FACTOR * self.throughput_of(a) {
+            self.make_acker(from);
+        }
+    }
+}
+
+impl SenderControl for PgmccSender {
+    fn rate(&self) -> f64 {
+        self.window.packets() * self.packet_size / self.rtt()
+    }
+
+    fn pacing_rate(&self) -> f64 {
+        match (self.acker, self.window.slow_start()) {
+            (None, _) => self.rate(),
+            (Some(_), true) => self.rate() * SLOW_START_PACING,
+            (Some(_), false) => self.rate() * AVOIDANCE_PACING,
+        }
+    }
+
+    fn may_send(&self) -> bool {
+        self.acker.is_none() || self.window.may_send()
+    }
+
+    fn on_send(&mut self, now: Instant, _seq: u16, len: usize) -> Option<(u16, Vec<u8>)> {
+        if self.acker.is_some() && !self.window.has_in_flight() {
+            self.progress = now;
+        }
+        self.window.on_send(self.next);
+        self.packet_size += (len as f64 + 40.0 - self.packet_size) / 16.0;
+        let info = DataInfo {
+            number: self.next,
+            timestamp_us: clock_us(now),
+            acker: self.acker.unwrap_or(0),
+        };
+        self.next = self.next.wrapping_add(1);
+        Some((EXTENSION_ID, info.encode().to_vec()))
+    }
+
+    fn on_block(&mut self, now: Instant, from: u32, block: &Block, arrival: u32) {
+        let rtt = (block.lsr != 0)
+            .then(|| round_trip(arrival, block.lsr, block.dlsr))
+            .flatten();
+        let Some(m) = self.member(now, from) else {
+            return;
+        };
+        if m.rtt.is_none() {
+            m.rtt = rtt.map(|d| d.as_secs_f64());
+        }
+        if self.acker.is_none() {
+            self.make_acker(from);
+        }
+    }
+
+    fn on_app(&mut self, now: Instant, from: u32, app: &AppData) -> bool {
+        let Ok(fb) = Feedback::decode(app.name, app.subtype, &app.data) else {
+            return false;
+        };
+        let rtt =
+            echoed_round_trip(now, fb.echo_timestamp_us, fb.echo_delay_us).map(|d| d.as_secs_f64());
+        let Some(m) = self.member(now, from) else {
+            return true;
+        };
+        m.loss = f64::from(fb.loss_ppm.min(1_000_000)) / 1e6;
+        if rtt.is_some() {
+            m.rtt = rtt;
+        }
+        match fb.hole {
+            None if self.acker == Some(from) => {
+                if let Some(r) = rtt {
+                    self.on_rtt_sample(r);
+                }
+                if self.window.on_ack(fb.rx_max, fb.bitmap) {
+                    self.progress = now;
+                    self.timeouts = 0;
+                }
+            }
+            None => {}
+            Some(_) => self.elect(from),
+        }
+        true
+    }
+
+    fn on_bye(&mut self, _now: Instant, ssrc: u32) {
+        self.members.remove(&ssrc);
+        if self.acker == Some(ssrc) {
+            self.replace_acker();
+        }
+    }
+
+    fn expire(&mut self, now: Instant, timeout: Duration) {
+        self.members
+            .retain(|_, m| now.saturating_duration_since(m.heard) <= timeout);
+        if self.acker.is_some_and(|a| !self.members.contains_key(&a)) {
+            self.replace_acker();
+        }
+    }
+
+    fn sr_apps(&mut self, _now: Instant) -> Vec<AppData> {
+        Vec::new()
+    }
+
+    fn receivers(&self) -> usize {
+        self.members.len()
+    }
+
+    fn limiting_receiver(&self) -> Option<u32> {
+        self.acker
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        (self.acker.is_some() && self.window.has_in_flight())
+            .then(|| self.progress + self.timeout())
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        self.window.on_timeout();
+        self.timeouts += 1;
+        self.progress = now;
+        if self.timeouts >= ACKER_TIMEOUTS {
+            if let Some(a) = self.acker {
+                self.members.remove(&a);
+            }
+            self.replace_acker();
+        }
+    }
+}
