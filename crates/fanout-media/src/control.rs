@@ -158,6 +158,13 @@ pub trait SenderControl: fmt::Debug + Send {
     fn pacing_rate(&self) -> f64 {
         self.rate()
     }
+    /// The session bandwidth RTCP's intervals are sized by, bytes per
+    /// second (RFC 3550 §6.2: the data rate expected): the allowed rate,
+    /// or for a window-based controller, whose window's rate over a short
+    /// round trip says little about what is sent, the rate it sends.
+    fn session_bandwidth(&self) -> f64 {
+        self.rate()
+    }
     /// Whether a packet may go now (a window-based controller's window
     /// has room); rate-based controllers only pace.
     fn may_send(&self) -> bool {

@@ -204,7 +204,8 @@ impl MediaSender {
     }
 
     fn next_rtcp_interval(&mut self) -> Duration {
-        self.timing.set_session_bandwidth(self.rate());
+        let bandwidth = self.capped(self.control.session_bandwidth());
+        self.timing.set_session_bandwidth(bandwidth);
         let p = self.participants(true);
         self.timing.interval(p, &mut self.rng)
     }

@@ -303,11 +303,36 @@ fn a_slow_late_joiner_holds_the_rate_down_only_while_it_is_there() {
 #[test]
 #[ignore]
 fn plot_late_join() {
-    let lines: Vec<fanout_sim::plot::Line> = ["asmp-paper", "asmp", "tfmcc"]
-        .into_iter()
-        .map(|cc| {
-            let (sim, flow) = late_join(cc);
-            let pts = sim.metrics().apps[flow.source.index()]
+    plot_rates(
+        "late-join.toml",
+        &["asmp-paper", "asmp", "tfmcc"],
+        "Late join of a 300 kbit/s receiver (50–100 s): the sender's rate",
+        "asmp-late-join.svg",
+    );
+}
+
+/// Writes docs/experiments/asmp-pgmcc.svg: the sender's rate over time in
+/// pgmcc's bottleneck scenario with each controller (run with
+/// `--ignored`).
+#[test]
+#[ignore]
+fn plot_pgmcc_bottleneck() {
+    plot_rates(
+        "pgmcc-bottleneck.toml",
+        &["pgmcc", "asmp", "tfmcc"],
+        "L2 500 kbit/s, L1 400 kbit/s: MR1 joins at 50 s, TCP on L2 100–200 s; the sender's rate",
+        "asmp-pgmcc.svg",
+    );
+}
+
+/// Plots the allowed rate over time of scenario `file` run with each of
+/// `ccs` into docs/experiments/`svg`.
+fn plot_rates(file: &str, ccs: &[&str], title: &str, svg: &str) {
+    let lines: Vec<fanout_sim::plot::Line> = ccs
+        .iter()
+        .map(|&cc| {
+            let (sim, _, media, _) = simulate(common::load("asmp", file), cc);
+            let pts = sim.metrics().apps[media.flows[0].source.index()]
                 .samples
                 .iter()
                 .map(|s| (s.at.as_secs_f64(), s.rate_bps.unwrap_or(0) as f64 / 1e3))
@@ -316,14 +341,9 @@ fn plot_late_join() {
         })
         .collect();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../docs/experiments/asmp-late-join.svg");
-    fanout_sim::plot::line_chart(
-        &path,
-        "Late join of a 300 kbit/s receiver (50–100 s): the sender's rate",
-        "kbit/s",
-        &lines,
-    )
-    .unwrap();
+        .join("../../docs/experiments")
+        .join(svg);
+    fanout_sim::plot::line_chart(&path, title, "kbit/s", &lines).unwrap();
 }
 
 /// ASMP §5.4.1 (Figures 30, 31), pgmcc's own test: a sender with MR2

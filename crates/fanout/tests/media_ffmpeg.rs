@@ -184,6 +184,11 @@ fn ffmpeg_plays_a_tfmcc_stream_skipping_its_header_extension() {
     ffmpeg_plays("tfmcc");
 }
 
+#[test]
+fn ffmpeg_plays_a_pgmcc_stream_and_never_becomes_its_acker() {
+    ffmpeg_plays("pgmcc");
+}
+
 /// ffmpeg, given only the SDP, receives what `media send --cc CC` sends:
 /// every frame, no decode error, and the rate never moves (ffmpeg sends no
 /// rate reports).
@@ -350,6 +355,11 @@ fn media_recv_reports_reach_a_unicast_media_send() {
 #[test]
 fn a_tfmcc_receivers_feedback_reaches_a_unicast_media_send() {
     unicast_reports("tfmcc");
+}
+
+#[test]
+fn a_pgmcc_ackers_acks_reach_a_unicast_media_send() {
+    unicast_reports("pgmcc");
 }
 
 /// fanout at both ends, one receiver by unicast, the sender running `cc`

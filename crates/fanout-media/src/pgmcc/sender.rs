@@ -30,6 +30,8 @@ pub const MAX_RECEIVERS: usize = 100_000;
 const SLOW_START_PACING: f64 = 2.0;
 /// The pacing rate's share above the window's rate after.
 const AVOIDANCE_PACING: f64 = 1.25;
+/// The period the sent rate is measured over (RTCP's session bandwidth).
+const SENT_RATE_PERIOD: Duration = Duration::from_secs(1);
 
 /// What the sender knows of a receiver.
 #[derive(Debug, Clone, Copy)]
@@ -59,11 +61,19 @@ pub struct PgmccSender {
     progress: Instant,
     timeouts: u32,
     switches: u64,
+    /// The rate without an acker, bytes per second: the initial rate,
+    /// then the one in force when the acker was lost.
+    fallback_rate: f64,
+    /// Bytes sent since `sent_since`, and the rate over the last such
+    /// period (a second or more), bytes per second.
+    sent_bytes: f64,
+    sent_since: Instant,
+    sent_rate: Option<f64>,
 }
 
 impl PgmccSender {
     /// Sending at `initial_rate` bytes per second until an acker is heard
-    /// (a window of that rate over [`INITIAL_RTT`]).
+    /// (then a window of that rate over the acker's round trip).
     pub fn new(initial_rate: f64, now: Instant) -> Self {
         let packet_size = 1356.0;
         PgmccSender {
@@ -77,6 +87,10 @@ impl PgmccSender {
             progress: now,
             timeouts: 0,
             switches: 0,
+            fallback_rate: initial_rate,
+            sent_bytes: 0.0,
+            sent_since: now,
+            sent_rate: None,
         }
     }
 
@@ -118,20 +132,26 @@ impl PgmccSender {
     }
 
     fn make_acker(&mut self, ssrc: u32) {
-        if self.acker.is_some() {
-            self.switches += 1;
-        }
-        self.acker = Some(ssrc);
-        self.window.new_acker();
-        self.timeouts = 0;
         if let Some(rtt) = self.members.get(&ssrc).and_then(|m| m.rtt) {
             self.srtt = Some(rtt);
             self.rttvar = rtt / 2.0;
         }
+        match self.acker {
+            Some(_) => self.switches += 1,
+            // The window starts at the rate in force.
+            None => {
+                self.window
+                    .restart(self.fallback_rate * self.rtt() / self.packet_size);
+            }
+        }
+        self.acker = Some(ssrc);
+        self.window.new_acker();
+        self.timeouts = 0;
     }
 
     /// The acker is gone: the slowest receiver known takes over, if any.
     fn replace_acker(&mut self) {
+        self.fallback_rate = self.rate();
         self.acker = None;
         let slowest = self
             .members
@@ -176,7 +196,16 @@ impl PgmccSender {
 
 impl SenderControl for PgmccSender {
     fn rate(&self) -> f64 {
-        self.window.packets() * self.packet_size / self.rtt()
+        match self.acker {
+            Some(_) => self.window.packets() * self.packet_size / self.rtt(),
+            None => self.fallback_rate,
+        }
+    }
+
+    fn session_bandwidth(&self) -> f64 {
+        self.sent_rate
+            .unwrap_or(self.fallback_rate)
+            .min(self.rate())
     }
 
     fn pacing_rate(&self) -> f64 {
@@ -197,6 +226,13 @@ impl SenderControl for PgmccSender {
         }
         self.window.on_send(self.next);
         self.packet_size += (len as f64 + 40.0 - self.packet_size) / 16.0;
+        self.sent_bytes += self.packet_size;
+        let period = now.saturating_duration_since(self.sent_since);
+        if period >= SENT_RATE_PERIOD {
+            self.sent_rate = Some(self.sent_bytes / period.as_secs_f64());
+            self.sent_bytes = 0.0;
+            self.sent_since = now;
+        }
         let info = DataInfo {
             number: self.next,
             timestamp_us: clock_us(now),
@@ -295,5 +331,85 @@ impl SenderControl for PgmccSender {
             }
             self.replace_acker();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    /// A NAK from `from` with loss `p`, echoing a packet sent `rtt_ms`
+    /// before `now`.
+    fn nak(now: Instant, rtt_ms: u64, p: f64) -> AppData {
+        let (subtype, data) = Feedback {
+            hole: Some((1, 1)),
+            rx_max: 2,
+            bitmap: 0b101,
+            loss_ppm: (p * 1e6) as u32,
+            echo_timestamp_us: clock_us(now).wrapping_sub(rtt_ms as u32 * 1000),
+            echo_delay_us: 0,
+        }
+        .encode();
+        AppData {
+            name: fanout_rtp::pgmcc::NAME,
+            subtype,
+            data,
+        }
+    }
+
+    #[test]
+    fn the_acker_is_the_receiver_of_least_throughput_with_hysteresis() {
+        let mut s = PgmccSender::new(50_000.0, at(0));
+        assert_eq!(s.rate(), 50_000.0, "no receiver: the initial rate");
+        assert!(s.may_send());
+        for _ in 0..3 {
+            s.on_send(at(0), 0, 1316);
+        }
+        // 1: 100 ms, 1% → T = 100; the first NAK elects it.
+        assert!(s.on_app(at(200), 1, &nak(at(200), 100, 0.01)));
+        assert_eq!(s.limiting_receiver(), Some(1));
+        // 2: 100 ms, 1.5% → T = 81.6, not below 0.75 × 100: no switch.
+        s.on_app(at(210), 2, &nak(at(210), 100, 0.015));
+        assert_eq!(s.limiting_receiver(), Some(1));
+        // 3: 200 ms, 1% → T = 50: it becomes the acker.
+        s.on_app(at(220), 3, &nak(at(220), 200, 0.01));
+        assert_eq!(s.limiting_receiver(), Some(3));
+        assert_eq!(s.switches(), 1);
+        // The acker leaves: the slowest left (2) takes over.
+        s.on_bye(at(300), 3);
+        assert_eq!(s.limiting_receiver(), Some(2));
+        // A malformed or foreign part is not PGMCC's.
+        let foreign = AppData {
+            name: *b"ASMP",
+            subtype: 0,
+            data: vec![0; 16],
+        };
+        assert!(!s.on_app(at(300), 2, &foreign));
+    }
+
+    #[test]
+    fn silence_from_the_acker_times_out_to_one_packet_then_replaces_it() {
+        let mut s = PgmccSender::new(100_000.0, at(0));
+        s.on_app(at(0), 7, &nak(at(0), 50, 0.01));
+        s.on_app(at(0), 8, &nak(at(0), 60, 0.001));
+        assert_eq!(s.limiting_receiver(), Some(7));
+        let mut now = at(10);
+        while s.may_send() {
+            s.on_send(now, 0, 1316);
+        }
+        for i in 1..=ACKER_TIMEOUTS {
+            now = s.poll_timeout().expect("a flight in the air");
+            s.handle_timeout(now);
+            if i < ACKER_TIMEOUTS {
+                assert_eq!(s.window().packets(), 1.0);
+                assert_eq!(s.limiting_receiver(), Some(7));
+            }
+            s.on_send(now, 0, 1316);
+        }
+        assert_eq!(s.limiting_receiver(), Some(8), "7 is taken to be gone");
     }
 }

@@ -58,6 +58,17 @@ impl Window {
         }
     }
 
+    /// Starts again from a window of `packets`, in slow start, packet
+    /// numbers going on.
+    pub fn restart(&mut self, packets: f64) {
+        *self = Window {
+            next: self.next,
+            named: self.next,
+            cuts: self.cuts,
+            ..Window::new(packets)
+        };
+    }
+
     /// The window, packets.
     pub fn packets(&self) -> f64 {
         self.window
