@@ -26,7 +26,7 @@ use fanout_rtp::mp2t::{packets_per_payload, TsChunker};
 use fanout_rtp::ntp::WallClock;
 use fanout_rtp::sdp::StreamDescription;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -66,10 +66,11 @@ pub struct MediaSendArgs {
     /// One receiver instead of a group (RTP to PORT, RTCP to PORT + 1).
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "group")]
     pub to: Option<SocketAddr>,
-    /// Local IPv4 address to send from (the multicast interface).
+    /// Local IPv4 address to send from (the multicast interface); to an
+    /// IPv6 group or receiver the route picks it.
     #[arg(long, value_name = "IP")]
     pub interface: Option<Ipv4Addr>,
-    /// Multicast TTL (1 = this link only).
+    /// Multicast TTL, or IPv6 hop limit (1 = this link only).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=255))]
     pub ttl: u32,
     /// Where the MPEG-TS comes from: "-" (stdin) or udp://ADDR:PORT (an
@@ -168,7 +169,11 @@ fn wall_clock(clock: &Clock) -> WallClock {
 /// The local address the kernel would send to `destination` from (the
 /// SDP's origin).
 fn route_source(destination: SocketAddr) -> Option<IpAddr> {
-    let probe = std::net::UdpSocket::bind(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0)).ok()?;
+    let any: IpAddr = match destination {
+        SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+        SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let probe = std::net::UdpSocket::bind(SocketAddr::new(any, 0)).ok()?;
     probe.connect(destination).ok()?;
     Some(probe.local_addr().ok()?.ip())
 }
@@ -258,14 +263,25 @@ fn send(args: &MediaSendArgs) -> Result<()> {
         );
     }
     let rtcp = rtcp_of(destination)?;
-    let local = IpAddr::V4(args.interface.unwrap_or(Ipv4Addr::UNSPECIFIED));
+    let local = match (destination.ip(), args.interface) {
+        (IpAddr::V4(_), i) => IpAddr::V4(i.unwrap_or(Ipv4Addr::UNSPECIFIED)),
+        (IpAddr::V6(_), None) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        (IpAddr::V6(_), Some(i)) => anyhow::bail!(
+            "--interface {i} is an IPv4 address; to IPv6 {destination} the route picks the interface"
+        ),
+    };
     let endpoint = UdpEndpoint::bind(SocketAddr::new(local, 0))
         .with_context(|| format!("cannot bind {local}"))?;
     if destination.ip().is_multicast() {
-        endpoint.set_multicast_ttl_v4(args.ttl)?;
-        endpoint.set_multicast_loop_v4(true)?;
-        if let Some(i) = args.interface {
-            endpoint.set_multicast_if_v4(i)?;
+        if destination.is_ipv4() {
+            endpoint.set_multicast_ttl_v4(args.ttl)?;
+            endpoint.set_multicast_loop_v4(true)?;
+            if let Some(i) = args.interface {
+                endpoint.set_multicast_if_v4(i)?;
+            }
+        } else {
+            endpoint.set_multicast_hops_v6(args.ttl)?;
+            endpoint.set_multicast_loop_v6(true)?;
         }
     }
     let origin = match endpoint.local_addr().ip() {

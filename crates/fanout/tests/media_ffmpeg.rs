@@ -146,9 +146,15 @@ fn realtime_feed(input: &Path) -> Proc {
 /// `fanout media recv --listen 127.0.0.1:PORT --json --idle-timeout IDLE
 /// -o OUTPUT`, its stdout and stderr piped.
 fn media_recv(port: u16, idle: u32, output: impl AsRef<std::ffi::OsStr>) -> Proc {
+    media_recv_on("127.0.0.1", port, idle, output)
+}
+
+/// `media_recv` listening on `host` (an IPv4 address or a bracketed IPv6
+/// one).
+fn media_recv_on(host: &str, port: u16, idle: u32, output: impl AsRef<std::ffi::OsStr>) -> Proc {
     Proc(
         Command::new(BIN)
-            .args(["media", "recv", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["media", "recv", "--listen", &format!("{host}:{port}")])
             .args(["--json", "--idle-timeout", &idle.to_string(), "-o"])
             .arg(output)
             .stdout(Stdio::piped())
@@ -161,9 +167,14 @@ fn media_recv(port: u16, idle: u32, output: impl AsRef<std::ffi::OsStr>) -> Proc
 /// `fanout media send --to 127.0.0.1:PORT --json --quiet EXTRA...` reading
 /// `stdin`, its stdout and stderr piped.
 fn media_send(port: u16, extra: &[&str], stdin: Stdio) -> Proc {
+    media_send_to("127.0.0.1", port, extra, stdin)
+}
+
+/// `media_send` to `host` (an IPv4 address or a bracketed IPv6 one).
+fn media_send_to(host: &str, port: u16, extra: &[&str], stdin: Stdio) -> Proc {
     Proc(
         Command::new(BIN)
-            .args(["media", "send", "--to", &format!("127.0.0.1:{port}")])
+            .args(["media", "send", "--to", &format!("{host}:{port}")])
             .args(["--json", "--quiet"])
             .args(extra)
             .stdin(stdin)
@@ -362,20 +373,36 @@ fn a_pgmcc_ackers_acks_reach_a_unicast_media_send() {
     unicast_reports("pgmcc");
 }
 
+#[test]
+fn media_runs_over_ipv6() {
+    // Loopback without IPv6 (some containers): nothing to test.
+    if UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("no IPv6 loopback: skipped");
+        return;
+    }
+    unicast_reports_on("[::1]", "asmp");
+}
+
 /// fanout at both ends, one receiver by unicast, the sender running `cc`
 /// (the receiver follows it): its reports go back to where the sender's
 /// SRs come from, and move the sender's rate.
 fn unicast_reports(cc: &str) {
+    unicast_reports_on("127.0.0.1", cc);
+}
+
+/// `unicast_reports` over loopback address `host`.
+fn unicast_reports_on(host: &str, cc: &str) {
     if !ffmpeg_installed() {
         return;
     }
-    let (_dir, input, output) = case(&format!("unicast-{cc}"));
+    let tag = host.replace(['[', ']', ':', '.'], "");
+    let (_dir, input, output) = case(&format!("unicast-{cc}-{tag}"));
     let port = free_pair();
-    let mut receiver = media_recv(port, 3, &output);
+    let mut receiver = media_recv_on(host, port, 3, &output);
     let mut feed = realtime_feed(&input);
     let stdin = Stdio::from(feed.0.stdout.take().unwrap());
     let extra = ["--initial-rate", "300k", "--cc", cc];
-    let mut sender = media_send(port, &extra, stdin);
+    let mut sender = media_send_to(host, port, &extra, stdin);
     let limit = Duration::from_secs(u64::from(SECONDS) + 20);
     let sent = report_of(&mut sender, "sender", limit);
     let got = report_of(&mut receiver, "receiver", Duration::from_secs(15));

@@ -146,3 +146,96 @@ fn the_sender_follows_its_slowest_receiver_over_multicast() {
     eprintln!("slow receiver lost {:.1}%", 100.0 * lost / expected);
     assert!(lost / expected < 0.2, "{slow}");
 }
+
+/// The same over IPv6 multicast (ff15::79 in an IPv6 LAN of namespaces):
+/// two receivers join with MLD, take every packet of a 5 s stream and
+/// report, and their reports move the sender's rate.
+#[test]
+fn media_is_multicast_to_an_ipv6_group() {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    if !ffmpeg::ffmpeg_installed() {
+        return;
+    }
+    const GROUP6: &str = "[ff15::79]:5004";
+    let scratch = Scratch::new("media-netns-v6");
+    let input = scratch.path().join("in.ts");
+    let made = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-y"])
+        .args([
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=size=320x180:rate=25",
+            "-t",
+            "5",
+        ])
+        .args(["-c:v", "mpeg2video", "-b:v", "500k", "-f", "mpegts"])
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let config = fanout_netns::LanConfig {
+        ipv6: true,
+        ..fanout_netns::LanConfig::default()
+    };
+    let lan = LanTopology::with_config(3, &config).expect("LAN");
+    let outs: Vec<_> = (1..=2)
+        .map(|i| scratch.path().join(format!("out{i}.ts")))
+        .collect();
+    let mut rx: Vec<_> = (1..=2)
+        .map(|i| {
+            let out = outs[i - 1].to_str().unwrap();
+            common::spawn(
+                &lan,
+                i,
+                &[
+                    "media",
+                    "recv",
+                    "--group",
+                    GROUP6,
+                    "--json",
+                    "--idle-timeout",
+                    "3",
+                    "-o",
+                    out,
+                ],
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut feed = Command::new("ffmpeg")
+        .args(["-hide_banner", "-v", "error", "-re", "-i"])
+        .arg(&input)
+        .args(["-c", "copy", "-f", "mpegts", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut cmd = lan.host(0).netns().exec(BIN);
+    cmd.args(["media", "send", "--group", GROUP6])
+        .args(["--initial-rate", "2M", "--json", "--quiet"])
+        .stdin(Stdio::from(feed.stdout.take().unwrap()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut tx = lan.host(0).netns().spawn(cmd).expect("spawn sender");
+    let sent = finish(&mut tx, "sender", Duration::from_secs(40));
+    let _ = feed.wait();
+    eprintln!("sender: {sent}");
+    assert_eq!(sent["receivers"], 2, "{sent}");
+    assert!(sent["rate_reports"].as_u64().unwrap() > 0, "{sent}");
+    let sent_bytes = sent["payload_bytes"].as_u64().unwrap();
+    assert!(sent_bytes > 0);
+    for r in rx.iter_mut() {
+        let report = finish(r, "receiver", Duration::from_secs(20));
+        eprintln!("receiver: {report}");
+        assert_eq!(report["lost"], 0, "{report}");
+        assert_eq!(
+            report["payload_bytes"].as_u64().unwrap(),
+            sent_bytes,
+            "{report}"
+        );
+    }
+}
