@@ -15,11 +15,12 @@
 //! loss = { model = "bernoulli", p = 0.02 }        # optional, hub → leaf
 //! lossy_leaves = 400        # optional: loss on the first K leaves only
 //! group = "239.1.1.1"       # optional: every leaf joins at time zero
+//! join_at = "300s"          # optional: … or then
 //! ```
 
 use crate::loss::LossSpec;
 use crate::queue::QueueConfig;
-use crate::scenario::{GroupSpec, LinkSpec, NodeSpec};
+use crate::scenario::{GroupSpec, LinkSpec, MembershipChange, NodeSpec};
 use crate::units::{HumanDuration, Rate};
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr};
@@ -58,6 +59,9 @@ pub struct StarSpec {
     /// Group every leaf joins.
     #[serde(default)]
     pub group: Option<IpAddr>,
+    /// When they join it (default: at time zero).
+    #[serde(default)]
+    pub join_at: Option<HumanDuration>,
 }
 
 impl StarSpec {
@@ -113,15 +117,31 @@ impl StarSpec {
             members.push(name);
         }
         if let Some(addr) = self.group {
-            match groups.iter_mut().find(|g| g.addr == addr) {
-                Some(g) => g.members.extend(members),
-                None => groups.push(GroupSpec {
-                    addr,
-                    members,
-                    tree: None,
-                    schedule: Vec::new(),
-                }),
+            let i = match groups.iter().position(|g| g.addr == addr) {
+                Some(i) => i,
+                None => {
+                    groups.push(GroupSpec {
+                        addr,
+                        members: Vec::new(),
+                        tree: None,
+                        schedule: Vec::new(),
+                    });
+                    groups.len() - 1
+                }
+            };
+            let g = &mut groups[i];
+            match self.join_at {
+                None => g.members.extend(members),
+                Some(at) => g
+                    .schedule
+                    .extend(members.into_iter().map(|n| MembershipChange {
+                        at,
+                        join: Some(n),
+                        leave: None,
+                    })),
             }
+        } else if self.join_at.is_some() {
+            return Err("join_at: needs a group".into());
         }
         Ok(())
     }

@@ -61,9 +61,10 @@ impl Truth {
     /// between two events' first losses is counted in packets; the mean of
     /// the newest `n` closed intervals, weighted 1 for the newer half and
     /// then falling linearly (§5.4), or, if larger, with the open interval
-    /// counted too; the rate is one over that mean. Only events after the
-    /// first: the receiver seeds its first interval (§6.3.1), which must
-    /// have aged out of its history when compared.
+    /// counted too; the rate is one over that mean. Only intervals between
+    /// losses: the receiver seeds a first interval from its receive rate
+    /// (§6.3.1), which weighs in until it ages out of the history (a small
+    /// difference early in a long history).
     fn loss_event_rate(&self, at: u64, rtt: Duration, span: f64, n: usize) -> f64 {
         let last = self
             .sent

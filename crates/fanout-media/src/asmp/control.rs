@@ -170,7 +170,10 @@ impl ReceiverControl for AsmpReceiver {
         interval: Duration,
         rng: &mut Rng,
     ) -> Report {
-        let report = self.estimator.on_report(elapsed);
+        let report = self.estimator.on_report(now, elapsed);
+        if !report.measured {
+            return Report::Now(None);
+        }
         if interval <= SUPPRESS_ABOVE {
             return Report::Now(Some(Self::report(&report)));
         }
@@ -234,13 +237,39 @@ mod tests {
         }))
     }
 
+    /// A receiver of `variant` that measured a second of 50 packets and
+    /// reported, at 1 s.
+    fn measured(variant: Variant) -> AsmpReceiver {
+        let mut r = AsmpReceiver::new(variant, 5);
+        for k in 0..50u16 {
+            let at = Instant::from_nanos(u64::from(k) * 20_000_000);
+            let ts = u32::from(k) * 1800;
+            r.on_rtp(
+                at,
+                &Arrival {
+                    seq: k,
+                    timestamp: ts,
+                    len: 1328,
+                    arrival_ticks: ts,
+                    one_way: 0.01,
+                    extension: None,
+                },
+            );
+        }
+        let second = Duration::from_secs(1);
+        let t = Instant::ZERO + second;
+        let report = r.on_report(t, second, second, &mut Rng::new(2));
+        assert!(matches!(report, Report::Now(Some(_))), "{report:?}");
+        r
+    }
+
     /// A receiver of `variant` that heard another's report of `heard`
     /// before its own report came due in a large group: whether its own
     /// still goes.
     fn reports_after_hearing(variant: Variant, heard: u64) -> bool {
-        let mut r = AsmpReceiver::new(variant, 5);
+        let mut r = measured(variant);
         let mut rng = Rng::new(1);
-        let t0 = Instant::ZERO;
+        let t0 = Instant::ZERO + Duration::from_secs(1);
         r.on_app(t0, false, &rate_report(heard));
         let interval = SUPPRESS_ABOVE * 2;
         let Report::Later(at) = r.on_report(t0, interval, interval, &mut rng) else {
@@ -254,14 +283,15 @@ mod tests {
 
     #[test]
     fn in_a_large_group_a_report_goes_only_if_no_lower_one_was_heard() {
-        // Its own rate is the initial one; one heard below (or 2% above)
-        // makes it needless in fanout's variant, even heard before its
-        // timer started; one well above does not.
-        let own = INITIAL_RATE as u64;
+        // One heard below its own rate (or 2% above) makes its report
+        // needless in fanout's variant, even heard before its timer
+        // started; one well above does not.
+        let own = measured(Variant::Improved).estimates().rate as u64;
         assert!(!reports_after_hearing(Variant::Improved, own / 2));
         assert!(!reports_after_hearing(Variant::Improved, own + own / 100));
         assert!(reports_after_hearing(Variant::Improved, own * 2));
         // The paper's rule: only a similar rate heard while the timer runs.
+        let own = measured(Variant::Paper).estimates().rate as u64;
         assert!(reports_after_hearing(Variant::Paper, own));
         let mut r = AsmpReceiver::new(Variant::Paper, 5);
         let mut rng = Rng::new(1);
@@ -269,14 +299,16 @@ mod tests {
         let Report::Later(at) = r.on_report(Instant::ZERO, interval, interval, &mut rng) else {
             panic!("waits");
         };
-        r.on_app(Instant::ZERO, false, &rate_report(own + own / 100));
+        let initial = INITIAL_RATE as u64;
+        r.on_app(Instant::ZERO, false, &rate_report(initial + initial / 100));
         assert_eq!(r.deferred_report(at), None);
-        // A small group reports at once.
+        // A small group reports at once; a receiver that has measured
+        // nothing sends its RR alone.
         let mut r = AsmpReceiver::new(Variant::Improved, 5);
         let small = SUPPRESS_ABOVE / 2;
-        assert!(matches!(
+        assert_eq!(
             r.on_report(Instant::ZERO, small, small, &mut rng),
-            Report::Now(Some(_))
-        ));
+            Report::Now(None)
+        );
     }
 }

@@ -21,13 +21,15 @@ use std::time::Duration;
 pub const INITIAL_RATE: f64 = 150_000.0 / 8.0;
 /// fanout's variant: loss intervals its loss event rate averages (RFC
 /// 5348 §5.4's weights stretched over them: the newer half 1, then falling).
-pub const LOSS_INTERVALS: usize = 64;
+pub const LOSS_INTERVALS: usize = 128;
 /// fanout's variant: losses within this share of a round trip of an
 /// event's start belong to it.
-pub const EVENT_SPAN: f64 = 0.5;
+pub const EVENT_SPAN: f64 = 0.75;
 /// fanout's variant: the weight of each report's round trip in the one
 /// the equation uses.
 pub const RTT_SMOOTHING: f64 = 0.1;
+/// fanout's variant: the least time of arrivals a rate is measured over.
+pub const MIN_RECEIVING: Duration = Duration::from_millis(100);
 
 /// Which ASMP a receiver runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,6 +58,11 @@ pub enum Variant {
 pub struct IntervalReport {
     /// The smooth TCP-friendly rate, bytes per second.
     pub rate: f64,
+    /// Whether the rate comes from measurements (fanout's variant reports
+    /// nothing before it has measured what arrives: a newcomer does not
+    /// drag the stream down to the initial rate; the paper's starts from
+    /// the initial rate).
+    pub measured: bool,
     /// The smoothed loss rate it used (0–1).
     pub loss: f64,
     /// The round trip it used, if known.
@@ -87,6 +94,8 @@ pub struct ReceiverEstimator {
     interval_start: Option<Instant>,
     /// The smoothed round trip (fanout's variant), s.
     srtt: Option<f64>,
+    /// It computed a rate from measurements (fanout's variant).
+    reported: bool,
 }
 
 impl Default for ReceiverEstimator {
@@ -108,9 +117,10 @@ impl ReceiverEstimator {
             congestion: CongestionIndicator::default(),
             rate,
             packet_size: 0.0,
-            events: LossEvents::new(LOSS_INTERVALS, EVENT_SPAN),
+            events: LossEvents::new(LOSS_INTERVALS, EVENT_SPAN).counting_the_first(),
             interval_start: None,
             srtt: None,
+            reported: false,
         }
     }
 
@@ -175,9 +185,9 @@ impl ReceiverEstimator {
         self.rtt.on_sender_rtt(rtt);
     }
 
-    /// Closes a report interval of `elapsed` since the previous one: the
-    /// rate to report.
-    pub fn on_report(&mut self, elapsed: Duration) -> IntervalReport {
+    /// Closes a report interval of `elapsed` since the previous one, at
+    /// `now`: the rate to report.
+    pub fn on_report(&mut self, now: Instant, elapsed: Duration) -> IntervalReport {
         let interval = self.sequence.as_mut().map_or(
             IntervalLoss {
                 expected: 0,
@@ -203,17 +213,36 @@ impl ReceiverEstimator {
             }
         };
         self.rtt.on_report();
-        self.interval_start = None;
-        let received = std::mem::take(&mut self.received) as f64;
-        let secs = elapsed.as_secs_f64();
+        // fanout's variant: what arrived over the time packets came (a
+        // receiver that joined mid-interval has not been receiving for
+        // all of it); too short a time says nothing yet, and what came
+        // counts toward the next report.
+        let receiving = self
+            .interval_start
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let measured = self.variant == Variant::Improved && receiving >= MIN_RECEIVING;
+        let (received, secs) = if self.variant == Variant::Paper || measured {
+            self.interval_start = None;
+            let secs = match self.variant {
+                Variant::Paper => elapsed,
+                Variant::Improved => receiving,
+            };
+            (
+                std::mem::take(&mut self.received) as f64,
+                secs.as_secs_f64(),
+            )
+        } else {
+            (0.0, 0.0)
+        };
         let loss = match self.variant {
             Variant::Paper => self.loss.smoothed(),
             Variant::Improved => self.events.rate(),
         };
-        if let (Some(r), true) = (rtt, interval.expected > 0 && self.packet_size > 0.0) {
-            let (p, r) = (self.packet_size, r.as_secs_f64().max(1e-4));
-            match self.variant {
-                Variant::Paper => {
+        if self.packet_size > 0.0 {
+            let p = self.packet_size;
+            match (self.variant, rtt) {
+                (Variant::Paper, Some(r)) if interval.expected > 0 => {
+                    let r = r.as_secs_f64().max(1e-4);
                     let inst = if interval.lost == 0 {
                         increase(self.rate, p, r)
                     } else {
@@ -221,20 +250,30 @@ impl ReceiverEstimator {
                     };
                     self.rate = smooth(self.rate, inst, state.smoothing());
                 }
-                Variant::Improved if secs > 0.0 => {
+                (Variant::Improved, rtt) if measured && received > 0.0 => {
+                    // Before a loss, or before the sender gave a round
+                    // trip (a receiver that just joined), twice what
+                    // arrived.
                     let arrived = 2.0 * received / secs;
-                    let inst = if self.events.has_loss() {
-                        throughput(p, r, loss).min(arrived)
-                    } else {
-                        arrived
+                    let inst = match rtt {
+                        Some(r) if self.events.has_loss() => {
+                            throughput(p, r.as_secs_f64().max(1e-4), loss).min(arrived)
+                        }
+                        _ => arrived,
                     };
-                    self.rate = smooth(self.rate, inst, NetworkState::Unloaded.smoothing());
+                    self.rate = match self.reported {
+                        true => smooth(self.rate, inst, NetworkState::Unloaded.smoothing()),
+                        // Its first measurement: no initial guess to smooth.
+                        false => inst,
+                    };
+                    self.reported = true;
                 }
-                Variant::Improved => {}
+                _ => {}
             }
         }
         IntervalReport {
             rate: self.rate,
+            measured: self.variant == Variant::Paper || self.reported,
             loss,
             rtt,
             state,
@@ -306,7 +345,10 @@ mod tests {
         let mut e = ReceiverEstimator::new(INITIAL_RATE, Variant::Paper);
         let mut seq = 1000;
         feed(&mut e, &mut seq, 50, 0.025, |_| false);
-        let r = e.on_report(Duration::from_secs(1));
+        let r = e.on_report(
+            Instant::ZERO + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
         assert_eq!(r.interval.lost, 0);
         assert_eq!(r.state, NetworkState::Unloaded);
         // Steady jitter (0): unloaded, σ = 0.9: the rate moves 0.9 of the
@@ -321,9 +363,17 @@ mod tests {
         let mut seq = 0;
         // Prime the source, then an interval losing 1 in 50.
         feed(&mut e, &mut seq, 2, 0.025, |_| false);
-        let before = e.on_report(Duration::from_secs(1)).rate;
+        let before = e
+            .on_report(
+                Instant::ZERO + Duration::from_secs(1),
+                Duration::from_secs(1),
+            )
+            .rate;
         feed(&mut e, &mut seq, 500, 0.025, |s| s % 50 == 0);
-        let r = e.on_report(Duration::from_secs(1));
+        let r = e.on_report(
+            Instant::ZERO + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
         assert_eq!(r.interval.lost, 10);
         assert!(
             (r.loss - 0.02 * 1.0 / 2.0).abs() < 2e-3,
@@ -337,7 +387,10 @@ mod tests {
         e.on_sender_rtt(Duration::from_millis(40));
         feed(&mut e, &mut seq, 20, 0.025, |_| false);
         let rtt = e
-            .on_report(Duration::from_secs(1))
+            .on_report(
+                Instant::ZERO + Duration::from_secs(1),
+                Duration::from_secs(1),
+            )
             .rtt
             .unwrap()
             .as_secs_f64();
@@ -352,15 +405,22 @@ mod tests {
         // arrived (49 counted: the first starts the source's probation,
         // RFC 3550 A.1).
         feed(&mut e, &mut seq, 50, 0.025, |_| false);
-        let r = e.on_report(Duration::from_secs(1));
-        let first = smooth(INITIAL_RATE, 2.0 * 49.0 * 1328.0, 0.9);
+        let r = e.on_report(
+            Instant::ZERO + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
+        // The first measurement is taken as it is.
+        let first = 2.0 * 49.0 * 1328.0;
         assert!((r.rate - first).abs() < 1e-6, "{}", r.rate);
         assert_eq!(r.loss, 0.0);
         // The sender measured 40 ms, and losses come: the equation at the
         // loss event rate and the round trip in use.
         e.on_sender_rtt(Duration::from_millis(40));
         feed(&mut e, &mut seq, 500, 0.025, |s| s % 50 == 0);
-        let r = e.on_report(Duration::from_secs(1));
+        let r = e.on_report(
+            Instant::ZERO + Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
         assert!(r.loss > 0.0);
         assert_eq!(r.loss, e.loss());
         let rtt = r.rtt.expect("a round trip");
@@ -375,7 +435,10 @@ mod tests {
         let anchored = e.rtt.anchored().unwrap().as_secs_f64();
         feed(&mut e, &mut seq, 50, 0.025, |_| false);
         let next = e
-            .on_report(Duration::from_secs(1))
+            .on_report(
+                Instant::ZERO + Duration::from_secs(1),
+                Duration::from_secs(1),
+            )
             .rtt
             .unwrap()
             .as_secs_f64();

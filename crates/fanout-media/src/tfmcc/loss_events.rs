@@ -27,6 +27,10 @@ pub struct LossEvents {
     /// Losses within this share of a round trip of an event's start
     /// belong to it.
     span: f64,
+    /// The first interval is at least the packets before the first loss.
+    count_first: bool,
+    /// Packets before the first loss.
+    before_first: f64,
 }
 
 impl Default for LossEvents {
@@ -47,7 +51,20 @@ impl LossEvents {
             event_start: None,
             history: history.max(2),
             span: span.max(0.0),
+            count_first: false,
+            before_first: 0.0,
         }
+    }
+
+    /// The first interval is at least the packets that came before the
+    /// first loss, where RFC 5348 §6.3.1 takes only what the receive rate
+    /// then implies: a stream that was not probing its path (a large
+    /// group's rate moves once a report round) meets its first loss far
+    /// below what the path carries, and an interval seeded from that rate
+    /// would hold it there for the whole history.
+    pub fn counting_the_first(mut self) -> Self {
+        self.count_first = true;
+        self
     }
 
     /// `received` packets arrived and `lost` were found missing at `now`,
@@ -68,7 +85,10 @@ impl LossEvents {
                 .is_none_or(|s| now.saturating_duration_since(s) > rtt.mul_f64(self.span));
             if new_event {
                 if self.event_start.is_none() {
-                    let first = first_interval(packet_size, rtt.as_secs_f64(), receive_rate);
+                    let mut first = first_interval(packet_size, rtt.as_secs_f64(), receive_rate);
+                    if self.count_first {
+                        first = first.max(self.before_first + 1.0);
+                    }
                     self.closed.push_front(first);
                 } else {
                     self.closed.push_front(self.open.max(1.0));
@@ -80,6 +100,8 @@ impl LossEvents {
         }
         if self.event_start.is_some() {
             self.open += (received + lost) as f64;
+        } else {
+            self.before_first += received as f64;
         }
     }
 
