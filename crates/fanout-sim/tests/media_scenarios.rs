@@ -543,3 +543,38 @@ fn a_changing_group_of_lossy_receivers_steps_the_rate_down_and_up() {
         assert!((6.0..10.0).contains(&four), "{cc}: {four}");
     }
 }
+
+/// ASMP §3.8 at scale (`scenarios/asmp/star-1000.toml`): 1000 receivers
+/// behind their own lossy links. Once every receiver has reported (the
+/// first rounds, with nothing heard yet to suppress by, let more through),
+/// fewer than 20 rate reports reach the sender a round, and RTCP stays
+/// within 5% of the RTP payload over the whole run (RFC 3550 §6.2).
+#[test]
+fn a_thousand_receivers_send_few_rate_reports_a_round_within_rtcps_share() {
+    let mut sc = common::load("asmp", "star-1000.toml");
+    sc.duration = HumanDuration(Duration::from_secs(600));
+    let mut media = MediaFlows::default();
+    let mut sim = sc
+        .build(&mut [&mut BuiltinFlows, &mut media])
+        .expect("the scenario builds");
+    let at = |s: u64| Instant::ZERO + Duration::from_secs(s);
+    let counts = |sim: &Simulator| {
+        let f = media_figures(sim, &media, at(0), sim.now())
+            .pop()
+            .expect("the media flow");
+        (f.rate_reports as f64, f.rounds, f.rtcp_share)
+    };
+    sim.run_until(at(300));
+    let (reports_then, rounds_then, _) = counts(&sim);
+    sim.run_until(at(600));
+    let (reports, rounds, rtcp_share) = counts(&sim);
+    let per_round = (reports - reports_then) / (rounds - rounds_then);
+    eprintln!(
+        "{reports} rate reports in {rounds:.1} rounds ({reports_then} in the first \
+         {rounds_then:.1}); {per_round:.1} a round over 300–600 s; RTCP {:.2}% of the payload",
+        rtcp_share * 100.0
+    );
+    assert!(rounds - rounds_then >= 3.0, "{rounds_then} {rounds}");
+    assert!(per_round <= 20.0, "{per_round}");
+    assert!(rtcp_share <= 0.05, "{rtcp_share}");
+}
