@@ -36,11 +36,12 @@ pub const MIN_RECEIVING: Duration = Duration::from_millis(100);
 pub enum Variant {
     /// As the paper gives it (for reproducing its results).
     Paper,
-    /// fanout's default (ASMP §3 with four changes, each measured in
+    /// fanout's default (ASMP §3 with five changes, each measured in
     /// `docs/experiments/asmp.md`): the loss rate is a loss event rate
-    /// (RFC 5348 §5: losses within half a round trip of an event's start
-    /// are one event, the last 64 intervals averaged), not the fraction of
-    /// packets lost in the last 8 reports; the round trip is the sender's
+    /// (RFC 5348 §5: losses within three quarters of a round trip of an
+    /// event's start are one event, the last 128 intervals averaged, the
+    /// first at least the packets before the first loss), not the fraction
+    /// of packets lost in the last 8 reports; the round trip is the sender's
     /// measurement plus the growth of the one-way delay since
     /// ([`RttEstimate::anchored`]), smoothed over reports, not the
     /// per-packet calibrated delay, which on a LAN is a fraction of a
@@ -48,7 +49,8 @@ pub enum Variant {
     /// between losses, instead of "+1 packet per RTT" after an interval
     /// without loss (before any loss, twice what arrived); and no receiver
     /// reports more than twice what it received in the interval (as TFRC
-    /// caps its rate, RFC 5348 §4.3).
+    /// caps its rate, RFC 5348 §4.3); a newcomer reports nothing until it
+    /// has measured what arrives.
     #[default]
     Improved,
 }
