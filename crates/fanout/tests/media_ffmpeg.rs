@@ -60,9 +60,9 @@ fn scratch(tag: &str) -> Dir {
     Dir(d)
 }
 
-/// SECONDS of a test picture (MPEG-2, an I-frame every second) and a tone
-/// (MP2), about 0.7 Mbit/s, as MPEG-TS.
-fn make_input(path: &Path) {
+/// `seconds` of a test picture (MPEG-2, an I-frame every second) and a
+/// tone (MP2), about 0.7 Mbit/s, as MPEG-TS.
+fn make_input(path: &Path, seconds: u32) {
     let made = Command::new("ffmpeg")
         .args(["-hide_banner", "-v", "error", "-y"])
         .args([
@@ -72,7 +72,7 @@ fn make_input(path: &Path) {
             &format!("testsrc=size=320x240:rate={FPS}"),
         ])
         .args(["-f", "lavfi", "-i", "sine=frequency=440"])
-        .args(["-t", &SECONDS.to_string()])
+        .args(["-t", &seconds.to_string()])
         .args(["-c:v", "mpeg2video", "-b:v", "600k", "-g", &FPS.to_string()])
         .args(["-c:a", "mp2", "-b:a", "64k", "-f", "mpegts"])
         .arg(path)
@@ -107,9 +107,14 @@ fn wait_for(child: &mut Proc, limit: Duration) -> bool {
 /// A scratch directory with SECONDS of input made (`in.ts`), and where
 /// the output goes (`out.ts`).
 fn case(tag: &str) -> (Dir, PathBuf, PathBuf) {
+    case_of(tag, SECONDS)
+}
+
+/// [`case`] with `seconds` of input.
+fn case_of(tag: &str, seconds: u32) -> (Dir, PathBuf, PathBuf) {
     let dir = scratch(tag);
     let (input, output) = (dir.0.join("in.ts"), dir.0.join("out.ts"));
-    make_input(&input);
+    make_input(&input, seconds);
     (dir, input, output)
 }
 
@@ -186,28 +191,28 @@ fn media_send_to(host: &str, port: u16, extra: &[&str], stdin: Stdio) -> Proc {
 }
 
 #[test]
-fn ffmpeg_plays_what_media_send_sends_from_its_sdp() {
-    ffmpeg_plays("asmp");
+fn ffmpeg_plays_30_s_of_what_media_send_sends_from_its_sdp() {
+    ffmpeg_plays("asmp", 30);
 }
 
 #[test]
 fn ffmpeg_plays_a_tfmcc_stream_skipping_its_header_extension() {
-    ffmpeg_plays("tfmcc");
+    ffmpeg_plays("tfmcc", SECONDS);
 }
 
 #[test]
 fn ffmpeg_plays_a_pgmcc_stream_and_never_becomes_its_acker() {
-    ffmpeg_plays("pgmcc");
+    ffmpeg_plays("pgmcc", SECONDS);
 }
 
-/// ffmpeg, given only the SDP, receives what `media send --cc CC` sends:
-/// every frame, no decode error, and the rate never moves (ffmpeg sends no
-/// rate reports).
-fn ffmpeg_plays(cc: &str) {
+/// ffmpeg, given only the SDP, receives `seconds` of what `media send
+/// --cc CC` sends: every frame, no decode error, and the rate never moves
+/// (ffmpeg sends no rate reports).
+fn ffmpeg_plays(cc: &str, seconds: u32) {
     if !ffmpeg_installed() {
         return;
     }
-    let (dir, input, output) = case(&format!("send-{cc}"));
+    let (dir, input, output) = case_of(&format!("send-{cc}"), seconds);
     let sdp = dir.0.join("live.sdp");
     let port = free_pair();
     let sdp_arg = sdp.to_str().unwrap();
@@ -256,7 +261,7 @@ fn ffmpeg_plays(cc: &str) {
     let copy = std::thread::spawn(move || std::io::copy(&mut from, &mut to).map(|_| ()));
     assert!(wait_for(
         &mut feed,
-        Duration::from_secs(u64::from(SECONDS) + 20)
+        Duration::from_secs(u64::from(seconds) + 20)
     ));
     copy.join().unwrap().unwrap();
     let report = report_of(&mut sender, "sender", Duration::from_secs(10));
