@@ -38,8 +38,6 @@ pub const SWITCH_FACTOR: f64 = 0.75;
 /// A packet is taken as lost once this many later ones were ACKed (as
 /// TCP's three duplicate ACKs).
 pub const DUPLICATE_THRESHOLD: u32 = 3;
-/// The round trip assumed before one is measured.
-pub const INITIAL_RTT: Duration = Duration::from_millis(500);
 /// The least retransmission timeout (RFC 6298 §2.4).
 pub const MIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// Timeouts in a row after which the acker is taken to be gone.

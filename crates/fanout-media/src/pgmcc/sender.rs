@@ -15,8 +15,10 @@
 //! [`ACKER_TIMEOUTS`] timeouts pass in a row is replaced by the slowest
 //! receiver known.
 
-use super::{relative_throughput, Window, ACKER_TIMEOUTS, INITIAL_RTT, MIN_TIMEOUT, SWITCH_FACTOR};
+use super::{relative_throughput, Window, ACKER_TIMEOUTS, MIN_TIMEOUT, SWITCH_FACTOR};
 use crate::control::{clock_us, echoed_round_trip, AppData, SenderControl};
+use fanout_core::pacing::{DEFAULT_CONGESTION_AVOIDANCE_GAIN, DEFAULT_SLOW_START_GAIN};
+use fanout_core::rtt::{RtoConfig, RttEstimator};
 use fanout_core::Instant;
 use fanout_rtp::ntp::round_trip;
 use fanout_rtp::pgmcc::{DataInfo, Feedback, EXTENSION_ID};
@@ -26,12 +28,17 @@ use std::time::Duration;
 
 /// Most receivers a sender keeps state for.
 pub const MAX_RECEIVERS: usize = 100_000;
-/// The pacing rate's share above the window's rate in slow start.
-const SLOW_START_PACING: f64 = 2.0;
-/// The pacing rate's share above the window's rate after.
-const AVOIDANCE_PACING: f64 = 1.25;
 /// The period the sent rate is measured over (RTCP's session bandwidth).
 const SENT_RATE_PERIOD: Duration = Duration::from_secs(1);
+/// The retransmission timer's bounds: RFC 6298's, its 1 s floor included
+/// (a media window of a few packets times out more than a bulk one, and a
+/// shorter floor would make it less TCP-friendly).
+const RTO: RtoConfig = RtoConfig {
+    initial: Duration::from_secs(1),
+    min: MIN_TIMEOUT,
+    max: Duration::from_secs(60),
+    granularity: Duration::from_millis(1),
+};
 
 /// What the sender knows of a receiver.
 #[derive(Debug, Clone, Copy)]
@@ -49,9 +56,8 @@ pub struct PgmccSender {
     window: Window,
     /// The number the next packet carries.
     next: u32,
-    /// The acker's smoothed round trip and its variation, s (RFC 6298).
-    srtt: Option<f64>,
-    rttvar: f64,
+    /// The acker's round trip and the retransmission timer (RFC 6298).
+    rtt: RttEstimator,
     /// Average packet size, bytes.
     packet_size: f64,
     acker: Option<u32>,
@@ -59,6 +65,7 @@ pub struct PgmccSender {
     /// When the window last moved (an ACK covered packets, or a flight
     /// began): the retransmission timer runs from here.
     progress: Instant,
+    /// Timeouts in a row.
     timeouts: u32,
     switches: u64,
     /// The rate without an acker, bytes per second: the initial rate,
@@ -76,11 +83,11 @@ impl PgmccSender {
     /// (then a window of that rate over the acker's round trip).
     pub fn new(initial_rate: f64, now: Instant) -> Self {
         let packet_size = 1356.0;
+        let rtt = RttEstimator::new(RTO);
         PgmccSender {
-            window: Window::new(initial_rate * INITIAL_RTT.as_secs_f64() / packet_size),
+            window: Window::new(initial_rate * rtt.srtt().as_secs_f64() / packet_size),
             next: 0,
-            srtt: None,
-            rttvar: 0.0,
+            rtt,
             packet_size,
             acker: None,
             members: BTreeMap::new(),
@@ -104,13 +111,10 @@ impl PgmccSender {
         &self.window
     }
 
+    /// The acker's smoothed round trip (a third of the first timeout
+    /// before a sample), s.
     fn rtt(&self) -> f64 {
-        self.srtt.unwrap_or(INITIAL_RTT.as_secs_f64())
-    }
-
-    fn timeout(&self) -> Duration {
-        let rto = Duration::from_secs_f64(self.rtt() + 4.0 * self.rttvar).max(MIN_TIMEOUT);
-        rto * (1 << self.timeouts.min(6))
+        self.rtt.srtt().as_secs_f64()
     }
 
     fn throughput_of(&self, m: &Member) -> f64 {
@@ -133,8 +137,9 @@ impl PgmccSender {
 
     fn make_acker(&mut self, ssrc: u32) {
         if let Some(rtt) = self.members.get(&ssrc).and_then(|m| m.rtt) {
-            self.srtt = Some(rtt);
-            self.rttvar = rtt / 2.0;
+            // The window's round trip is the new acker's.
+            self.rtt = RttEstimator::new(RTO);
+            self.rtt.on_sample(Duration::from_secs_f64(rtt));
         }
         match self.acker {
             Some(_) => self.switches += 1,
@@ -160,19 +165,6 @@ impl PgmccSender {
             .map(|(&s, _)| s);
         if let Some(s) = slowest {
             self.make_acker(s);
-        }
-    }
-
-    fn on_rtt_sample(&mut self, rtt: f64) {
-        match self.srtt {
-            None => {
-                self.srtt = Some(rtt);
-                self.rttvar = rtt / 2.0;
-            }
-            Some(s) => {
-                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - rtt).abs();
-                self.srtt = Some(0.875 * s + 0.125 * rtt);
-            }
         }
     }
 
@@ -211,8 +203,8 @@ impl SenderControl for PgmccSender {
     fn pacing_rate(&self) -> f64 {
         match (self.acker, self.window.slow_start()) {
             (None, _) => self.rate(),
-            (Some(_), true) => self.rate() * SLOW_START_PACING,
-            (Some(_), false) => self.rate() * AVOIDANCE_PACING,
+            (Some(_), true) => self.rate() * DEFAULT_SLOW_START_GAIN,
+            (Some(_), false) => self.rate() * DEFAULT_CONGESTION_AVOIDANCE_GAIN,
         }
     }
 
@@ -261,23 +253,23 @@ impl SenderControl for PgmccSender {
         let Ok(fb) = Feedback::decode(app.name, app.subtype, &app.data) else {
             return false;
         };
-        let rtt =
-            echoed_round_trip(now, fb.echo_timestamp_us, fb.echo_delay_us).map(|d| d.as_secs_f64());
+        let rtt = echoed_round_trip(now, fb.echo_timestamp_us, fb.echo_delay_us);
         let Some(m) = self.member(now, from) else {
             return true;
         };
         m.loss = f64::from(fb.loss_ppm.min(1_000_000)) / 1e6;
-        if rtt.is_some() {
-            m.rtt = rtt;
+        if let Some(r) = rtt {
+            m.rtt = Some(r.as_secs_f64());
         }
         match fb.hole {
             None if self.acker == Some(from) => {
                 if let Some(r) = rtt {
-                    self.on_rtt_sample(r);
+                    self.rtt.on_sample(r);
                 }
                 if self.window.on_ack(fb.rx_max, fb.bitmap) {
                     self.progress = now;
                     self.timeouts = 0;
+                    self.rtt.clear_backoff();
                 }
             }
             None => {}
@@ -315,7 +307,7 @@ impl SenderControl for PgmccSender {
 
     fn poll_timeout(&self) -> Option<Instant> {
         (self.acker.is_some() && self.window.has_in_flight())
-            .then(|| self.progress + self.timeout())
+            .then(|| self.progress + self.rtt.rto())
     }
 
     fn handle_timeout(&mut self, now: Instant) {
@@ -323,6 +315,7 @@ impl SenderControl for PgmccSender {
             return;
         }
         self.window.on_timeout();
+        self.rtt.on_timeout();
         self.timeouts += 1;
         self.progress = now;
         if self.timeouts >= ACKER_TIMEOUTS {

@@ -10,7 +10,7 @@
 
 use super::loss_events::LossEvents;
 use super::{clock_us, feedback_timer, CLR_RTT_GAIN, INITIAL_RTT, RTT_GAIN, SUPPRESSION_MARGIN};
-use crate::control::{AppData, Arrival, Estimates, ReceiverControl, Report};
+use crate::control::{echoed_round_trip, AppData, Arrival, Estimates, ReceiverControl, Report};
 use fanout_core::tfrc::throughput;
 use fanout_core::{Instant, Rng};
 use fanout_rtp::tfmcc::{
@@ -125,10 +125,10 @@ impl TfmccReceiver {
         let echo = info.flags & FLAG_ECHO != 0 && info.echo_receiver == self.ssrc;
         if echo && self.last_echo != Some(info.echo_timestamp_us) {
             self.last_echo = Some(info.echo_timestamp_us);
-            let held = now_us.wrapping_sub(info.echo_timestamp_us) as i32;
-            let sample = i64::from(held) - i64::from(info.echo_delay_us);
-            if sample > 0 && held > 0 {
-                let sample = sample as f64 * 1e-6;
+            let sample = echoed_round_trip(now, info.echo_timestamp_us, info.echo_delay_us)
+                .filter(|d| !d.is_zero());
+            if let Some(sample) = sample {
+                let sample = sample.as_secs_f64();
                 let gain = if self.is_clr { CLR_RTT_GAIN } else { RTT_GAIN };
                 let rtt = self
                     .rtt
