@@ -1,7 +1,7 @@
 //! Media sessions as scenario flows (`kind = "media"`, `fanout_media`): an
-//! RTP sender whose rate controller (ASMP, TFMCC) sets its rate from its
-//! receivers' RTCP, fed by a constant-rate encoder or by one that always
-//! has data, and a media receiver on every node of the group.
+//! RTP sender whose rate controller (ASMP, TFMCC, PGMCC) sets its rate
+//! from its receivers' RTCP, fed by a constant-rate encoder or by one that
+//! always has data, and a media receiver on every node of the group.
 //!
 //! ```toml
 //! [[flow]]

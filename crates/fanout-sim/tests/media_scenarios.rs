@@ -1,6 +1,7 @@
-//! Media rate control (ASMP, TFMCC) in the simulator, on the scenarios of
-//! `scenarios/asmp/`: the controllers' rates against TCP flows sharing
-//! their bottlenecks, their receivers' estimates, and RTCP's share.
+//! Media rate control (ASMP, TFMCC, PGMCC) in the simulator, on the
+//! scenarios of `scenarios/asmp/`: the controllers' rates against TCP flows
+//! sharing their bottlenecks and as receivers come and go, and RTCP's
+//! share.
 
 mod common;
 
