@@ -30,8 +30,6 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_fanout");
 /// Seconds of media.
 const SECONDS: u32 = 6;
-/// Video frames per second of the test picture.
-const FPS: u32 = 25;
 
 /// A loopback port P with P + 1 free as well (RTP and RTCP).
 fn free_pair() -> u16 {
@@ -63,22 +61,7 @@ fn scratch(tag: &str) -> Dir {
 /// `seconds` of a test picture (MPEG-2, an I-frame every second) and a
 /// tone (MP2), about 0.7 Mbit/s, as MPEG-TS.
 fn make_input(path: &Path, seconds: u32) {
-    let made = Command::new("ffmpeg")
-        .args(["-hide_banner", "-v", "error", "-y"])
-        .args([
-            "-f",
-            "lavfi",
-            "-i",
-            &format!("testsrc=size=320x240:rate={FPS}"),
-        ])
-        .args(["-f", "lavfi", "-i", "sine=frequency=440"])
-        .args(["-t", &seconds.to_string()])
-        .args(["-c:v", "mpeg2video", "-b:v", "600k", "-g", &FPS.to_string()])
-        .args(["-c:a", "mp2", "-b:a", "64k", "-f", "mpegts"])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(made.success(), "ffmpeg made the input");
+    ffmpeg::make_test_stream(path, seconds, "320x240", "600k", &[], Some("64k"));
 }
 
 /// What ffmpeg says decoding `file` (empty: no errors).

@@ -52,18 +52,8 @@ fn the_sender_follows_its_slowest_receiver_over_multicast() {
     }
     let scratch = Scratch::new("media-netns");
     let input = scratch.path().join("in.ts");
-    let made = Command::new("ffmpeg")
-        .args(["-hide_banner", "-v", "error", "-y"])
-        .args(["-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"])
-        .args(["-t", &SECONDS.to_string()])
-        .args(["-c:v", "mpeg2video", "-b:v", "1400k", "-minrate", "1400k"])
-        .args([
-            "-maxrate", "1400k", "-bufsize", "700k", "-g", "25", "-f", "mpegts",
-        ])
-        .arg(&input)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let constant = ["-minrate", "1400k", "-maxrate", "1400k", "-bufsize", "700k"];
+    ffmpeg::make_test_stream(&input, SECONDS, "640x360", "1400k", &constant, None);
     let lan = LanTopology::new(4).expect("LAN");
     // Receiver 3's link carries 1 Mbit/s.
     lan.set_rate_limit(3, LinkDirection::Downlink, Some(RateLimit::mbit(1)))
@@ -162,21 +152,7 @@ fn media_is_multicast_to_an_ipv6_group() {
     const GROUP6: &str = "[ff15::79]:5004";
     let scratch = Scratch::new("media-netns-v6");
     let input = scratch.path().join("in.ts");
-    let made = Command::new("ffmpeg")
-        .args(["-hide_banner", "-v", "error", "-y"])
-        .args([
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc=size=320x180:rate=25",
-            "-t",
-            "5",
-        ])
-        .args(["-c:v", "mpeg2video", "-b:v", "500k", "-f", "mpegts"])
-        .arg(&input)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    ffmpeg::make_test_stream(&input, 5, "320x180", "500k", &[], None);
     let config = fanout_netns::LanConfig {
         ipv6: true,
         ..fanout_netns::LanConfig::default()

@@ -47,17 +47,7 @@ fn an_mpeg_ts_stream_through_two_percent_loss_decodes() {
     let output = dir.join("out.ts");
     // 30 s of a test picture (MPEG-2, 25 frames/s, an I-frame every
     // second) and a tone (MP2), about 1.2 Mbit/s.
-    let made = Command::new("ffmpeg")
-        .args(["-hide_banner", "-v", "error", "-y"])
-        .args(["-f", "lavfi", "-i", "testsrc=size=320x240:rate=25"])
-        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-        .args(["-t", &SECONDS.to_string()])
-        .args(["-c:v", "mpeg2video", "-b:v", "1M", "-g", "25"])
-        .args(["-c:a", "mp2", "-b:a", "128k", "-f", "mpegts"])
-        .arg(&input)
-        .status()
-        .unwrap();
-    assert!(made.success(), "ffmpeg made no input");
+    ffmpeg::make_test_stream(&input, SECONDS as u32, "320x240", "1M", &[], Some("128k"));
     let ts = std::fs::read(&input).unwrap();
     let frames_in = video_frames(&input);
     assert_eq!(frames_in, 25 * SECONDS);

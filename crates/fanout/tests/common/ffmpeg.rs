@@ -45,3 +45,35 @@ pub fn video_frames(file: &Path) -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("ffprobe output {text:?}"))
 }
+
+/// Writes `seconds` of a 25 fps test picture of `size` (`"320x240"`) as
+/// MPEG-2 video at `video_rate` (an I-frame every second, `video_extra`
+/// added to its options) and, with `audio_rate`, a 440 Hz tone as MP2, in
+/// MPEG-TS, to `path`.
+pub fn make_test_stream(
+    path: &Path,
+    seconds: u32,
+    size: &str,
+    video_rate: &str,
+    video_extra: &[&str],
+    audio_rate: Option<&str>,
+) {
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-v", "error", "-y"]).args([
+        "-f",
+        "lavfi",
+        "-i",
+        &format!("testsrc=size={size}:rate=25"),
+    ]);
+    if audio_rate.is_some() {
+        cmd.args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"]);
+    }
+    cmd.args(["-t", &seconds.to_string()])
+        .args(["-c:v", "mpeg2video", "-b:v", video_rate, "-g", "25"])
+        .args(video_extra);
+    if let Some(rate) = audio_rate {
+        cmd.args(["-c:a", "mp2", "-b:a", rate]);
+    }
+    let made = cmd.args(["-f", "mpegts"]).arg(path).status().unwrap();
+    assert!(made.success(), "ffmpeg made {}", path.display());
+}
