@@ -162,6 +162,13 @@ impl Pacer {
         self.resize_burst();
     }
 
+    /// Sets the rate to `bytes_per_sec` directly (at least 1 byte/s), for a
+    /// rate-based sender that has no window.
+    pub fn set_bytes_per_sec(&mut self, bytes_per_sec: u64) {
+        self.rate = bytes_per_sec.max(1);
+        self.resize_burst();
+    }
+
     /// Lowers the rate to at most `bytes_per_sec` (a rate cap set on top
     /// of [`Pacer::set_rate`]; at least 1 byte/s).
     pub fn cap_rate(&mut self, bytes_per_sec: u64) {

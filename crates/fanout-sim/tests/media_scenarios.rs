@@ -189,8 +189,8 @@ fn two_bottlenecks_asmp_takes_its_share_more_smoothly_than_tfmcc_and_the_papers_
 
 /// The figures of docs/experiments/asmp.md: the two-bottleneck scenario
 /// over seeds 1–8 for each controller (about a minute in release; run with
-/// `--ignored --nocapture`). Asserts what the default test asserts, on the
-/// means.
+/// `--ignored --nocapture`; `FANOUT_SWEEP_CC=asmp` runs one controller's
+/// cases). Asserts what the default test asserts, on the means.
 #[test]
 #[ignore]
 fn sweep_two_bottlenecks_over_eight_seeds() {
@@ -200,8 +200,13 @@ fn sweep_two_bottlenecks_over_eight_seeds() {
         ("asmp-paper", false),
         ("asmp-paper", true),
     ];
+    // FANOUT_SWEEP_CC=asmp: only that controller's cases.
+    let only = std::env::var("FANOUT_SWEEP_CC").ok();
     let mut means = Vec::new();
-    for (cc, reduced) in cases {
+    for (cc, reduced) in cases
+        .into_iter()
+        .filter(|(cc, _)| only.as_deref().is_none_or(|o| o == *cc))
+    {
         let runs: Vec<Shares> = std::thread::scope(|scope| {
             let jobs: Vec<_> = (1..=8)
                 .map(|seed| scope.spawn(move || two_bottlenecks(cc, reduced, seed)))
@@ -232,11 +237,12 @@ fn sweep_two_bottlenecks_over_eight_seeds() {
         }
         means.push((cc, reduced, stat(0, |r| r.0).0, stat(1, |r| r.0).0));
     }
-    let asmp = means[0];
-    assert!(
-        (0.9..=1.1).contains(&asmp.2) && (0.9..=1.1).contains(&asmp.3),
-        "{asmp:?}"
-    );
+    if let Some(asmp) = means.iter().find(|m| m.0 == "asmp") {
+        assert!(
+            (0.9..=1.1).contains(&asmp.2) && (0.9..=1.1).contains(&asmp.3),
+            "{asmp:?}"
+        );
+    }
 }
 
 /// The mean of `app`'s samples of `f` in `(from, to]` seconds.
@@ -285,7 +291,8 @@ fn late_join(cc: &str) -> (Simulator, fanout_sim::session_media::MediaFlow) {
 
 /// ASMP §5.3.2 (Figure 22): a receiver behind 300 kbit/s joins at 50 s and
 /// leaves at 100 s. fanout's ASMP and TFMCC both come down to what it can
-/// take while it is there and back up to the 500 kbit/s stream after.
+/// take while it is there and back up after: to at least 80% of the rate
+/// before it came, 1.4 times the rate while it was there.
 #[test]
 fn a_slow_late_joiner_holds_the_rate_down_only_while_it_is_there() {
     for cc in ["asmp", "tfmcc"] {
@@ -312,7 +319,12 @@ fn a_slow_late_joiner_holds_the_rate_down_only_while_it_is_there() {
         );
         assert!(during < 330e3, "{cc}: {during}");
         assert!(slow_got > 150e3, "{cc}: {slow_got}");
-        assert!(after > 400e3 && before > 350e3, "{cc}: {before} {after}");
+        // At least its fair share of the bottleneck (1.5 Mbit/s, 5 flows).
+        assert!(before > 300e3, "{cc}: {before}");
+        assert!(
+            after > 0.8 * before && after > 1.4 * during,
+            "{cc}: {before} {during} {after}"
+        );
     }
 }
 
