@@ -24,7 +24,7 @@ pub const INITIAL_RATE: f64 = 150_000.0 / 8.0;
 pub const LOSS_INTERVALS: usize = 128;
 /// fanout's variant: losses within this share of a round trip of an
 /// event's start belong to it.
-pub const EVENT_SPAN: f64 = 0.75;
+pub const EVENT_SPAN: f64 = 0.65;
 /// fanout's variant: the weight of each report's round trip in the one
 /// the equation uses.
 pub const RTT_SMOOTHING: f64 = 0.1;
@@ -36,11 +36,12 @@ pub const MIN_RECEIVING: Duration = Duration::from_millis(100);
 pub enum Variant {
     /// As the paper gives it (for reproducing its results).
     Paper,
-    /// fanout's default (ASMP §3 with five changes, each measured in
+    /// fanout's default (ASMP §3 with six changes, each measured in
     /// `docs/experiments/asmp.md`): the loss rate is a loss event rate
-    /// (RFC 5348 §5: losses within three quarters of a round trip of an
-    /// event's start are one event, the last 128 intervals averaged, the
-    /// first at least the packets before the first loss), not the fraction
+    /// (RFC 5348 §5: losses within 0.65 of a round trip of an event's
+    /// start are one event, the last 128 intervals averaged, the first at
+    /// least the packets before the first loss and lasting until a report
+    /// has had a round trip to act), not the fraction
     /// of packets lost in the last 8 reports; the round trip is the sender's
     /// measurement plus the growth of the one-way delay since
     /// ([`RttEstimate::anchored`]), smoothed over reports, not the
@@ -119,7 +120,9 @@ impl ReceiverEstimator {
             congestion: CongestionIndicator::default(),
             rate,
             packet_size: 0.0,
-            events: LossEvents::new(LOSS_INTERVALS, EVENT_SPAN).counting_the_first(),
+            events: LossEvents::new(LOSS_INTERVALS, EVENT_SPAN)
+                .counting_the_first()
+                .first_event_until_reported(),
             interval_start: None,
             srtt: None,
             reported: false,
@@ -215,6 +218,9 @@ impl ReceiverEstimator {
             }
         };
         self.rtt.on_report();
+        if let Some(r) = rtt {
+            self.events.on_report(now, r);
+        }
         // fanout's variant: what arrived over the time packets came (a
         // receiver that joined mid-interval has not been receiving for
         // all of it); too short a time says nothing yet, and what came

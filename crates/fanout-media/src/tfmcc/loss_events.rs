@@ -31,6 +31,11 @@ pub struct LossEvents {
     count_first: bool,
     /// Packets before the first loss.
     before_first: f64,
+    /// The first event lasts until the sender can have acted on it.
+    first_until_reported: bool,
+    /// When the first event ends: a round trip after the first report
+    /// sent once it began (`None`: not reported yet).
+    first_end: Option<Instant>,
 }
 
 impl Default for LossEvents {
@@ -53,6 +58,8 @@ impl LossEvents {
             span: span.max(0.0),
             count_first: false,
             before_first: 0.0,
+            first_until_reported: false,
+            first_end: None,
         }
     }
 
@@ -65,6 +72,32 @@ impl LossEvents {
     pub fn counting_the_first(mut self) -> Self {
         self.count_first = true;
         self
+    }
+
+    /// Losses are part of the first event until the sender can have acted
+    /// on it: until a round trip after the first report sent once it began
+    /// ([`LossEvents::on_report`]). A receiver whose rate doubles per
+    /// report (the slow start) overshoots the path for a whole report
+    /// interval, not a round trip as TCP's ACK-clocked slow start does;
+    /// the losses of that one overshoot are one congestion event, as they
+    /// are one window reduction for TCP, where counted a round trip at a
+    /// time they would fill the history with short intervals that hold the
+    /// rate down long after.
+    pub fn first_event_until_reported(mut self) -> Self {
+        self.first_until_reported = true;
+        self
+    }
+
+    /// The receiver sent a report at `now`; its round trip is `rtt`.
+    pub fn on_report(&mut self, now: Instant, rtt: Duration) {
+        if self.first_until_reported && self.in_first_event() && self.first_end.is_none() {
+            self.first_end = Some(now + rtt);
+        }
+    }
+
+    /// Whether the first event is the newest one.
+    fn in_first_event(&self) -> bool {
+        self.event_start.is_some() && self.closed.len() == 1
     }
 
     /// `received` packets arrived and `lost` were found missing at `now`,
@@ -80,9 +113,13 @@ impl LossEvents {
         packet_size: f64,
     ) {
         if lost > 0 {
-            let new_event = self
-                .event_start
-                .is_none_or(|s| now.saturating_duration_since(s) > rtt.mul_f64(self.span));
+            let first_lasts = self.first_until_reported
+                && self.in_first_event()
+                && self.first_end.is_none_or(|end| now <= end);
+            let new_event = !first_lasts
+                && self
+                    .event_start
+                    .is_none_or(|s| now.saturating_duration_since(s) > rtt.mul_f64(self.span));
             if new_event {
                 if self.event_start.is_none() {
                     let mut first = first_interval(packet_size, rtt.as_secs_f64(), receive_rate);
@@ -166,5 +203,40 @@ mod tests {
         let open = 10_001.0;
         let with = (open + closed[0] + closed[1]) / 3.0;
         assert!((e.rate() - 1.0 / with).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_first_event_lasts_until_a_report_has_had_a_round_trip() {
+        let rtt = Duration::from_millis(50);
+        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        let mut e = LossEvents::new(8, 1.0)
+            .counting_the_first()
+            .first_event_until_reported();
+        e.on_packets(t(0), 1000, 0, rtt, 100_000.0, 1000.0);
+        // The overshoot: losses for 400 ms, eight round trips, before the
+        // receiver reports; then a round trip for the report to act.
+        for ms in (10..=400).step_by(20) {
+            e.on_packets(t(ms), 10, 1, rtt, 100_000.0, 1000.0);
+        }
+        e.on_report(t(400), rtt);
+        e.on_packets(t(440), 10, 1, rtt, 100_000.0, 1000.0);
+        assert_eq!(e.closed.len(), 1, "one event so far");
+        assert_eq!(e.closed[0], 1001.0, "the packets before the first loss");
+        // After that round trip, losses are events as before.
+        e.on_packets(t(460), 10, 1, rtt, 100_000.0, 1000.0);
+        assert_eq!(e.closed.len(), 2);
+        // Without the rule the same losses are an event a round trip.
+        let mut plain = LossEvents::new(8, 1.0).counting_the_first();
+        plain.on_packets(t(0), 1000, 0, rtt, 100_000.0, 1000.0);
+        for ms in (10..=400).step_by(20) {
+            plain.on_packets(t(ms), 10, 1, rtt, 100_000.0, 1000.0);
+        }
+        assert!(plain.closed.len() >= 7, "{}", plain.closed.len());
+        assert!(
+            plain.rate() > 3.0 * e.rate(),
+            "{} {}",
+            plain.rate(),
+            e.rate()
+        );
     }
 }
