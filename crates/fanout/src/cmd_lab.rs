@@ -38,8 +38,9 @@ enum LabCommand {
     /// suite (benchmarks/suite.toml) and every tool, build the scenario's
     /// lab, start the receivers, then the sender, and measure wall time,
     /// goodput, bytes on the sender's link per file byte, CPU seconds, and
-    /// verify every received file. Progress on stderr. Needs root, and
-    /// uftp and udpcast installed (apt-get install uftp udpcast).
+    /// verify every received file (media tools stream instead, beside a
+    /// competing TCP flow). Progress on stderr. Needs root, and uftp and
+    /// udpcast installed (apt-get install uftp udpcast).
     Bench(crate::cmd_lab_bench::BenchArgs),
     /// Write docs/benchmarks.md and its SVG plots from a results JSON of
     /// `fanout lab bench --out`.

@@ -20,6 +20,8 @@ use std::time::Duration;
 #[command(after_help = "Examples:
   # the file-distribution suite (fanout, uftp, udpcast), 3 runs each
   sudo fanout lab bench benchmarks/suite.toml --runs 3 --out results.json
+  # the media controllers and uftp's TFMCC beside a kernel CUBIC flow
+  sudo fanout lab bench --only f --tools uftp-tfmcc,media-asmp,media-tfmcc,media-pgmcc
   # the live race against SRT (exits non-zero when fanout misses a target)
   sudo fanout lab bench benchmarks/live.toml --out live.json
   # both in docs/benchmarks.md

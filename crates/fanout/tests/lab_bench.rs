@@ -41,6 +41,30 @@ fn scratch() -> common::Scratch {
     common::Scratch::new("lab-bench-test")
 }
 
+/// Runs the bench on the suite `text` in a fresh scratch directory: the
+/// bench must fail on a target `missed` missed and no target of `kept`
+/// (both tool names). Returns the results and the scratch directory.
+fn bench_missing_a_target(
+    text: &str,
+    missed: &str,
+    kept: &str,
+) -> (serde_json::Value, common::Scratch) {
+    let scratch = scratch();
+    let dir = scratch.path();
+    let suite = dir.join("suite.toml");
+    std::fs::write(&suite, text).unwrap();
+    let results = dir.join("results.json");
+    let (status, stderr) = common::lab_bench(&suite, &[], &results, &dir.join("work"));
+    assert!(!status.success(), "a missed target must fail the bench");
+    assert!(
+        stderr.contains(&format!("target missed: {missed}"))
+            && !stderr.contains(&format!("target missed: {kept}")),
+        "{stderr}"
+    );
+    let json = serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
+    (json, scratch)
+}
+
 #[test]
 fn fanout_uftp_and_udpcast_side_by_side_every_file_verified() {
     if skip() {
@@ -131,11 +155,7 @@ fn the_reference_flow_is_measured_and_a_missed_target_fails_the_bench() {
         return;
     }
     let _serial = one_at_a_time();
-    let scratch = scratch();
-    let dir = scratch.path();
-    let suite = dir.join("suite.toml");
-    std::fs::write(
-        &suite,
+    let (json, scratch) = bench_missing_a_target(
         r#"size = "4MiB"
 timeout = "40s"
 
@@ -162,18 +182,11 @@ loss = 0.02
 tcp_reference = true
 tcp_reference_s = 3
 "#,
-    )
-    .unwrap();
-    let results = dir.join("results.json");
-    let (status, stderr) = common::lab_bench(&suite, &[], &results, &dir.join("work"));
-    assert!(!status.success(), "an impossible target must fail");
-    assert!(
-        stderr.contains("target missed: fanout-impossible")
-            && !stderr.contains("target missed: fanout-acker"),
-        "{stderr}"
+        "fanout-impossible",
+        "fanout-acker",
     );
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
+    let dir = scratch.path();
+    let results = dir.join("results.json");
     let runs = json["results"].as_array().unwrap();
     assert!(runs.iter().all(|r| r["ok"] == true), "{runs:?}");
     let reference = &json["tcp_references"][0];
@@ -189,6 +202,82 @@ tcp_reference_s = 3
     );
     assert!(
         text.contains("| fanout-impossible |") && text.contains("≥ 100.00"),
+        "{text}"
+    );
+}
+
+/// A media tool streams instead of sending a file: the bench writes the
+/// stream into `fanout media send` and reads each receiver's bytes from its
+/// summary; beside a competing CUBIC flow it measures both rates over the
+/// stream, and a share outside a tool's `share_target` fails the bench.
+#[test]
+fn a_stream_shares_a_bottleneck_with_cubic_and_a_missed_share_fails_the_bench() {
+    if skip() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let (json, scratch) = bench_missing_a_target(
+        r#"size = "1MiB"
+timeout = "40s"
+
+[[tool]]
+name = "media-asmp"
+kind = "media"
+rate = "fanout's ASMP"
+stream_s = 6.0
+input_rate = "20Mbit"
+share_target = [0.001, 1000.0]
+
+[[tool]]
+name = "media-impossible"
+kind = "media"
+args = ["--cc", "tfmcc"]
+rate = "TFMCC, asked for 100 to 1000 times the TCP flow"
+stream_s = 4.0
+input_rate = "10Mbit"
+share_target = [100.0, 1000.0]
+
+[[scenario]]
+name = "f"
+title = "a 20 Mbit/s bottleneck shared with CUBIC"
+receivers = 2
+sender_rate = "1Gbit"
+receiver_rate = "1Gbit"
+competing_tcp = { bottleneck_rate = "20Mbit", delay = "5ms", cc = "cubic", warmup_s = 1.0 }
+"#,
+        "media-impossible",
+        "media-asmp",
+    );
+    let dir = scratch.path();
+    let results = dir.join("results.json");
+    let runs = json["results"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (r, seconds) in runs.iter().zip([6.0, 4.0]) {
+        let tool = r["tool"].as_str().unwrap();
+        assert_eq!(r["ok"], true, "{tool}: {r}");
+        // The stream's duration, as the source wrote it.
+        let wall = r["wall_s"].as_f64().unwrap();
+        assert!((wall - seconds).abs() < 0.5, "{tool}: wall {wall}");
+        for x in r["receivers"].as_array().unwrap() {
+            let bytes = x["stream_bytes"].as_u64().unwrap();
+            assert!(bytes > 0 && bytes % 188 == 0, "{tool}: {x}");
+            let goodput = x["goodput_mbps"].as_f64().unwrap();
+            // Never more than the bottleneck or the stream's rate.
+            assert!(goodput > 0.0 && goodput < 20.0, "{tool}: {x}");
+        }
+        let tcp = &r["tcp"];
+        let (tcp_mbps, tool_mbps) = (
+            tcp["tcp_mbps"].as_f64().unwrap(),
+            tcp["tool_mbps"].as_f64().unwrap(),
+        );
+        assert!(
+            tcp_mbps > 0.5 && tcp_mbps + tool_mbps < 21.0,
+            "{tool}: {tcp}"
+        );
+    }
+    let text = common::lab_report(&[&results], dir);
+    assert!(
+        text.contains("| media-asmp |") && text.contains("| stream |"),
         "{text}"
     );
 }

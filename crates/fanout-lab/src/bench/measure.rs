@@ -8,11 +8,12 @@
 //! seconds). A receiver still running at the end (uftpd is a daemon) gets
 //! SIGTERM, which the wrapper forwards before recording the times.
 
+use super::media::{received_bytes, TsSource};
 use super::payload;
 use super::reference;
 use super::results::{load_average, ReceiverResult, RunResult, TcpReference, TcpShare};
 use super::scenario::{self, receiver_name, SENDER, TCP_SINK, TCP_SOURCE};
-use super::suite::{Competing, ScenarioSpec, ToolSpec};
+use super::suite::{Competing, ScenarioSpec, ToolKind, ToolSpec};
 use super::tool::{plan, shell_words, DoneBy, Endpoints};
 use crate::error::LabError;
 use crate::lab::Lab;
@@ -33,6 +34,8 @@ use std::time::Duration;
 const POLL: Duration = Duration::from_millis(5);
 /// Time the receivers get to start listening before the sender starts.
 const RECEIVER_HEAD_START: Duration = Duration::from_millis(500);
+/// Time a media sender gets to open its input before the stream starts.
+const SENDER_HEAD_START: Duration = Duration::from_millis(300);
 /// How long receivers may take to finish once the sender has exited.
 const AFTER_SENDER: Duration = Duration::from_secs(10);
 /// How long a receiver gets to exit after SIGTERM before SIGKILL.
@@ -316,13 +319,29 @@ fn measure(
     }
     std::thread::sleep(RECEIVER_HEAD_START);
     let t0 = clock.now().as_secs_f64();
-    let tcp_at_start = flow.as_ref().map_or(0, |(_, sink)| sink.bytes());
+    let tcp_bytes = || flow.as_ref().map_or(0, |(_, sink)| sink.bytes());
+    let mut tcp_at_start = tcp_bytes();
     let mut sender = spawn(&lab, SENDER, &dir.join(SENDER), &plan.sender, ctx)?;
+    // A media run: the stream, and when it started and ended.
+    let mut stream = None;
+    if tool.kind == ToolKind::Media {
+        std::thread::sleep(SENDER_HEAD_START);
+        tcp_at_start = tcp_bytes();
+        let source = TsSource::start(&lab, SENDER, tool.input_bps(), tool.stream_duration())?;
+        stream = Some((source, clock.now().as_secs_f64(), None));
+    }
     let mut done: Vec<Option<f64>> = vec![None; receivers.len()];
     let mut tcp_at_end = None;
     let error = loop {
         let now = clock.now().as_secs_f64();
         sender.poll(now)?;
+        if let Some((source, _, end @ None)) = &mut stream {
+            // The competing flow's share is taken over the stream.
+            if source.finished() {
+                *end = Some(now);
+                tcp_at_end = Some(tcp_bytes());
+            }
+        }
         for ((r, cmd), d) in receivers
             .iter_mut()
             .zip(&plan.receivers)
@@ -338,8 +357,8 @@ fn measure(
                 _ => {}
             }
         }
-        if tcp_at_end.is_none() && done.iter().all(Option::is_some) {
-            tcp_at_end = flow.as_ref().map(|(_, sink)| sink.bytes());
+        if stream.is_none() && tcp_at_end.is_none() && done.iter().all(Option::is_some) {
+            tcp_at_end = Some(tcp_bytes());
         }
         let receivers_over = receivers
             .iter()
@@ -375,6 +394,14 @@ fn measure(
     for r in &mut receivers {
         r.stop(&clock);
     }
+    let stream_s = stream.and_then(|(source, start, end)| {
+        drop(source);
+        end.map(|end: f64| end - start)
+    });
+    let tcp = flow
+        .is_some()
+        .then(|| tcp_at_end.map(|end| end.saturating_sub(tcp_at_start)))
+        .flatten();
     drop(flow_stop(flow));
     let emu = lab.stop_emulator();
     drop(lab);
@@ -383,13 +410,15 @@ fn measure(
             scn,
             ctx,
             t0,
+            media: tool.kind == ToolKind::Media,
+            stream_s,
             done: &done,
             sender: &sender,
             receivers: &receivers,
             outputs: plan.receivers.iter().map(|c| c.output.as_path()).collect(),
             names: &names,
             emu,
-            tcp: tcp_at_end.map(|end| end.saturating_sub(tcp_at_start)),
+            tcp,
         },
         error,
     ))
@@ -458,6 +487,11 @@ struct Figures<'a> {
     scn: &'a ScenarioSpec,
     ctx: &'a Context,
     t0: f64,
+    /// A media run (a stream, not a file).
+    media: bool,
+    /// A media run's stream duration (`None` for a file, or a stream that
+    /// never ended).
+    stream_s: Option<f64>,
     done: &'a [Option<f64>],
     sender: &'a Proc,
     receivers: &'a [Proc],
@@ -467,11 +501,45 @@ struct Figures<'a> {
     tcp: Option<u64>,
 }
 
+/// A media run's receiver: the bytes of stream it reported, over the
+/// stream's duration.
+fn stream_receiver(
+    r: &Proc,
+    done: Option<f64>,
+    stream_s: Option<f64>,
+    host: &str,
+) -> ReceiverResult {
+    let bytes = received_bytes(&r.dir.join("stdout.log"));
+    let problem = match (bytes, done) {
+        (None, _) => Some("no --json summary".to_owned()),
+        (Some(0), _) => Some("no stream received".to_owned()),
+        (Some(_), None) => Some("did not exit cleanly".to_owned()),
+        (Some(_), Some(_)) => None,
+    }
+    .map(|p| format!("{p}; stderr: {}", tail(&r.dir.join("stderr.log"), 3)));
+    ReceiverResult {
+        host: host.to_owned(),
+        done_s: done,
+        goodput_mbps: bytes
+            .zip(stream_s.filter(|s| *s > 0.0))
+            .map(|(b, s)| b as f64 * 8.0 / s / 1e6),
+        verified: false,
+        stream_bytes: bytes,
+        exit_code: r.exit.and_then(|(st, _)| st.code()),
+        cpu_s: cpu_of(&r.dir),
+        problem,
+    }
+}
+
 fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
     let size = f.ctx.size;
     let bits = size as f64 * 8.0;
     let mut receivers = Vec::with_capacity(f.receivers.len());
     for (((r, d), out), name) in f.receivers.iter().zip(f.done).zip(&f.outputs).zip(f.names) {
+        if f.media {
+            receivers.push(stream_receiver(r, *d, f.stream_s, name));
+            continue;
+        }
         let check = payload::verify(out, size, &f.ctx.hash);
         let problem = match (&check, d) {
             (Err(_), _) if !out.exists() => Some(partial(out)),
@@ -495,15 +563,33 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
             done_s: *d,
             goodput_mbps: d.filter(|d| *d > 0.0).map(|d| bits / d / 1e6),
             verified: check.is_ok(),
+            stream_bytes: None,
             exit_code: r.exit.and_then(|(st, _)| st.code()),
             cpu_s: cpu_of(&r.dir),
             problem,
         });
     }
     let all_done = f.done.iter().all(Option::is_some);
-    let wall_s = all_done
-        .then(|| f.done.iter().flatten().copied().fold(0.0, f64::max))
-        .filter(|_| !f.done.is_empty());
+    let wall_s = if f.media {
+        // A stream lasts as long as it is written.
+        f.stream_s.filter(|_| all_done)
+    } else {
+        all_done
+            .then(|| f.done.iter().flatten().copied().fold(0.0, f64::max))
+            .filter(|_| !f.done.is_empty())
+    };
+    // Bits delivered to every receiver: the file, or the least of the
+    // stream any receiver got.
+    let bits = if f.media {
+        receivers
+            .iter()
+            .map(|r| r.stream_bytes.unwrap_or(0))
+            .min()
+            .unwrap_or(0) as f64
+            * 8.0
+    } else {
+        bits
+    };
     let sender_exit_code = f.sender.exit.and_then(|(st, _)| st.code());
     if error.is_none() && sender_exit_code != Some(0) {
         error = Some(format!(
@@ -541,8 +627,19 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         _ => None,
     };
     let receiver_cpu_s = receivers.iter().map(|r| r.cpu_s).sum::<Option<f64>>();
+    // A stream is judged by its bytes on the wire per byte a receiver got
+    // (on average); a file by its size.
+    let delivered = if f.media {
+        let got: u64 = receivers.iter().filter_map(|r| r.stream_bytes).sum();
+        got as f64 / receivers.len().max(1) as f64
+    } else {
+        size as f64
+    };
     RunResult {
-        ok: error.is_none() && receivers.iter().all(|r| r.verified && r.problem.is_none()),
+        ok: error.is_none()
+            && receivers
+                .iter()
+                .all(|r| (r.verified || f.media) && r.problem.is_none()),
         valid,
         invalid_reason,
         error,
@@ -554,7 +651,11 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         receivers,
         sender_link_bytes,
         feedback_bytes,
-        wire_per_file_byte: sender_link_bytes as f64 / size as f64,
+        wire_per_file_byte: if delivered > 0.0 {
+            sender_link_bytes as f64 / delivered
+        } else {
+            0.0
+        },
         lateness_p99_us: p99,
         realtime,
         receive_steering,

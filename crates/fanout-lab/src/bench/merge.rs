@@ -90,17 +90,7 @@ mod tests {
             },
             tools: tools
                 .iter()
-                .map(|t| ToolSpec {
-                    name: (*t).into(),
-                    kind: ToolKind::Fanout,
-                    args: Vec::new(),
-                    receiver_args: Vec::new(),
-                    rate: "r".into(),
-                    scenarios: Vec::new(),
-                    reference_target: None,
-                    wire_target: None,
-                    faster_than: Vec::new(),
-                })
+                .map(|t| ToolSpec::new(t, ToolKind::Fanout, "r"))
                 .collect(),
             scenarios: vec![ScenarioSpec {
                 name: scenario.into(),
@@ -181,6 +171,70 @@ mod tests {
         let m = merge(vec![r.clone(), part("16:00", "0.1.0", "g", &["fast"])]).unwrap();
         assert_eq!(m.reference_mbps("d"), Some(8.0));
         assert_eq!(m.reference_mbps("g"), None);
+    }
+
+    #[test]
+    fn shares_against_a_competing_flow_are_checked_against_their_targets() {
+        use crate::bench::results::TcpShare;
+        use crate::bench::suite::Competing;
+        let mut r = part("15:00", "0.1.0", "f", &["near", "far", "peer", "free"]);
+        r.scenarios[0].competing_tcp = Some(Competing {
+            bottleneck_rate: "100Mbit".into(),
+            delay: "10ms".into(),
+            cc: "cubic".into(),
+            warmup_s: 2.0,
+        });
+        for t in &mut r.tools[..2] {
+            t.share_target = Some([0.5, 2.0]);
+            t.closer_than = vec!["peer".into()];
+        }
+        // near 0.8×, far 2.5×, peer 0.44× and 0.5× (geometric mean 0.47×);
+        // free 0.1× with no targets.
+        for (tool, tool_mbps) in [
+            ("near", 40.0),
+            ("far", 125.0),
+            ("peer", 22.0),
+            ("peer", 25.0),
+            ("free", 5.0),
+        ] {
+            let mut run = crate::bench::measure::failed(String::new());
+            run.scenario = "f".into();
+            run.tool = tool.into();
+            run.ok = true;
+            run.wall_s = Some(60.0);
+            run.tcp = Some(TcpShare {
+                tcp_mbps: 50.0,
+                tool_mbps,
+            });
+            r.results.push(run);
+        }
+        let what = |r: &Results| -> Vec<String> {
+            r.target_misses()
+                .iter()
+                .map(|m| format!("{}: {}", m.run.tool, m.what))
+                .collect()
+        };
+        assert_eq!(
+            what(&r),
+            [
+                "far: 2.50× the TCP flow, target 0.5–2×",
+                "far: 2.50× the TCP flow, not nearer 1× than peer (0.47×)"
+            ]
+        );
+        // A failed run has no share; without the named tool's runs there
+        // is nothing to be nearer than.
+        r.results[0].ok = false;
+        r.results.retain(|x| x.tool != "peer");
+        assert_eq!(
+            what(&r),
+            [
+                "near: no share measured, target 0.5–2×",
+                "far: 2.50× the TCP flow, target 0.5–2×"
+            ]
+        );
+        // Without a competing flow no share is asked for.
+        r.scenarios[0].competing_tcp = None;
+        assert!(what(&r).is_empty());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod live;
 pub mod measure;
+pub mod media;
 pub mod merge;
 pub mod payload;
 pub mod peers;

@@ -13,7 +13,7 @@ use std::process::Command;
 /// (`None` for fanout: the lab runs the binary running the bench).
 pub fn programs(kind: ToolKind) -> (&'static [&'static str], Option<&'static str>) {
     match kind {
-        ToolKind::Fanout => (&[], None),
+        ToolKind::Fanout | ToolKind::Media => (&[], None),
         ToolKind::Uftp => (&["uftp", "uftpd"], Some("uftp")),
         ToolKind::Udpcast => (&["udp-sender", "udp-receiver"], Some("udpcast")),
     }
@@ -125,17 +125,7 @@ mod tests {
     use std::path::Path;
 
     fn tool(kind: ToolKind) -> ToolSpec {
-        ToolSpec {
-            name: format!("{kind:?}"),
-            kind,
-            args: Vec::new(),
-            receiver_args: Vec::new(),
-            rate: "r".into(),
-            scenarios: Vec::new(),
-            reference_target: None,
-            wire_target: None,
-            faster_than: Vec::new(),
-        }
+        ToolSpec::new(&format!("{kind:?}"), kind, "r")
     }
 
     fn fake_program(dir: &Path, name: &str, mode: u32) {

@@ -4,7 +4,7 @@
 //! run-to-run spread, and every failed or invalid run with its reason.
 
 use super::results::{Results, RunResult};
-use super::suite::ScenarioSpec;
+use super::suite::{ScenarioSpec, ToolKind};
 use std::fmt::Write as _;
 
 /// The target for the 4-receiver, 100 Mbit/s scenario at 200 MiB.
@@ -496,9 +496,15 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
             (Some(a), Some(b)) => format!("{a:.1} / {b:.1}"),
             _ => "–".into(),
         };
+        // A stream has no file to verify.
+        let verified = if t.kind == ToolKind::Media {
+            "stream".to_owned()
+        } else {
+            format!("{} / {}", st.verified.0, st.verified.1)
+        };
         let _ = writeln!(
             md,
-            "| {}{mark} | {} / {} / {} | {} | {goodput} | {} | {} | {} | {} | {} / {} | {} | {} |",
+            "| {}{mark} | {} / {} / {} | {} | {goodput} | {} | {} | {} | {} | {verified} | {} | {} |",
             t.name,
             st.ok,
             st.ok_valid,
@@ -508,8 +514,6 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
             spread(&st.sender_cpu, 2),
             spread(&st.receiver_cpu, 2),
             spread(&st.total_cpu, 1),
-            st.verified.0,
-            st.verified.1,
             ratio(median(&st.wall), base_wall),
             ratio(median(&st.wire), base_wire),
         );
@@ -518,7 +522,10 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
         let _ = writeln!(
             md,
             "\nFairness: each side's goodput while the transfer ran (the TCP flow's bytes at its sink over the \
-             transfer's wall time; the transfer's file bits over the same time).\n"
+             transfer's wall time; the transfer's file bits over the same time). A stream (media tools) is \
+             measured over its duration: the bytes the receiver that got least received, and the TCP flow's \
+             over the same span; its wall time is the stream's, its wire B/B the sender's link bytes per \
+             byte a receiver got.\n"
         );
         let _ = writeln!(
             md,

@@ -16,8 +16,12 @@ pub struct ReceiverResult {
     pub done_s: Option<f64>,
     /// File bits / `done_s`, Mbit/s.
     pub goodput_mbps: Option<f64>,
-    /// The received file has the source's size and BLAKE3 hash.
+    /// The received file has the source's size and BLAKE3 hash (always
+    /// false for a stream, which has no file to check).
     pub verified: bool,
+    /// A media run: the bytes of stream it received and wrote out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_bytes: Option<u64>,
     /// Exit code (`None`: killed, e.g. uftpd stopped at the end).
     pub exit_code: Option<i32>,
     /// User + system CPU seconds of the receiver process.
@@ -31,7 +35,9 @@ pub struct ReceiverResult {
 pub struct TcpShare {
     /// The TCP flow's goodput while the transfer ran, Mbit/s.
     pub tcp_mbps: f64,
-    /// The transfer's goodput (file bits / wall time), Mbit/s.
+    /// The transfer's goodput (file bits / wall time; for a stream, the
+    /// bits the receiver that got least received / the stream's
+    /// duration), Mbit/s.
     pub tool_mbps: f64,
 }
 
@@ -192,7 +198,9 @@ impl Results {
     /// than a tool it names in `faster_than` (compared only where that
     /// tool finished in the same scenario), in the scenarios that measured
     /// a reference flow (`tcp_reference`: the paths the targets are set
-    /// on; a short lossless run spends a larger share on its start).
+    /// on; a short lossless run spends a larger share on its start); and
+    /// runs that missed their `share_target` or `closer_than` against a
+    /// competing flow.
     pub fn target_misses(&self) -> Vec<TargetMiss<'_>> {
         let mut out = Vec::new();
         let measured = |scenario: &str| self.tcp_references.iter().any(|r| r.scenario == scenario);
@@ -233,6 +241,65 @@ impl Results {
                             "wall {} s, not faster than {other} ({theirs:.1} s)",
                             run.wall_s.map_or("–".into(), |w| format!("{w:.1}"))
                         ),
+                    });
+                }
+            }
+        }
+        out.extend(self.share_misses());
+        out
+    }
+
+    /// A run's rate over the competing TCP flow's while it ran.
+    pub fn share(run: &RunResult) -> Option<f64> {
+        run.tcp
+            .as_ref()
+            .filter(|t| t.tcp_mbps > 0.0)
+            .map(|t| t.tool_mbps / t.tcp_mbps)
+    }
+
+    /// Runs of tools with a `share_target` or `closer_than`, in scenarios
+    /// with a competing flow, that missed them (a failed run, or one with
+    /// no share measured, misses its `share_target`).
+    fn share_misses(&self) -> Vec<TargetMiss<'_>> {
+        let mut out = Vec::new();
+        let competing = |scenario: &str| {
+            self.scenarios
+                .iter()
+                .any(|s| s.name == scenario && s.competing_tcp.is_some())
+        };
+        for run in self.results.iter().filter(|r| competing(&r.scenario)) {
+            let Some(tool) = self.tools.iter().find(|t| t.name == run.tool) else {
+                continue;
+            };
+            let share = Self::share(run).filter(|_| run.ok);
+            let shown = share.map_or("no share measured".into(), |s| {
+                format!("{s:.2}× the TCP flow")
+            });
+            if let Some([lo, hi]) = tool.share_target {
+                if share.is_none_or(|s| !(lo..=hi).contains(&s)) {
+                    out.push(TargetMiss {
+                        run,
+                        what: format!("{shown}, target {lo}–{hi}×"),
+                    });
+                }
+            }
+            for other in &tool.closer_than {
+                // Their runs' geometric mean share.
+                let logs: Vec<f64> = self
+                    .results
+                    .iter()
+                    .filter(|r| r.ok && r.scenario == run.scenario && &r.tool == other)
+                    .filter_map(Self::share)
+                    .map(f64::ln)
+                    .collect();
+                if logs.is_empty() {
+                    continue;
+                }
+                let theirs = logs.iter().sum::<f64>() / logs.len() as f64;
+                if share.is_none_or(|s| s.ln().abs() >= theirs.abs()) {
+                    out.push(TargetMiss {
+                        run,
+                        what: format!("{shown}, not nearer 1× than {other} ({:.2}×)", theirs.exp()),
                     });
                 }
             }

@@ -7,12 +7,23 @@
 //!
 //! [[tool]]
 //! name = "uftp"            # as named on the command line and in the report
-//! kind = "uftp"            # fanout | uftp | udpcast
+//! kind = "uftp"            # fanout | uftp | udpcast | media
 //! args = ["-R", "95000"]   # extra sender arguments
 //! receiver_args = []       # extra receiver arguments
 //!                          # ("{psk}" in either: a fresh pre-shared key file per run)
 //! rate = "fixed 95 Mbit/s (-R 95000)"   # how its rate is set, for the report
 //! scenarios = ["d"]        # run only in these scenarios (default: all)
+//!
+//! [[tool]]                 # a live stream instead of a file
+//! name = "media-asmp"
+//! kind = "media"           # fanout media send / recv
+//! args = ["--cc", "asmp"]
+//! rate = "ASMP"
+//! stream_s = 60.0          # seconds of stream (default 60)
+//! input_rate = "200Mbit"   # the stream's rate into the sender (default 200 Mbit/s)
+//! share_target = [0.5, 2.0]     # its rate over the competing flow's, in
+//!                               # scenarios with one (else the bench fails)
+//! closer_than = ["uftp-tfmcc"]  # … and nearer 1× than these tools'
 //!
 //! [[scenario]]
 //! name = "b"
@@ -57,6 +68,9 @@ pub enum ToolKind {
     Uftp,
     /// `udp-sender` / `udp-receiver` (Debian package udpcast).
     Udpcast,
+    /// `fanout media send` / `fanout media recv`: a live MPEG-TS stream
+    /// over RTP instead of a file ([`super::media`]).
+    Media,
 }
 
 /// One tool of the comparison.
@@ -96,6 +110,27 @@ pub struct ToolSpec {
     /// is compared).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faster_than: Vec<String>,
+    /// Media tools: seconds of stream the bench writes into the sender
+    /// (default [`super::media::DEFAULT_STREAM_S`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_s: Option<f64>,
+    /// Media tools: the rate the stream is written at (default
+    /// [`super::media::DEFAULT_INPUT_BPS`]); above what the network
+    /// allows, so that the rate control, not the source, sets the rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_rate: Option<String>,
+    /// In scenarios with a competing TCP flow: the least and the most of
+    /// its rate over the flow's while it ran; the bench exits non-zero
+    /// outside (`None`: no target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_target: Option<[f64; 2]>,
+    /// In scenarios with a competing TCP flow: tools whose rate over the
+    /// flow's it must be nearer 1× than (by |ln ratio|, so 2× and 0.5× are
+    /// equally far), each of its runs against the named tool's runs in the
+    /// same scenario of the same invocation (their geometric mean; not
+    /// compared where that tool never finished).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closer_than: Vec<String>,
 }
 
 /// Stands, in a tool's arguments, for a pre-shared key file the lab writes
@@ -103,6 +138,69 @@ pub struct ToolSpec {
 pub const PSK_PLACEHOLDER: &str = "{psk}";
 
 impl ToolSpec {
+    /// A tool with no arguments, targets or scenario list.
+    pub fn new(name: &str, kind: ToolKind, rate: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            kind,
+            args: Vec::new(),
+            receiver_args: Vec::new(),
+            rate: rate.to_owned(),
+            scenarios: Vec::new(),
+            reference_target: None,
+            wire_target: None,
+            faster_than: Vec::new(),
+            stream_s: None,
+            input_rate: None,
+            share_target: None,
+            closer_than: Vec::new(),
+        }
+    }
+
+    /// Seconds of stream a media tool's runs write.
+    pub fn stream_duration(&self) -> Duration {
+        self.stream_s
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .unwrap_or(Duration::from_secs_f64(super::media::DEFAULT_STREAM_S))
+    }
+
+    /// The rate a media tool's stream is written at, bit/s.
+    pub fn input_bps(&self) -> u64 {
+        self.input_rate
+            .as_deref()
+            .and_then(|r| parse_rate_bps(r).ok())
+            .unwrap_or(super::media::DEFAULT_INPUT_BPS)
+    }
+
+    /// Checks the media keys: given only for media tools, in range.
+    fn validate_media(&self) -> Result<(), String> {
+        let at = format!("tool {:?}", self.name);
+        if self.kind != ToolKind::Media && (self.stream_s.is_some() || self.input_rate.is_some()) {
+            return Err(format!(
+                "{at}: stream_s and input_rate are for kind = \"media\""
+            ));
+        }
+        if let Some(s) = self.stream_s {
+            if !(1.0..=3600.0).contains(&s) {
+                return Err(format!("{at}: stream_s: want 1 to 3600 seconds"));
+            }
+        }
+        if let Some(r) = &self.input_rate {
+            let bps = parse_rate_bps(r).map_err(|e| format!("{at}: input_rate: {e}"))?;
+            if !(100_000..=super::media::MAX_INPUT_BPS).contains(&bps) {
+                return Err(format!("{at}: input_rate: want 100 kbit/s to 1 Gbit/s"));
+            }
+        }
+        if let Some([lo, hi]) = self.share_target {
+            if !(lo > 0.0 && lo <= hi && hi.is_finite()) {
+                return Err(format!(
+                    "{at}: share_target: want [least, most], 0 < least <= most"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether its arguments name a pre-shared key ([`PSK_PLACEHOLDER`]).
     pub fn uses_psk(&self) -> bool {
         self.args
@@ -303,6 +401,15 @@ impl Suite {
             .map(|t| (t.name.as_str(), t.scenarios.as_slice()))
             .collect();
         check_tools(&tools, &scenarios)?;
+        for t in &self.tools {
+            t.validate_media()?;
+            if let Some(o) = t.closer_than.iter().find(|o| self.tool(o).is_none()) {
+                return Err(format!(
+                    "tool {:?}: closer_than names no tool {o:?}",
+                    t.name
+                ));
+            }
+        }
         for (i, s) in self.scenarios.iter().enumerate() {
             check_name("scenario", &s.name, MAX_NAME)?;
             if self.scenarios[..i].iter().any(|o| o.name == s.name) {
@@ -411,6 +518,14 @@ mod tests {
         assert_eq!(s.tool("fanout").unwrap().reference_target, Some(0.9));
         let min = s.tool("fanout-min").unwrap();
         assert!(min.runs_in("g") && min.reference_target.is_none());
+        // The media controllers stream on the shared bottleneck (f); the
+        // default has its share targets there.
+        let media = s.tool("media-asmp").unwrap();
+        assert!(media.kind == ToolKind::Media && media.runs_in("f") && !media.runs_in("b"));
+        assert_eq!(media.share_target, Some([0.5, 2.0]));
+        assert_eq!(media.closer_than, ["uftp-tfmcc"]);
+        assert_eq!(media.input_bps(), 200_000_000);
+        assert_eq!(media.stream_duration(), Duration::from_secs(120));
     }
 
     #[test]
@@ -425,5 +540,20 @@ mod tests {
         assert!(e("").contains("at least one"));
         assert!(e(&base.replace("scenarios = [\"d\"]", "scenarios = [\"z\"]")).contains("\"z\""));
         assert!(e(&base.replace("timeout = \"1200s\"", "timeout = \"soon\"")).contains("timeout"));
+        assert!(e(&base.replace("stream_s = 120.0", "stream_s = 0.1")).contains("stream_s"));
+        assert!(
+            e(&base.replace("input_rate = \"200Mbit\"", "input_rate = \"9Gbit\""))
+                .contains("input_rate")
+        );
+        assert!(e(&base.replace("[0.5, 2.0]", "[2.0, 0.5]")).contains("share_target"));
+        assert!(
+            e(&base.replace("closer_than = [\"uftp-tfmcc\"]", "closer_than = [\"ftp\"]"))
+                .contains("\"ftp\"")
+        );
+        let file_tool_with_stream = base.replace(
+            "name = \"udpcast\"\nkind = \"udpcast\"",
+            "name = \"udpcast\"\nkind = \"udpcast\"\nstream_s = 5.0",
+        );
+        assert!(e(&file_tool_with_stream).contains("media"));
     }
 }

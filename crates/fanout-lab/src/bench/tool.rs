@@ -124,6 +124,45 @@ pub fn plan(tool: &ToolSpec, at: &Endpoints<'_>) -> Plan {
                 .collect();
             (sender, receivers)
         }
+        ToolKind::Media => {
+            let group = format!("{FANOUT_GROUP}:{}", super::media::MEDIA_PORT);
+            let sender = vec![
+                s("fanout"),
+                s("media"),
+                s("send"),
+                s("--group"),
+                group.clone(),
+                s("--input"),
+                format!("udp://127.0.0.1:{}", super::media::INPUT_PORT),
+                s("--input-idle"),
+                s(super::media::INPUT_IDLE_S),
+                s("--json"),
+                s("--quiet"),
+            ];
+            let receivers = at
+                .receiver_dirs
+                .iter()
+                .map(|_| ReceiverCmd {
+                    // The figures are the --json summary on stdout.
+                    argv: vec![
+                        s("fanout"),
+                        s("media"),
+                        s("recv"),
+                        s("--group"),
+                        group.clone(),
+                        s("-o"),
+                        s("/dev/null"),
+                        s("--idle-timeout"),
+                        s(FANOUT_WAIT_S),
+                        s("--json"),
+                        s("--quiet"),
+                    ],
+                    output: PathBuf::from("/dev/null"),
+                    done_by: DoneBy::Exit,
+                })
+                .collect();
+            (sender, receivers)
+        }
         ToolKind::Udpcast => {
             let sender = vec![
                 s("udp-sender"),
@@ -229,15 +268,9 @@ mod tests {
 
     fn tool(kind: ToolKind, args: &[&str]) -> ToolSpec {
         ToolSpec {
-            name: "t".into(),
-            kind,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             receiver_args: args.iter().map(|a| (*a).to_owned()).collect(),
-            rate: "r".into(),
-            scenarios: Vec::new(),
-            reference_target: None,
-            wire_target: None,
-            faster_than: Vec::new(),
+            ..ToolSpec::new("t", kind, "r")
         }
     }
 
