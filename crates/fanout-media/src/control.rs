@@ -200,8 +200,11 @@ pub trait SenderControl: fmt::Debug + Send {
 pub trait ReceiverControl: fmt::Debug + Send {
     /// A data packet from the followed source.
     fn on_rtp(&mut self, now: Instant, packet: &Arrival<'_>);
-    /// An APP part from the sender (`from_sender`) or another receiver.
-    fn on_app(&mut self, now: Instant, from_sender: bool, app: &AppData);
+    /// An APP part from the sender (`from_sender`) or another receiver
+    /// (ignored by a controller that takes none).
+    fn on_app(&mut self, now: Instant, from_sender: bool, app: &AppData) {
+        let _ = (now, from_sender, app);
+    }
     /// The receiver's RTCP report is due, `elapsed` since the last and
     /// `interval` until the next: the APP part to send beside its RR now,
     /// or a time within `interval` to send the report at instead

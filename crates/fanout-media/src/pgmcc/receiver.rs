@@ -150,8 +150,6 @@ impl ReceiverControl for PgmccReceiver {
         }
     }
 
-    fn on_app(&mut self, _now: Instant, _from_sender: bool, _app: &AppData) {}
-
     fn on_report(
         &mut self,
         _now: Instant,

@@ -255,8 +255,6 @@ impl ReceiverControl for TfmccReceiver {
         }
     }
 
-    fn on_app(&mut self, _now: Instant, _from_sender: bool, _app: &AppData) {}
-
     fn on_report(
         &mut self,
         _now: Instant,
