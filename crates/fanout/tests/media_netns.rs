@@ -20,6 +20,15 @@ const GROUP: &str = "239.77.0.9:5004";
 /// Seconds of media.
 const SECONDS: u32 = 20;
 
+/// Whether to skip: no namespaces, or no ffmpeg (each says why).
+fn skip() -> bool {
+    if let Some(reason) = require_netns() {
+        eprintln!("skipped: {reason}");
+        return true;
+    }
+    !ffmpeg::ffmpeg_installed()
+}
+
 fn receiver(lan: &LanTopology, host: usize, out: &std::path::Path) -> NsChild {
     let ip = lan.host(host).ipv4().to_string();
     common::spawn(
@@ -43,11 +52,7 @@ fn receiver(lan: &LanTopology, host: usize, out: &std::path::Path) -> NsChild {
 
 #[test]
 fn the_sender_follows_its_slowest_receiver_over_multicast() {
-    if let Some(reason) = require_netns() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
-    if !ffmpeg::ffmpeg_installed() {
+    if skip() {
         return;
     }
     let scratch = Scratch::new("media-netns");
@@ -142,11 +147,7 @@ fn the_sender_follows_its_slowest_receiver_over_multicast() {
 /// report, and their reports move the sender's rate.
 #[test]
 fn media_is_multicast_to_an_ipv6_group() {
-    if let Some(reason) = require_netns() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
-    if !ffmpeg::ffmpeg_installed() {
+    if skip() {
         return;
     }
     const GROUP6: &str = "[ff15::79]:5004";
