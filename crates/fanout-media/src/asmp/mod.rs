@@ -31,6 +31,7 @@ pub use control::{AsmpReceiver, AsmpSender, SUPPRESS_ABOVE};
 pub use loss_history::{LossHistory, LOSS_WEIGHTS};
 pub use receiver::{
     IntervalReport, ReceiverEstimator, Variant, EVENT_SPAN, INITIAL_RATE, LOSS_INTERVALS,
+    OVERRUN_LOSS, OVERRUN_PACKETS,
 };
 pub use rtt::{RttEstimate, RTT_GAIN};
 pub use sender::{SenderState, MAX_RECEIVERS};

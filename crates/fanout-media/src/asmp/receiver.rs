@@ -10,7 +10,7 @@
 
 use super::rate::{increase, smooth, tcp_friendly};
 use super::{CongestionIndicator, LossHistory, NetworkState, RttEstimate};
-use crate::tfmcc::LossEvents;
+use crate::tfmcc::{first_interval, LossEvents};
 use fanout_core::tfrc::throughput;
 use fanout_core::Instant;
 use fanout_rtp::jitter::Jitter;
@@ -30,13 +30,20 @@ pub const EVENT_SPAN: f64 = 0.65;
 pub const RTT_SMOOTHING: f64 = 0.1;
 /// fanout's variant: the least time of arrivals a rate is measured over.
 pub const MIN_RECEIVING: Duration = Duration::from_millis(100);
+/// fanout's variant: a report interval that lost at least this share of
+/// the packets it expected is heavy; two heavy intervals in a row mean the
+/// sender overruns the path.
+pub const OVERRUN_LOSS: f64 = 0.2;
+/// fanout's variant: the least packets a report interval must expect to
+/// count as heavy (fewer say too little: 4 of 16 at 20%).
+pub const OVERRUN_PACKETS: u32 = 16;
 
 /// Which ASMP a receiver runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Variant {
     /// As the paper gives it (for reproducing its results).
     Paper,
-    /// fanout's default (ASMP §3 with six changes, each measured in
+    /// fanout's default (ASMP §3 with seven changes, each measured in
     /// `docs/experiments/asmp.md`): the loss rate is a loss event rate
     /// (RFC 5348 §5: losses within 0.65 of a round trip of an event's
     /// start are one event, the last 128 intervals averaged, the first at
@@ -51,7 +58,10 @@ pub enum Variant {
     /// without loss (before any loss, twice what arrived); and no receiver
     /// reports more than twice what it received in the interval (as TFRC
     /// caps its rate, RFC 5348 §4.3); a newcomer reports nothing until it
-    /// has measured what arrives.
+    /// has measured what arrives; and when two report intervals in a row
+    /// lose a fifth of their packets ([`OVERRUN_LOSS`]), the sender
+    /// overruns the path: the rate falls to what arrived and the loss
+    /// history begins again from it.
     #[default]
     Improved,
 }
@@ -99,6 +109,9 @@ pub struct ReceiverEstimator {
     srtt: Option<f64>,
     /// It computed a rate from measurements (fanout's variant).
     reported: bool,
+    /// The previous report interval was heavy (fanout's variant,
+    /// [`OVERRUN_LOSS`]).
+    heavy_before: bool,
 }
 
 impl Default for ReceiverEstimator {
@@ -126,6 +139,7 @@ impl ReceiverEstimator {
             interval_start: None,
             srtt: None,
             reported: false,
+            heavy_before: false,
         }
     }
 
@@ -204,6 +218,13 @@ impl ReceiverEstimator {
         if interval.expected > 0 {
             self.loss.push(interval.rate());
         }
+        // fanout's variant: a second heavy interval in a row says the
+        // sender overruns the path (its capacity fell, or an unresponsive
+        // flow came), not a congestion event that a TCP flow's halving
+        // ends within a round trip.
+        let heavy = interval.expected >= OVERRUN_PACKETS && interval.rate() >= OVERRUN_LOSS;
+        let overrun = heavy && self.heavy_before;
+        self.heavy_before = heavy;
         let state = self.congestion.close_interval();
         let rtt = match self.variant {
             Variant::Paper => self.rtt.rtt(),
@@ -242,10 +263,6 @@ impl ReceiverEstimator {
         } else {
             (0.0, 0.0)
         };
-        let loss = match self.variant {
-            Variant::Paper => self.loss.smoothed(),
-            Variant::Improved => self.events.rate(),
-        };
         if self.packet_size > 0.0 {
             let p = self.packet_size;
             match (self.variant, rtt) {
@@ -254,9 +271,28 @@ impl ReceiverEstimator {
                     let inst = if interval.lost == 0 {
                         increase(self.rate, p, r)
                     } else {
-                        tcp_friendly(p, r, loss)
+                        tcp_friendly(p, r, self.loss.smoothed())
                     };
                     self.rate = smooth(self.rate, inst, state.smoothing());
+                }
+                (Variant::Improved, Some(r))
+                    if measured
+                        && received > 0.0
+                        && overrun
+                        && throughput(p, r.as_secs_f64().max(1e-4), self.events.rate())
+                            > received / secs =>
+                {
+                    // The path carries what arrived, less than the loss
+                    // history says: the rate falls to it at once, and the
+                    // history, which describes a path that is gone, begins
+                    // again from it (as at the first loss, RFC 5348
+                    // §6.3.1) rather than taking dozens of events to fill
+                    // with the new, short intervals.
+                    let carried = received / secs;
+                    let r = r.as_secs_f64().max(1e-4);
+                    self.events.restart(now, first_interval(p, r, carried));
+                    self.rate = self.rate.min(carried);
+                    self.reported = true;
                 }
                 (Variant::Improved, rtt) if measured && received > 0.0 => {
                     // Before a loss, or before the sender gave a round
@@ -265,7 +301,8 @@ impl ReceiverEstimator {
                     let arrived = 2.0 * received / secs;
                     let inst = match rtt {
                         Some(r) if self.events.has_loss() => {
-                            throughput(p, r.as_secs_f64().max(1e-4), loss).min(arrived)
+                            throughput(p, r.as_secs_f64().max(1e-4), self.events.rate())
+                                .min(arrived)
                         }
                         _ => arrived,
                     };
@@ -282,7 +319,7 @@ impl ReceiverEstimator {
         IntervalReport {
             rate: self.rate,
             measured: self.variant == Variant::Paper || self.reported,
-            loss,
+            loss: self.loss(),
             rtt,
             state,
             interval,
@@ -403,6 +440,86 @@ mod tests {
             .unwrap()
             .as_secs_f64();
         assert!((rtt - 0.040).abs() < 1e-6, "{rtt}");
+    }
+
+    /// Feeds one second of `n` packets of 1328 bytes from `seq`, evenly
+    /// spread from `start`, dropping those `lost` says, and reports at its
+    /// end.
+    fn second(
+        e: &mut ReceiverEstimator,
+        seq: &mut u16,
+        start: &mut Instant,
+        n: u32,
+        lost: impl Fn(u16) -> bool,
+    ) -> IntervalReport {
+        for i in 0..n {
+            let now = *start + Duration::from_secs(1).mul_f64(f64::from(i) / f64::from(n));
+            let ts = u32::from(*seq) * 1800;
+            if !lost(*seq) {
+                e.on_rtp(now, *seq, ts, 1328, ts + 900, 0.025);
+            }
+            *seq = seq.wrapping_add(1);
+        }
+        *start += Duration::from_secs(1);
+        e.on_report(*start, Duration::from_secs(1))
+    }
+
+    #[test]
+    fn two_heavy_intervals_in_a_row_bring_the_rate_to_what_arrived_and_restart_the_history() {
+        let mut e = ReceiverEstimator::new(INITIAL_RATE, Variant::Improved);
+        e.on_sender_rtt(Duration::from_millis(40));
+        let (mut seq, mut t) = (0, Instant::ZERO);
+        // A history of rare losses: one in 500.
+        for _ in 0..20 {
+            second(&mut e, &mut seq, &mut t, 500, |s| s % 500 == 7);
+        }
+        let settled = e.rate();
+        let rare = e.loss();
+        // One second losing a third: heavy, but not yet an overrun: its
+        // events join the history (a restart would put the loss rate at
+        // several times the rare one).
+        let one = second(&mut e, &mut seq, &mut t, 300, |s| s % 3 == 0);
+        assert!(one.loss < 5.0 * rare, "{} {rare}", one.loss);
+        assert!(one.rate > 0.5 * settled, "{} {settled}", one.rate);
+        // A second in a row: the sender overruns a path that carries 200
+        // packets a second.
+        let two = second(&mut e, &mut seq, &mut t, 300, |s| s % 3 == 0);
+        let carried = 200.0 * 1328.0;
+        assert!(
+            (two.rate - carried).abs() / carried < 0.02,
+            "{} {carried}",
+            two.rate
+        );
+        // The history is new: the equation at its loss event rate gives
+        // what arrived.
+        let back = throughput(1328.0, two.rtt.unwrap().as_secs_f64(), two.loss);
+        assert!((back - carried).abs() / carried < 0.02, "{back}");
+        assert!(two.loss > 2.0 * one.loss, "{} {}", two.loss, one.loss);
+        // Too few packets say nothing: 3 of 9 lost twice is not an overrun
+        // (restarted from 6 packets a second at 40 ms, the loss rate would
+        // be over 0.2).
+        let mut f = ReceiverEstimator::new(INITIAL_RATE, Variant::Improved);
+        f.on_sender_rtt(Duration::from_millis(40));
+        for _ in 0..20 {
+            second(&mut f, &mut seq, &mut t, 500, |s| s % 500 == 7);
+        }
+        for _ in 0..2 {
+            second(&mut f, &mut seq, &mut t, 9, |s| s % 3 == 0);
+        }
+        assert!(f.loss() < 0.05, "{}", f.loss());
+        // A restart never raises the rate: where the history already gives
+        // less than what arrives, two heavy intervals leave it as it is.
+        let mut g = ReceiverEstimator::new(INITIAL_RATE, Variant::Improved);
+        g.on_sender_rtt(Duration::from_millis(40));
+        for _ in 0..20 {
+            second(&mut g, &mut seq, &mut t, 500, |s| s % 4 == 0);
+        }
+        let heavy = g.loss();
+        for _ in 0..2 {
+            second(&mut g, &mut seq, &mut t, 300, |s| s % 3 == 0);
+        }
+        assert!(g.loss() > 0.5 * heavy, "{} {heavy}", g.loss());
+        assert!(g.rate() < 200.0 * 1328.0, "{}", g.rate());
     }
 
     #[test]

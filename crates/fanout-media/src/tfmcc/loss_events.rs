@@ -142,6 +142,18 @@ impl LossEvents {
         }
     }
 
+    /// Begins the history again at `now`: every interval `interval`
+    /// packets (so the rate is `1 / interval`), a new event starting now.
+    /// For a path that changed under the stream, whose old intervals
+    /// describe a path that is gone.
+    pub fn restart(&mut self, now: Instant, interval: f64) {
+        self.closed.clear();
+        self.closed
+            .extend(std::iter::repeat_n(interval.max(1.0), self.history));
+        self.open = 0.0;
+        self.event_start = Some(now);
+    }
+
     /// Whether a loss event was seen.
     pub fn has_loss(&self) -> bool {
         self.event_start.is_some()
