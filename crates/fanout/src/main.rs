@@ -7,6 +7,7 @@ mod cmd_lab;
 mod cmd_lab_bench;
 mod cmd_media;
 mod cmd_merge;
+mod cmd_overlay;
 mod cmd_recv;
 mod cmd_relay;
 mod cmd_send;
@@ -85,6 +86,10 @@ enum Command {
     /// allow (`media send`), and its receiving end (`media recv`);
     /// players receive with the SDP it writes.
     Media(cmd_media::MediaArgs),
+    /// Overlay delivery where multicast does not reach: `overlay plan`
+    /// lays out the widest-path tree of TCP hops and predicts each host's
+    /// rate.
+    Overlay(cmd_overlay::OverlayArgs),
     /// A self-contained demonstration: a loopback transfer and a short
     /// simulation, no setup needed.
     Demo(cmd_demo::DemoArgs),
@@ -151,6 +156,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => cmd_sim::run(a),
         Command::Stream(a) => cmd_stream::run(a),
         Command::Media(a) => cmd_media::run(a),
+        Command::Overlay(a) => cmd_overlay::run(a),
         Command::Demo(a) => cmd_demo::run(a),
         Command::Lab(a) => cmd_lab::run_lab(a),
         Command::Keygen(a) => security_opts::keygen(a),

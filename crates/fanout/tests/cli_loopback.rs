@@ -650,7 +650,7 @@ fn completions_and_man_pages_are_generated_from_the_cli() {
     assert!(page.contains("require"), "{page}");
     // Every command's help ends with examples.
     for cmd in [
-        "send", "recv", "relay", "merge", "sim", "demo", "lab", "keygen",
+        "send", "recv", "relay", "merge", "sim", "demo", "lab", "keygen", "overlay",
     ] {
         assert!(out(&[cmd, "--help"]).contains("Example"), "{cmd} --help");
     }

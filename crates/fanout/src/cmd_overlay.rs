@@ -1,0 +1,420 @@
+//! `fanout overlay plan TOPOLOGY.toml`: the overlay tree and each host's
+//! predicted rate (ROMA §V's chain model over ROMA §VI-C's widest-path
+//! tree), from per-hop round trips and losses or measured rates.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use fanout_overlay::{aggregate_path_rate, widest_path_tree, Hop, Tree};
+use fanout_sim::units::{Bytes, HumanDuration, Rate};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// Arguments of `fanout overlay`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout overlay plan scenarios/overlay/chain.toml    # the tree and each host's predicted rate
+
+The overlay's transport (relays forwarding a fountain code over kernel TCP)
+is not built yet; `plan` lays out the tree it will use.")]
+pub struct OverlayArgs {
+    #[command(subcommand)]
+    command: OverlayCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum OverlayCommand {
+    /// Plan an overlay tree: the widest-path tree from the source over the
+    /// hops a topology file lists, and each host's predicted rate (the
+    /// least hop rate above it) beside the older aggregate-path model's
+    /// and a direct connection's.
+    Plan(PlanArgs),
+}
+
+/// Arguments of `fanout overlay plan`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout overlay plan scenarios/overlay/chain.toml          # ROMA's example: 9.0 vs 22.2 Mbit/s
+  fanout overlay plan hops.toml --max-children 4 --json | jq '.hosts[] | {name, predicted_bps}'
+
+A topology file names the source and lists hops (one TCP connection's
+path each, data flowing from -> to):
+
+  source = \"A\"
+  segment = \"1KiB\"              # TCP segment size (default 1448 B)
+  [[hop]]
+  from = \"A\"
+  to = \"B\"
+  rtt = \"10ms\"                  # with loss: the TCP equation's rate
+  loss = 0.001
+  capacity = \"100Mbit\"          # optional: the path's bottleneck
+  duplex = true                 # the same hop the other way too
+  [[hop]]
+  from = \"B\"
+  to = \"C\"
+  rate = \"22Mbit\"               # or a measured rate instead")]
+pub struct PlanArgs {
+    /// Topology file (TOML): the source and the hops between hosts.
+    pub topology: PathBuf,
+    /// Children per host at most (the file's `max_children`, else no
+    /// bound): a bound keeps the source's uplink from being a hot spot.
+    #[arg(long, value_name = "N")]
+    pub max_children: Option<usize>,
+    /// Print the plan as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A topology file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Topology {
+    source: String,
+    /// TCP segment size for the equation (default 1448 B, Ethernet's MSS
+    /// with timestamps).
+    segment: Option<Bytes>,
+    max_children: Option<usize>,
+    #[serde(default, rename = "hop")]
+    hops: Vec<HopSpec>,
+}
+
+/// One hop of a topology file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HopSpec {
+    from: String,
+    to: String,
+    rtt: Option<HumanDuration>,
+    #[serde(default)]
+    loss: f64,
+    capacity: Option<Rate>,
+    /// A measured rate (a probe's), used as it is.
+    rate: Option<Rate>,
+    #[serde(default)]
+    duplex: bool,
+}
+
+/// One host of a plan.
+#[derive(Debug, Serialize)]
+struct PlannedHost {
+    name: String,
+    parent: Option<String>,
+    depth: usize,
+    /// The hop from the parent, bit/s.
+    hop_bps: Option<f64>,
+    /// The least hop rate from the source (ROMA eq. 2), bit/s.
+    predicted_bps: Option<f64>,
+    /// One TCP connection over the tree path (ROMA eq. 3), bit/s, where
+    /// every hop on it has a round trip.
+    aggregate_path_bps: Option<f64>,
+    /// A direct connection from the source, bit/s, where one is listed.
+    direct_bps: Option<f64>,
+}
+
+/// A plan: the tree and its hosts, source first, in tree order.
+#[derive(Debug, Serialize)]
+struct Plan {
+    source: String,
+    segment_bytes: u64,
+    max_children: Option<usize>,
+    hosts: Vec<PlannedHost>,
+}
+
+/// Runs `fanout overlay`.
+pub fn run(args: OverlayArgs) -> Result<()> {
+    match args.command {
+        OverlayCommand::Plan(a) => plan_command(a),
+    }
+}
+
+fn plan_command(args: PlanArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.topology)
+        .with_context(|| format!("cannot read {}", args.topology.display()))?;
+    let topology: Topology = toml::from_str(&text)
+        .with_context(|| format!("{}: not a topology file", args.topology.display()))?;
+    let plan = plan(&topology, args.max_children)
+        .with_context(|| format!("{}", args.topology.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", render(&plan));
+    }
+    Ok(())
+}
+
+/// The hops of a topology by (from, to) host index, as the model sees them.
+fn hop_table(t: &Topology, index: &BTreeMap<&str, usize>) -> Result<BTreeMap<(usize, usize), Hop>> {
+    let mut table = BTreeMap::new();
+    for (i, h) in t.hops.iter().enumerate() {
+        let what = format!("hop {} ({} -> {})", i + 1, h.from, h.to);
+        if h.from == h.to {
+            bail!("{what}: a hop joins two hosts");
+        }
+        if !(0.0..1.0).contains(&h.loss) {
+            bail!("{what}: loss {} is not in [0, 1)", h.loss);
+        }
+        let rtt = h.rtt.map(|d| d.0.as_secs_f64());
+        if h.loss > 0.0 && rtt.is_none_or(|r| r <= 0.0) {
+            bail!("{what}: a lossy hop needs its round trip (rtt = \"20ms\")");
+        }
+        let capacity = h
+            .rate
+            .or(h.capacity)
+            .map_or(f64::INFINITY, |r| r.0 as f64 / 8.0);
+        let hop = Hop {
+            // A measured rate stands for the hop; the models' round trip
+            // is only for hops they compute (eq. 3 skips paths without).
+            rtt: if h.rate.is_some() {
+                0.0
+            } else {
+                rtt.unwrap_or(0.0)
+            },
+            loss: if h.rate.is_some() { 0.0 } else { h.loss },
+            capacity,
+        };
+        if !hop.rate(1.0).is_finite() {
+            bail!("{what}: without loss the equation bounds nothing: give its capacity or a measured rate");
+        }
+        let (a, b) = (index[h.from.as_str()], index[h.to.as_str()]);
+        for key in std::iter::once((a, b)).chain(h.duplex.then_some((b, a))) {
+            if table.insert(key, hop).is_some() {
+                bail!("{what}: listed twice");
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// The plan of a topology.
+fn plan(t: &Topology, max_children: Option<usize>) -> Result<Plan> {
+    let mut names: Vec<&str> = vec![t.source.as_str()];
+    for h in &t.hops {
+        for n in [h.from.as_str(), h.to.as_str()] {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    if t.hops.is_empty() {
+        bail!(
+            "no hops: list [[hop]] entries from the source {:?}",
+            t.source
+        );
+    }
+    let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    let segment = t.segment.map_or(1448, |b| b.0);
+    if segment == 0 {
+        bail!("segment must be at least 1 byte");
+    }
+    let s = segment as f64;
+    let hops = hop_table(t, &index)?;
+    let max_children = max_children.or(t.max_children);
+    if max_children == Some(0) {
+        bail!("max_children must be at least 1");
+    }
+    let rate = |a: usize, b: usize| hops.get(&(a, b)).map_or(0.0, |h| h.rate(s));
+    let tree = widest_path_tree(names.len(), 0, rate, max_children);
+    let unreached = tree.unreached();
+    if !unreached.is_empty() {
+        let list: Vec<&str> = unreached.iter().map(|&h| names[h]).collect();
+        bail!(
+            "no path from the source {:?} reaches {} (hops carry data from -> to; `duplex = true` adds the way back)",
+            t.source,
+            list.join(", ")
+        );
+    }
+    let bps = |bytes_per_s: f64| bytes_per_s * 8.0;
+    let hosts = tree
+        .order
+        .iter()
+        .map(|&h| {
+            let path_hops: Vec<Hop> = tree
+                .path(h)
+                .windows(2)
+                .map(|w| hops[&(w[0], w[1])])
+                .collect();
+            let modelled = !path_hops.is_empty() && path_hops.iter().all(|x| x.rtt > 0.0);
+            PlannedHost {
+                name: names[h].to_owned(),
+                parent: tree.parent[h].map(|p| names[p].to_owned()),
+                depth: tree.depth[h],
+                hop_bps: tree.parent[h].map(|p| bps(rate(p, h))),
+                predicted_bps: (h != 0).then(|| bps(tree.width[h])),
+                aggregate_path_bps: modelled.then(|| bps(aggregate_path_rate(&path_hops, s))),
+                direct_bps: (h != 0)
+                    .then(|| hops.get(&(0, h)).map(|d| bps(d.rate(s))))
+                    .flatten(),
+            }
+        })
+        .collect();
+    Ok(Plan {
+        source: t.source.clone(),
+        segment_bytes: segment,
+        max_children,
+        hosts: reorder_depth_first(&tree, hosts),
+    })
+}
+
+/// The hosts in depth-first order (each subtree under its parent), for
+/// printing the tree.
+fn reorder_depth_first(tree: &Tree, hosts: Vec<PlannedHost>) -> Vec<PlannedHost> {
+    let mut by_host: BTreeMap<usize, PlannedHost> = tree.order.iter().copied().zip(hosts).collect();
+    let mut out = Vec::with_capacity(by_host.len());
+    let mut stack = vec![tree.order[0]];
+    while let Some(h) = stack.pop() {
+        out.extend(by_host.remove(&h));
+        stack.extend(tree.children(h).into_iter().rev());
+    }
+    out
+}
+
+/// The plan as an indented tree with each host's figures.
+fn render(plan: &Plan) -> String {
+    let mbit = |b: Option<f64>| b.map_or("-".to_owned(), |b| format!("{:.1}", b / 1e6));
+    let mut out = String::new();
+    let bound = plan
+        .max_children
+        .map_or("no bound on children".to_owned(), |m| {
+            format!("at most {m} children a host")
+        });
+    let _ = writeln!(
+        out,
+        "overlay plan from {}: {} hosts, {}-byte segments, {bound}",
+        plan.source,
+        plan.hosts.len(),
+        plan.segment_bytes
+    );
+    let width = plan
+        .hosts
+        .iter()
+        .map(|h| 2 * h.depth + h.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let _ = writeln!(
+        out,
+        "{:width$}  {:>9}  {:>9}  {:>9}  {:>9}   (Mbit/s)",
+        "host", "predicted", "hop", "aggregate", "direct"
+    );
+    for h in &plan.hosts {
+        let label = format!("{}{}", "  ".repeat(h.depth), h.name);
+        let _ = writeln!(
+            out,
+            "{label:width$}  {:>9}  {:>9}  {:>9}  {:>9}",
+            mbit(h.predicted_bps),
+            mbit(h.hop_bps),
+            mbit(h.aggregate_path_bps),
+            mbit(h.direct_bps)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "predicted: the least hop rate from the source (ROMA eq. 2); aggregate: one TCP connection \
+         over the tree path (eq. 3); direct: a connection from the source"
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology(text: &str) -> Topology {
+        toml::from_str(text).expect("a topology")
+    }
+
+    /// The shipped example (ROMA §V-B, Figure 6).
+    const EXAMPLE: &str = include_str!("../../../scenarios/overlay/chain.toml");
+
+    #[test]
+    fn the_papers_example_routes_c_through_b() {
+        let p = plan(&topology(EXAMPLE), None).unwrap();
+        let c = p.hosts.iter().find(|h| h.name == "C").unwrap();
+        assert_eq!(c.parent.as_deref(), Some("B"));
+        assert_eq!(c.depth, 2);
+        let mbit = |b: Option<f64>| b.unwrap() / 1e6;
+        assert!((mbit(c.predicted_bps) - 22.2).abs() / 22.2 < 0.1);
+        assert!((mbit(c.direct_bps) - 9.0).abs() / 9.0 < 0.1);
+        assert!((mbit(c.aggregate_path_bps) - 9.0).abs() / 9.0 < 0.1);
+        let names: Vec<&str> = p.hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["A", "B", "C"]);
+        let text = render(&p);
+        assert!(text.contains("    C"), "{text}");
+        assert!(text.contains("22.0"), "{text}");
+    }
+
+    #[test]
+    fn bad_topologies_say_what_is_wrong() {
+        let err = |text: &str| plan(&topology(text), None).unwrap_err().to_string();
+        assert!(err(r#"source = "A""#).contains("no hops"));
+        let lossless = r#"
+            source = "A"
+            [[hop]]
+            from = "A"
+            to = "B"
+            rtt = "5ms"
+        "#;
+        assert!(err(lossless).contains("capacity"), "{}", err(lossless));
+        let unreached = r#"
+            source = "A"
+            [[hop]]
+            from = "B"
+            to = "A"
+            rate = "10Mbit"
+        "#;
+        assert!(err(unreached).contains("reaches B"), "{}", err(unreached));
+        let twice = r#"
+            source = "A"
+            [[hop]]
+            from = "A"
+            to = "B"
+            rate = "10Mbit"
+            duplex = true
+            [[hop]]
+            from = "B"
+            to = "A"
+            rate = "10Mbit"
+        "#;
+        assert!(err(twice).contains("listed twice"));
+        let no_rtt = r#"
+            source = "A"
+            [[hop]]
+            from = "A"
+            to = "B"
+            loss = 0.01
+        "#;
+        assert!(err(no_rtt).contains("round trip"));
+        assert!(toml::from_str::<Topology>("source = \"A\"\nbogus = 1").is_err());
+    }
+
+    #[test]
+    fn measured_rates_and_a_bound_on_children() {
+        let t = topology(
+            r#"
+            source = "s"
+            max_children = 1
+            [[hop]]
+            from = "s"
+            to = "a"
+            rate = "100Mbit"
+            [[hop]]
+            from = "s"
+            to = "b"
+            rate = "100Mbit"
+            [[hop]]
+            from = "a"
+            to = "b"
+            rate = "40Mbit"
+            "#,
+        );
+        let p = plan(&t, None).unwrap();
+        let b = p.hosts.iter().find(|h| h.name == "b").unwrap();
+        assert_eq!(b.parent.as_deref(), Some("a"));
+        assert_eq!(b.predicted_bps, Some(40e6));
+        assert_eq!(b.aggregate_path_bps, None, "no round trips given");
+        let free = plan(&t, Some(2)).unwrap();
+        let b = free.hosts.iter().find(|h| h.name == "b").unwrap();
+        assert_eq!(b.parent.as_deref(), Some("s"));
+    }
+}
