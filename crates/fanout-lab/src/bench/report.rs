@@ -139,11 +139,21 @@ fn ratio(v: Option<f64>, base: Option<f64>) -> String {
 /// One line about a run, for progress output.
 pub fn one_line(r: &RunResult) -> String {
     let wall = r.wall_s.map_or("–".into(), |w| format!("{w:.2} s"));
-    let verified = r.receivers.iter().filter(|x| x.verified).count();
+    // A stream's receivers have bytes to count, not a file to verify.
+    let got = if r.receivers.iter().any(|x| x.stream_bytes.is_some()) {
+        let streamed = r
+            .receivers
+            .iter()
+            .filter(|x| x.stream_bytes.is_some_and(|b| b > 0))
+            .count();
+        format!("{streamed}/{} got the stream", r.receivers.len())
+    } else {
+        let verified = r.receivers.iter().filter(|x| x.verified).count();
+        format!("{verified}/{} verified", r.receivers.len())
+    };
     let mut line = format!(
-        "{}: wall {wall}, {verified}/{} verified, wire {:.3} B/B, sender CPU {}, lateness p99 {} us{}",
+        "{}: wall {wall}, {got}, wire {:.3} B/B, sender CPU {}, lateness p99 {} us{}",
         if r.ok { "ok" } else { "FAILED" },
-        r.receivers.len(),
         r.wire_per_file_byte,
         r.sender_cpu_s.map_or("–".into(), |c| format!("{c:.2} s")),
         r.lateness_p99_us,
@@ -660,6 +670,29 @@ fn failures_section(md: &mut String, res: &Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streams_run_line_counts_who_got_it_not_files_verified() {
+        let mut r = crate::bench::measure::failed("stopped".into());
+        let rx = |host: &str, bytes| crate::bench::results::ReceiverResult {
+            host: host.into(),
+            done_s: None,
+            goodput_mbps: None,
+            verified: false,
+            stream_bytes: bytes,
+            exit_code: Some(0),
+            cpu_s: None,
+            problem: None,
+        };
+        r.receivers = vec![rx("r1", Some(10)), rx("r2", Some(0))];
+        assert!(
+            one_line(&r).contains("1/2 got the stream"),
+            "{}",
+            one_line(&r)
+        );
+        r.receivers = vec![rx("r1", None)];
+        assert!(one_line(&r).contains("0/1 verified"), "{}", one_line(&r));
+    }
 
     #[test]
     fn median_and_spread() {
