@@ -6,12 +6,38 @@
 //! - [`chain`]: the chain model (ROMA §V, equations 1–3): a hop's TCP
 //!   rate from its round trip and loss, and a host's rate as the least
 //!   over the hops above it, beside the older aggregate-path model;
+//! - [`symbol`]: a symbol's frame on a hop's byte stream, authenticated
+//!   by a keyed BLAKE3 tag;
+//! - [`fountain`]: the object's layout in RaptorQ blocks (RFC 6330, the
+//!   `raptorq` crate), the source's endless symbols and the receiver's
+//!   decoder, which checks every symbol before decoding and the object's
+//!   BLAKE3 after;
+//! - [`hop`]: what a hop carries: the child's hello, the parent's sealed
+//!   manifest, then frames;
+//! - [`relay`]: forward-when-feasible — a circular buffer of frames and a
+//!   cursor per downstream connection, which takes what it can now and
+//!   skips what it could not;
+//! - [`children`], [`source::OverlaySource`], [`node::OverlayNode`]: the
+//!   hosts, sans IO: the source feeds its children the fountain; a node
+//!   reads its parent's stream, decodes, and relays to its own children;
 //! - [`tree`]: the widest-path tree (ROMA §VI-C), Dijkstra maximising the
 //!   least hop rate to every host, with an optional bound on each host's
 //!   children so the source is no hot spot.
 
 pub mod chain;
+pub mod children;
+pub mod fountain;
+pub mod hop;
+pub mod node;
+pub mod relay;
+mod slots;
+pub mod source;
+pub mod symbol;
 pub mod tree;
 
 pub use chain::{aggregate_path_rate, min_hop_rate, Hop};
+pub use children::{ChildId, Children};
+pub use node::{NodeError, OverlayNode};
+pub use source::OverlaySource;
+pub use symbol::SymbolKey;
 pub use tree::{widest_path_tree, Tree};

@@ -1,0 +1,154 @@
+//! The downstream side of a host (the source or a relay): its children's
+//! connections, each greeted with the manifest record and then fed frames
+//! from the host's [`Relay`] as fast as it takes them.
+
+use crate::hop::{HopError, HELLO};
+use crate::relay::{Downstream, DownstreamCounts, Relay};
+
+/// A child connection's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChildId(usize);
+
+#[derive(Debug)]
+struct Child {
+    /// Its hello so far (8 bytes when whole).
+    hello: Vec<u8>,
+    /// Bytes of the manifest record written.
+    record_at: usize,
+    /// Its place in the relay, once it greeted and the object is known.
+    downstream: Option<Downstream>,
+}
+
+/// A host's children.
+#[derive(Debug)]
+pub struct Children {
+    buffer_bytes: usize,
+    /// The manifest record and the relay, once the object is known.
+    object: Option<(Vec<u8>, Relay)>,
+    kids: Vec<Option<Child>>,
+}
+
+impl Children {
+    /// Children of a host whose relay keeps `buffer_bytes` of frames.
+    pub fn new(buffer_bytes: usize) -> Self {
+        Children {
+            buffer_bytes,
+            object: None,
+            kids: Vec::new(),
+        }
+    }
+
+    /// The object is known: its manifest record and frame length.
+    pub fn start(&mut self, record: Vec<u8>, frame_len: usize) {
+        let mut relay = Relay::new(frame_len, self.buffer_bytes);
+        for c in self.kids.iter_mut().flatten() {
+            if c.hello.len() == HELLO.len() {
+                c.downstream = Some(relay.add_downstream());
+            }
+        }
+        self.object = Some((record, relay));
+    }
+
+    /// A new child connection.
+    pub fn add(&mut self) -> ChildId {
+        let child = Child {
+            hello: Vec::with_capacity(HELLO.len()),
+            record_at: 0,
+            downstream: None,
+        };
+        ChildId(crate::slots::insert(&mut self.kids, child))
+    }
+
+    /// A child connection closed: what its relay cursor counted.
+    pub fn remove(&mut self, id: ChildId) -> Option<DownstreamCounts> {
+        let child = self.kids.get_mut(id.0)?.take()?;
+        let d = child.downstream?;
+        self.object.as_mut()?.1.remove_downstream(d)
+    }
+
+    /// Children connected now.
+    pub fn len(&self) -> usize {
+        self.kids.iter().flatten().count()
+    }
+
+    /// Whether no child is connected.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes from a child: its hello, and nothing after it.
+    pub fn on_bytes(&mut self, id: ChildId, bytes: &[u8]) -> Result<(), HopError> {
+        let Some(c) = self.kids.get_mut(id.0).and_then(Option::as_mut) else {
+            return Ok(());
+        };
+        let take = (HELLO.len() - c.hello.len()).min(bytes.len());
+        c.hello.extend_from_slice(&bytes[..take]);
+        if c.hello[..] != HELLO[..c.hello.len()] {
+            return Err(HopError::Hello);
+        }
+        if take < bytes.len() {
+            return Err(HopError::ChildBytes);
+        }
+        if c.hello.len() == HELLO.len() && c.downstream.is_none() {
+            if let Some((_, relay)) = &mut self.object {
+                c.downstream = Some(relay.add_downstream());
+            }
+        }
+        Ok(())
+    }
+
+    /// A frame to relay.
+    pub fn push(&mut self, frame: Vec<u8>) {
+        if let Some((_, relay)) = &mut self.object {
+            relay.push(frame);
+        }
+    }
+
+    /// Whether `id` greeted, has the whole manifest record and every frame
+    /// the relay holds (the source makes a new one then).
+    pub fn caught_up(&mut self, id: ChildId) -> bool {
+        let Some((record, relay)) = &mut self.object else {
+            return false;
+        };
+        match self.kids.get(id.0).and_then(Option::as_ref) {
+            Some(Child {
+                record_at,
+                downstream: Some(d),
+                ..
+            }) if *record_at == record.len() => relay.writable(*d).is_none(),
+            _ => false,
+        }
+    }
+
+    /// The bytes to write to `id` next: the manifest record, then frames.
+    pub fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
+        let (record, relay) = self.object.as_mut()?;
+        let c = self.kids.get(id.0)?.as_ref()?;
+        let d = c.downstream?;
+        if c.record_at < record.len() {
+            return Some(&record[c.record_at..]);
+        }
+        relay.writable(d)
+    }
+
+    /// `n` bytes of what [`Children::writable`] gave for `id` were written.
+    pub fn wrote(&mut self, id: ChildId, n: usize) {
+        let Some((record, relay)) = self.object.as_mut() else {
+            return;
+        };
+        let Some(c) = self.kids.get_mut(id.0).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.record_at < record.len() {
+            c.record_at = (c.record_at + n).min(record.len());
+        } else if let Some(d) = c.downstream {
+            relay.wrote(d, n);
+        }
+    }
+
+    /// What `id`'s relay cursor counted so far.
+    pub fn counts(&self, id: ChildId) -> Option<DownstreamCounts> {
+        let c = self.kids.get(id.0)?.as_ref()?;
+        self.object.as_ref()?.1.counts(c.downstream?)
+    }
+}

@@ -1,0 +1,438 @@
+//! The object as a fountain: a RaptorQ code (RFC 6330, the `raptorq`
+//! crate) of which the source sends an endless run of symbols, any
+//! slightly more than K distinct of a block decoding it (ROMA §IV: joins,
+//! parent switches and restarts then cost nothing, since whatever symbols
+//! a host holds count).
+//!
+//! The source sends each block's K source symbols first, then repair
+//! symbols, taking the blocks in turn, so a host that hears everything
+//! decodes from the source symbols alone (no decoding work) and one that
+//! missed some makes up for them with repair symbols of the same block.
+
+use crate::symbol::{frame_len, open, seal, SymbolError, SymbolKey};
+use raptorq::{Decoder, EncodingPacket, ObjectTransmissionInformation, PayloadId};
+use std::collections::VecDeque;
+
+/// RFC 6330 §5.1.2's largest number of source symbols in a block (K'max).
+pub const MAX_BLOCK_SYMBOLS: u64 = 56_403;
+/// RFC 6330's largest object (its errata 5548): bytes.
+pub const MAX_OBJECT_BYTES: u64 = 942_574_504_275;
+/// The most source blocks: RFC 6330's 8-bit field allows 256 (as 0), the
+/// `raptorq` crate 255.
+pub const MAX_BLOCKS: u64 = 255;
+/// Symbols are whole multiples of this (RFC 6330's symbol alignment Al).
+pub const SYMBOL_ALIGNMENT: u16 = 8;
+/// The largest encoding symbol id (24 bits, RFC 6330 §3.2).
+const MAX_ESI: u32 = (1 << 24) - 1;
+
+/// Why an object cannot be laid out as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// Nothing to send.
+    #[error("an empty object")]
+    Empty,
+    /// Larger than RFC 6330 codes.
+    #[error("{0} bytes: RaptorQ codes objects of at most {MAX_OBJECT_BYTES} bytes")]
+    TooLarge(u64),
+    /// A symbol size that is 0 or not a multiple of the alignment.
+    #[error("symbol size {0}: must be a positive multiple of {SYMBOL_ALIGNMENT}")]
+    SymbolSize(u16),
+    /// More than 255 blocks, or blocks of more than K'max symbols.
+    #[error("{length} bytes in blocks of at most {block_bytes} bytes need {blocks} blocks of {symbols} symbols: at most {MAX_BLOCKS} blocks of {MAX_BLOCK_SYMBOLS} symbols (use larger symbols or blocks)")]
+    Blocks {
+        /// The object's length.
+        length: u64,
+        /// The largest block asked for.
+        block_bytes: u64,
+        /// Blocks it would take.
+        blocks: u64,
+        /// Symbols in the largest block.
+        symbols: u64,
+    },
+}
+
+/// How an object is cut into blocks and symbols (checked: only
+/// [`Layout::new`] makes one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The object's length, bytes.
+    length: u64,
+    /// Bytes per symbol.
+    symbol_size: u16,
+    /// Source blocks (1–255).
+    blocks: u16,
+}
+
+impl Layout {
+    /// An object of `length` bytes in symbols of `symbol_size` bytes and
+    /// blocks of at most `block_bytes` bytes (fewer, larger blocks cost
+    /// less completion overhead; smaller ones decode faster).
+    pub fn new(length: u64, symbol_size: u16, block_bytes: u64) -> Result<Self, LayoutError> {
+        if length == 0 {
+            return Err(LayoutError::Empty);
+        }
+        if length > MAX_OBJECT_BYTES {
+            return Err(LayoutError::TooLarge(length));
+        }
+        if symbol_size == 0 || !symbol_size.is_multiple_of(SYMBOL_ALIGNMENT) {
+            return Err(LayoutError::SymbolSize(symbol_size));
+        }
+        let block_bytes = block_bytes.max(u64::from(symbol_size));
+        let blocks = length.div_ceil(block_bytes);
+        let symbols = length
+            .div_ceil(u64::from(symbol_size))
+            .div_ceil(blocks.max(1));
+        if blocks > MAX_BLOCKS || symbols > MAX_BLOCK_SYMBOLS {
+            return Err(LayoutError::Blocks {
+                length,
+                block_bytes,
+                blocks,
+                symbols,
+            });
+        }
+        Ok(Layout {
+            length,
+            symbol_size,
+            blocks: blocks as u16,
+        })
+    }
+
+    /// RFC 6330's object transmission information for it.
+    fn oti(&self) -> ObjectTransmissionInformation {
+        ObjectTransmissionInformation::new(
+            self.length,
+            self.symbol_size,
+            self.blocks as u8,
+            1,
+            SYMBOL_ALIGNMENT as u8,
+        )
+    }
+
+    /// The object's length, bytes.
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// Bytes per symbol.
+    pub fn symbol_size(&self) -> u16 {
+        self.symbol_size
+    }
+
+    /// Source blocks (1–255).
+    pub fn blocks(&self) -> u16 {
+        self.blocks
+    }
+
+    /// A frame's length on the wire (header, symbol, tag).
+    pub fn frame_len(&self) -> usize {
+        frame_len(self.symbol_size)
+    }
+}
+
+/// The source's endless run of sealed symbols.
+pub struct FountainSource {
+    object: u64,
+    key: SymbolKey,
+    blocks: Vec<raptorq::SourceBlockEncoder>,
+    /// Each block's source symbols, waiting to go (the first pass).
+    source: Vec<VecDeque<EncodingPacket>>,
+    /// Each block's source symbol count (K).
+    k: Vec<u32>,
+    /// Each block's next encoding symbol id.
+    next_esi: Vec<u32>,
+    /// This round's order of the blocks (one symbol of each a round) and
+    /// the place in it.
+    round: Vec<usize>,
+    at: usize,
+    /// Shuffles each round's order.
+    rng: fanout_core::rng::Rng,
+}
+
+impl FountainSource {
+    /// The fountain of `data` laid out as `layout` (its length must be
+    /// `data`'s), object id `object`, sealed with `key`.
+    pub fn new(data: &[u8], layout: Layout, object: u64, key: SymbolKey) -> Self {
+        assert_eq!(layout.length, data.len() as u64, "the layout is data's");
+        let encoder = raptorq::Encoder::new(data, layout.oti());
+        let blocks = encoder.get_block_encoders().clone();
+        let source: Vec<VecDeque<EncodingPacket>> =
+            blocks.iter().map(|b| b.source_packets().into()).collect();
+        let k = source.iter().map(|s| s.len() as u32).collect();
+        let n = blocks.len();
+        FountainSource {
+            object,
+            key,
+            blocks,
+            source,
+            k,
+            next_esi: vec![0; n],
+            round: (0..n).collect(),
+            at: 0,
+            rng: fanout_core::rng::Rng::new(object),
+        }
+    }
+
+    /// The next symbol's frame: one symbol of every block a round, the
+    /// blocks in a new random order each round (a relay's downstream
+    /// connection that skips frames at a steady pace would otherwise see
+    /// some blocks far more than others), each block's source symbols
+    /// first, then its repair symbols (ids wrap after 2²⁴, when repair
+    /// symbols start over).
+    pub fn next_frame(&mut self) -> Vec<u8> {
+        if self.at == self.round.len() {
+            // Fisher-Yates.
+            for i in (1..self.round.len()).rev() {
+                let j = self.rng.below(i as u64 + 1) as usize;
+                self.round.swap(i, j);
+            }
+            self.at = 0;
+        }
+        let b = self.round[self.at];
+        self.at += 1;
+        let esi = self.next_esi[b];
+        self.next_esi[b] = if esi >= MAX_ESI { self.k[b] } else { esi + 1 };
+        let packet = match self.source[b].pop_front() {
+            Some(p) => p,
+            None => {
+                let repair = esi.max(self.k[b]) - self.k[b];
+                self.blocks[b]
+                    .repair_packets(repair, 1)
+                    .pop()
+                    .expect("one repair packet")
+            }
+        };
+        seal(&self.key, self.object, packet.payload_id(), packet.data())
+    }
+}
+
+/// What a receiver's decoder has made of the frames so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkCounts {
+    /// Frames whose symbols went to the decoder.
+    pub accepted: u64,
+    /// Frames refused: bad length, another object, bad tag.
+    pub refused: u64,
+    /// Authentic frames naming a block the object does not have.
+    pub out_of_layout: u64,
+    /// Frames after the object was decoded.
+    pub surplus: u64,
+}
+
+/// The object, decoded and checked, or why it is not.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinkError {
+    /// The frame was refused (counted).
+    #[error(transparent)]
+    Symbol(#[from] SymbolError),
+    /// An authentic symbol of a block the layout does not have.
+    #[error("a symbol of block {0}, which the object does not have")]
+    OutOfLayout(u8),
+    /// Decoded, but not the object the manifest describes.
+    #[error("the decoded object's BLAKE3 is not the manifest's")]
+    HashMismatch,
+}
+
+/// A receiver's decoder of one object.
+pub struct FountainSink {
+    layout: Layout,
+    object: u64,
+    key: SymbolKey,
+    hash: blake3::Hash,
+    decoder: Decoder,
+    done: Option<Vec<u8>>,
+    counts: SinkCounts,
+}
+
+impl std::fmt::Debug for FountainSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FountainSink")
+            .field("layout", &self.layout)
+            .field("object", &self.object)
+            .field("decoded", &self.done.is_some())
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FountainSink {
+    /// A decoder of object `object` laid out as `layout`, whose symbols are
+    /// sealed with `key` and whose bytes hash to `hash` (from the
+    /// object's manifest).
+    pub fn new(layout: Layout, object: u64, key: SymbolKey, hash: blake3::Hash) -> Self {
+        FountainSink {
+            layout,
+            object,
+            key,
+            hash,
+            decoder: Decoder::new(layout.oti()),
+            done: None,
+            counts: SinkCounts::default(),
+        }
+    }
+
+    /// A frame from upstream: `Ok(true)` once the object is decoded and
+    /// its hash checked (then frames are still checked, and counted as
+    /// surplus). A refused frame changes nothing but a count.
+    pub fn on_frame(&mut self, frame: &[u8]) -> Result<bool, SinkError> {
+        let symbol = match open(&self.key, self.object, self.layout.symbol_size, frame) {
+            Ok(s) => s,
+            Err(e) => {
+                self.counts.refused += 1;
+                return Err(e.into());
+            }
+        };
+        if self.done.is_some() {
+            self.counts.surplus += 1;
+            return Ok(true);
+        }
+        let block = symbol.payload_id.source_block_number();
+        if u16::from(block) >= self.layout.blocks {
+            self.counts.out_of_layout += 1;
+            return Err(SinkError::OutOfLayout(block));
+        }
+        self.counts.accepted += 1;
+        let packet = EncodingPacket::new(
+            PayloadId::new(block, symbol.payload_id.encoding_symbol_id()),
+            symbol.data,
+        );
+        match self.decoder.decode(packet) {
+            None => Ok(false),
+            Some(object) if blake3::hash(&object) == self.hash => {
+                self.done = Some(object);
+                Ok(true)
+            }
+            Some(_) => Err(SinkError::HashMismatch),
+        }
+    }
+
+    /// The decoded, checked object.
+    pub fn object(&self) -> Option<&[u8]> {
+        self.done.as_deref()
+    }
+
+    /// What came so far.
+    pub fn counts(&self) -> SinkCounts {
+        self.counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    #[test]
+    fn layouts_are_checked() {
+        assert_eq!(Layout::new(0, 1024, 1 << 20), Err(LayoutError::Empty));
+        assert_eq!(
+            Layout::new(10, 1001, 1 << 20),
+            Err(LayoutError::SymbolSize(1001))
+        );
+        assert_eq!(Layout::new(10, 0, 1 << 20), Err(LayoutError::SymbolSize(0)));
+        let l = Layout::new(3 << 20, 1024, 1 << 20).unwrap();
+        assert_eq!(l.blocks(), 3);
+        assert!(matches!(
+            Layout::new(1 << 30, 8, 1 << 30),
+            Err(LayoutError::Blocks { .. })
+        ));
+        assert!(matches!(
+            Layout::new(1 << 30, 1024, 1 << 20),
+            Err(LayoutError::Blocks { blocks: 1024, .. })
+        ));
+        assert_eq!(
+            Layout::new(MAX_OBJECT_BYTES + 1, 1024, 1 << 30),
+            Err(LayoutError::TooLarge(MAX_OBJECT_BYTES + 1))
+        );
+    }
+
+    #[test]
+    fn any_enough_symbols_decode_and_forgeries_never_reach_the_decoder() {
+        let object = data(300_000);
+        let layout = Layout::new(object.len() as u64, 1024, 128 << 10).unwrap();
+        assert_eq!(layout.blocks(), 3);
+        let key = SymbolKey::new([3; 32]);
+        let mut source = FountainSource::new(&object, layout, 42, key.clone());
+        let mut sink = FountainSink::new(layout, 42, key, blake3::hash(&object));
+        let k = object.len().div_ceil(1024) as u64;
+        // Lose 40% of the symbols (a fixed pattern), forge one in five.
+        let mut sent = 0u64;
+        let mut forged = 0u64;
+        let mut done = false;
+        while !done {
+            let mut frame = source.next_frame();
+            assert_eq!(frame.len(), layout.frame_len());
+            sent += 1;
+            if sent % 5 < 2 {
+                continue;
+            }
+            if sent.is_multiple_of(7) {
+                let at = (sent as usize * 31) % frame.len();
+                frame[at] ^= 0x40;
+                forged += 1;
+                assert!(sink.on_frame(&frame).is_err());
+                continue;
+            }
+            done = sink.on_frame(&frame).expect("an authentic symbol");
+            assert!(sent < 3 * k, "{sent} symbols sent for {k}");
+        }
+        assert_eq!(sink.object(), Some(&object[..]));
+        let c = sink.counts();
+        assert_eq!(c.refused, forged);
+        // RaptorQ needs K, rarely K + 1 or 2, symbols a block.
+        assert!(c.accepted <= k + 2 * 3, "{c:?} for K = {k}");
+        assert!(sink.on_frame(&source.next_frame()).unwrap());
+        assert_eq!(sink.counts().surplus, 1);
+    }
+
+    #[test]
+    fn an_authentic_symbol_outside_the_layout_is_refused_not_a_panic() {
+        let object = data(5000);
+        let layout = Layout::new(5000, 1024, 1 << 20).unwrap();
+        let key = SymbolKey::new([9; 32]);
+        let mut sink = FountainSink::new(layout, 1, key.clone(), blake3::hash(&object));
+        let frame = seal(&key, 1, &PayloadId::new(7, 0), &[0; 1024]);
+        assert_eq!(sink.on_frame(&frame), Err(SinkError::OutOfLayout(7)));
+        assert_eq!(sink.counts().out_of_layout, 1);
+        // A key holder's forgery decodes to something else: caught by the
+        // manifest's hash.
+        let mut wrong = FountainSink::new(layout, 1, key.clone(), blake3::hash(b"other"));
+        let mut source = FountainSource::new(&object, layout, 1, key);
+        let mut last = Ok(false);
+        for _ in 0..10 {
+            last = wrong.on_frame(&source.next_frame());
+            if last != Ok(false) {
+                break;
+            }
+        }
+        assert_eq!(last, Err(SinkError::HashMismatch));
+        assert_eq!(wrong.object(), None);
+    }
+
+    proptest::proptest! {
+        /// No frame panics the decoder: random bytes, and authentic
+        /// frames (a key holder's) with any block, symbol id and bytes.
+        #[test]
+        fn no_frame_panics_the_decoder(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            sealed in proptest::collection::vec(
+                (proptest::prelude::any::<u8>(), 0u32..(1 << 24), proptest::prelude::any::<u8>()),
+                1..40,
+            ),
+        ) {
+            let object = data(3000);
+            let layout = Layout::new(3000, 64, 1024).unwrap();
+            let key = SymbolKey::new([5; 32]);
+            let mut sink = FountainSink::new(layout, 9, key.clone(), blake3::hash(&object));
+            proptest::prop_assert!(sink.on_frame(&junk).is_err());
+            for (block, esi, fill) in sealed {
+                let frame = seal(&key, 9, &PayloadId::new(block, esi), &[fill; 64]);
+                let _ = sink.on_frame(&frame);
+            }
+            let c = sink.counts();
+            proptest::prop_assert_eq!(c.refused, 1);
+        }
+    }
+}

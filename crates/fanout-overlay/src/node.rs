@@ -1,0 +1,124 @@
+//! A host of the overlay below the source: it reads its parent's stream,
+//! checks and decodes every symbol, and relays the authentic ones to its
+//! own children as they can take them (forward-when-feasible).
+
+use crate::children::Children;
+use crate::fountain::{FountainSink, SinkCounts, SinkError};
+use crate::hop::{HopError, Manifest, UpstreamReader};
+use crate::symbol::SymbolKey;
+
+/// Why a node gave up on its parent's stream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    /// The stream is not a fanout overlay stream under this key.
+    #[error(transparent)]
+    Hop(#[from] HopError),
+    /// Decoded, but not the object the manifest describes: a holder of
+    /// the key forged symbols.
+    #[error(
+        "the decoded object is not the one the manifest describes (symbols forged by a key holder)"
+    )]
+    Corrupt,
+}
+
+/// One overlay host below the source.
+#[derive(Debug)]
+pub struct OverlayNode {
+    key: SymbolKey,
+    reader: UpstreamReader,
+    sink: Option<FountainSink>,
+    children: Children,
+    /// Bytes read from the parent.
+    upstream_bytes: u64,
+    /// Bytes of the parent's stream up to the frame that completed the
+    /// object (the manifest record and every frame before).
+    bytes_to_decode: Option<u64>,
+    /// Bytes of whole records and frames read so far.
+    whole_bytes: u64,
+}
+
+impl OverlayNode {
+    /// A host whose symbols are sealed with `key`, relaying through a
+    /// buffer of `buffer_bytes`.
+    pub fn new(key: SymbolKey, buffer_bytes: usize) -> Self {
+        OverlayNode {
+            reader: UpstreamReader::new(key.clone()),
+            key,
+            sink: None,
+            children: Children::new(buffer_bytes),
+            upstream_bytes: 0,
+            bytes_to_decode: None,
+            whole_bytes: 0,
+        }
+    }
+
+    /// More of the parent's stream. Refused symbols are dropped and
+    /// counted; an error means the stream is not one to read further.
+    pub fn on_upstream(&mut self, bytes: &[u8]) -> Result<(), NodeError> {
+        self.upstream_bytes += bytes.len() as u64;
+        let read = self.reader.on_bytes(bytes)?;
+        if let Some(m) = read.manifest {
+            let record = m.seal(&self.key);
+            self.whole_bytes += record.len() as u64;
+            self.sink = Some(FountainSink::new(
+                m.layout,
+                m.object,
+                self.key.clone(),
+                m.hash,
+            ));
+            self.children.start(record, m.layout.frame_len());
+        }
+        let sink = match &mut self.sink {
+            Some(s) => s,
+            None => return Ok(()),
+        };
+        for frame in read.frames {
+            self.whole_bytes += frame.len() as u64;
+            match sink.on_frame(&frame) {
+                Ok(done) => {
+                    if done && self.bytes_to_decode.is_none() {
+                        self.bytes_to_decode = Some(self.whole_bytes);
+                    }
+                    self.children.push(frame);
+                }
+                Err(SinkError::HashMismatch) => return Err(NodeError::Corrupt),
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The manifest, once read.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.reader.manifest()
+    }
+
+    /// The decoded, checked object.
+    pub fn object(&self) -> Option<&[u8]> {
+        self.sink.as_ref()?.object()
+    }
+
+    /// What the decoder made of the frames.
+    pub fn counts(&self) -> SinkCounts {
+        self.sink
+            .as_ref()
+            .map(FountainSink::counts)
+            .unwrap_or_default()
+    }
+
+    /// Bytes read from the parent so far.
+    pub fn upstream_bytes(&self) -> u64 {
+        self.upstream_bytes
+    }
+
+    /// Bytes of the parent's stream it took to decode the object: the
+    /// manifest record and the frames up to the one that completed it.
+    pub fn bytes_to_decode(&self) -> Option<u64> {
+        self.bytes_to_decode
+    }
+
+    /// Its children.
+    pub fn children(&mut self) -> &mut Children {
+        &mut self.children
+    }
+}

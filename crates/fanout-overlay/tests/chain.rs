@@ -1,0 +1,143 @@
+//! A source, a relay and two leaves, sans IO: each step every connection
+//! takes at most its capacity in bytes, as a socket's buffer would. Every
+//! leaf decodes the object; a slow leaf does not slow its fast sibling;
+//! forged bytes injected at the relay never reach a decoder.
+
+use fanout_overlay::fountain::Layout;
+use fanout_overlay::hop::HELLO;
+use fanout_overlay::{ChildId, OverlayNode, OverlaySource, SymbolKey};
+
+fn object(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 13 + i / 97) as u8).collect()
+}
+
+/// Up to `room` bytes from the source to child `id`.
+fn from_source(src: &mut OverlaySource, id: ChildId, mut room: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while room > 0 {
+        let Some(bytes) = src.writable(id) else { break };
+        let n = bytes.len().min(room);
+        out.extend_from_slice(&bytes[..n]);
+        src.children().wrote(id, n);
+        room -= n;
+    }
+    out
+}
+
+/// Up to `room` bytes from a relay node to child `id`.
+fn from_node(node: &mut OverlayNode, id: ChildId, mut room: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while room > 0 {
+        let Some(bytes) = node.children().writable(id) else {
+            break;
+        };
+        let n = bytes.len().min(room);
+        out.extend_from_slice(&bytes[..n]);
+        node.children().wrote(id, n);
+        room -= n;
+    }
+    out
+}
+
+struct Run {
+    /// Steps until each leaf decoded (fast, slow).
+    done_at: (Option<usize>, Option<usize>),
+    /// Bytes each leaf read per object byte.
+    bytes_per_byte: (f64, f64),
+    /// Frames the relay refused (forgeries).
+    refused: u64,
+}
+
+/// The chain source -> relay -> {fast, slow} carrying 2 MB in symbols of
+/// 8 KiB (two blocks); per step the source sends 40 000 bytes, the fast
+/// leaf takes 20 000, the slow one `slow_room`;
+/// `forge` injects a corrupted copy of a frame into the relay's stream
+/// every so often.
+fn run(slow_room: usize, forge: bool) -> Run {
+    let data = object(2_000_000);
+    let key = SymbolKey::derive(&[4; 32]);
+    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
+    assert_eq!(layout.blocks(), 2);
+    let mut src = OverlaySource::new(&data, "x.bin", 5, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut relay = OverlayNode::new(key.clone(), 256 << 10);
+    let (mut fast, mut slow) = (
+        OverlayNode::new(key.clone(), 256 << 10),
+        OverlayNode::new(key, 256 << 10),
+    );
+    let to_relay = src.children().add();
+    src.children().on_bytes(to_relay, &HELLO).unwrap();
+    let (to_fast, to_slow) = (relay.children().add(), relay.children().add());
+    relay.children().on_bytes(to_fast, &HELLO).unwrap();
+    relay.children().on_bytes(to_slow, &HELLO).unwrap();
+    let mut done_at = (None, None);
+    let mut read = (0, 0);
+    for step in 0..2000 {
+        let mut bytes = from_source(&mut src, to_relay, 40_000);
+        if forge && step % 3 == 1 && bytes.len() > 2000 {
+            // A rogue on the path flips a byte in the middle of the stream.
+            bytes[1500] ^= 0xff;
+        }
+        relay.on_upstream(&bytes).unwrap();
+        fast.on_upstream(&from_node(&mut relay, to_fast, 20_000))
+            .unwrap();
+        slow.on_upstream(&from_node(&mut relay, to_slow, slow_room))
+            .unwrap();
+        // A leaf that decoded hangs up: its bytes so far are what it cost.
+        if done_at.0.is_none() && fast.object().is_some() {
+            done_at.0 = Some(step);
+            read.0 = fast.bytes_to_decode().unwrap();
+        }
+        if done_at.1.is_none() && slow.object().is_some() {
+            done_at.1 = Some(step);
+            read.1 = slow.bytes_to_decode().unwrap();
+        }
+        if done_at.0.is_some() && done_at.1.is_some() {
+            break;
+        }
+    }
+    for leaf in [&fast, &slow] {
+        if let Some(o) = leaf.object() {
+            assert_eq!(o, &data[..]);
+            assert_eq!(leaf.manifest().unwrap().name, "x.bin");
+        }
+    }
+    let per = |n: u64| n as f64 / data.len() as f64;
+    Run {
+        done_at,
+        bytes_per_byte: (per(read.0), per(read.1)),
+        refused: relay.counts().refused,
+    }
+}
+
+#[test]
+fn a_slow_leaf_never_slows_its_fast_sibling_and_both_decode() {
+    let alone = run(usize::MAX, false);
+    let with_slow = run(2_000, false);
+    let (fast_alone, fast_with) = (alone.done_at.0.unwrap(), with_slow.done_at.0.unwrap());
+    eprintln!(
+        "steps to decode (fast, slow): alone {:?}, with the slow leaf {:?}; \
+         bytes read per object byte {:?}, {:?}",
+        alone.done_at, with_slow.done_at, alone.bytes_per_byte, with_slow.bytes_per_byte
+    );
+    // 2 MB at 20 kB a step: about 100 steps.
+    assert!(fast_alone <= 103, "{fast_alone}");
+    assert_eq!(fast_with, fast_alone, "the slow sibling changed nothing");
+    // The slow leaf takes about ten times as long, and finishes.
+    let slow = with_slow.done_at.1.expect("the slow leaf decodes");
+    assert!(slow > 8 * fast_with && slow < 12 * fast_with, "{slow}");
+    // Frames of 8 KiB symbols carry 44 bytes more (0.5%), the last symbol
+    // is padded, RaptorQ needs K or K + 1 or 2 symbols a block, and a leaf
+    // that skips frames gets its blocks unevenly.
+    let (f, s) = with_slow.bytes_per_byte;
+    assert!(alone.bytes_per_byte.1 < 1.01, "{:?}", alone.bytes_per_byte);
+    assert!(f < 1.025, "{f}");
+    assert!(s < 1.04, "{s}");
+}
+
+#[test]
+fn forged_bytes_at_a_relay_are_dropped_before_any_decoder() {
+    let r = run(10_000, true);
+    assert!(r.refused > 10, "{}", r.refused);
+    // Both leaves still decode (asserted against the data in `run`).
+    assert!(r.done_at.0.is_some() && r.done_at.1.is_some());
+}
