@@ -27,6 +27,7 @@ pub mod impair;
 mod outbox;
 mod output_file;
 mod output_tree;
+pub mod overlay;
 mod poller;
 mod socket;
 mod socket_tuning;

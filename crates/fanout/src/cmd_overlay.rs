@@ -25,6 +25,14 @@ pub struct OverlayArgs {
 
 #[derive(Debug, Subcommand)]
 enum OverlayCommand {
+    /// Serve a file to overlay nodes that join over TCP: each gets the
+    /// file's manifest, then an endless RaptorQ fountain of it, as fast as
+    /// its connection takes it.
+    Source(SourceArgs),
+    /// Join an overlay (--join the source or another node), decode and
+    /// verify the file, and relay it to nodes that join this one
+    /// (--listen).
+    Node(NodeArgs),
     /// Plan an overlay tree: the widest-path tree from the source over the
     /// hops a topology file lists, and each host's predicted rate (the
     /// least hop rate above it) beside the older aggregate-path model's
@@ -124,8 +132,291 @@ struct Plan {
 /// Runs `fanout overlay`.
 pub fn run(args: OverlayArgs) -> Result<()> {
     match args.command {
+        OverlayCommand::Source(a) => source_command(a),
+        OverlayCommand::Node(a) => node_command(a),
         OverlayCommand::Plan(a) => plan_command(a),
     }
+}
+
+/// Arguments of `fanout overlay source`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout keygen --psk overlay.psk                       # copy it to every host
+  fanout overlay source big.iso --listen 0.0.0.0:7000 --psk-file overlay.psk --children 2
+  # on two hosts:   fanout overlay node --join SOURCE:7000 --psk-file overlay.psk -o /data --listen 0.0.0.0:7000 --children 2
+  # below them:     fanout overlay node --join RELAY:7000 --psk-file overlay.psk -o /data
+
+Every symbol and the manifest carry a keyed BLAKE3 tag under the
+pre-shared key; the file's BLAKE3 is checked after decoding.")]
+pub struct SourceArgs {
+    /// The file to serve (read into memory).
+    pub file: PathBuf,
+    /// Where nodes join (TCP).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// The pre-shared key (`fanout keygen --psk FILE`) that authenticates
+    /// the manifest and every symbol.
+    #[arg(long, value_name = "FILE", value_parser = crate::security_opts::read_secret)]
+    pub psk_file: crate::security_opts::Secret,
+    /// Exit once this many children have joined and hung up (a node hangs
+    /// up when it and its subtree are done).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub children: u64,
+    #[command(flatten)]
+    pub coding: CodingArgs,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How the source codes the file.
+#[derive(Debug, Args)]
+pub struct CodingArgs {
+    /// Bytes per symbol (a multiple of 8): larger symbols carry the 44
+    /// bytes of each frame's header and tag at less cost.
+    #[arg(long, default_value_t = 8192, value_name = "BYTES")]
+    pub symbol_size: u16,
+    /// Largest RaptorQ block, bytes: fewer, larger blocks waste fewer
+    /// symbols at the end; smaller ones decode faster.
+    #[arg(long, default_value = "64MiB", value_name = "SIZE", value_parser = parse_size)]
+    pub block_size: u64,
+    /// Each host's relay buffer, bytes (ROMA's 1 MB).
+    #[arg(long, default_value = "1MiB", value_name = "SIZE", value_parser = parse_size)]
+    pub buffer: u64,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    fanout_sim::units::parse_bytes(s).map_err(|e| e.to_string())
+}
+
+/// Arguments of `fanout overlay node`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  fanout overlay node --join 10.0.0.1:7000 --psk-file overlay.psk -o /data
+  fanout overlay node --join 10.0.0.1:7000 --psk-file overlay.psk -o /data \\
+      --listen 0.0.0.0:7000 --children 3     # relay to three nodes below
+
+A node relays only symbols whose tag checks; it hangs up on its parent
+once it has the file and its own --children have hung up.")]
+pub struct NodeArgs {
+    /// The parent to join: the source or another node (TCP).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub join: std::net::SocketAddr,
+    /// The pre-shared key of the overlay.
+    #[arg(long, value_name = "FILE", value_parser = crate::security_opts::read_secret)]
+    pub psk_file: crate::security_opts::Secret,
+    /// Where the file goes: a directory (the source's name is used) or a
+    /// file path.
+    #[arg(short, long, value_name = "PATH")]
+    pub output: PathBuf,
+    /// Replace an existing file (once the new one is verified).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Relay to nodes that join here (TCP).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// With --listen: stay until this many children have joined and hung
+    /// up.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub children: u64,
+    /// Relay buffer, bytes (ROMA's 1 MB).
+    #[arg(long, default_value = "1MiB", value_name = "SIZE", value_parser = parse_size)]
+    pub buffer: u64,
+    /// Give up joining after this many seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub connect_timeout: f64,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `overlay source` reports at the end.
+#[derive(Debug, Serialize)]
+struct SourceSummary {
+    name: String,
+    bytes: u64,
+    symbol_size: u16,
+    blocks: u16,
+    children_joined: u64,
+    children_left: u64,
+    children_refused: u64,
+    bytes_to_children: u64,
+    seconds: f64,
+}
+
+fn source_command(args: SourceArgs) -> Result<()> {
+    use fanout_overlay::fountain::Layout;
+    let data = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let name = args
+        .file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("the file needs a UTF-8 name")?
+        .to_owned();
+    let layout = Layout::new(
+        data.len() as u64,
+        args.coding.symbol_size,
+        args.coding.block_size,
+    )
+    .with_context(|| format!("{}", args.file.display()))?;
+    let key = fanout_overlay::SymbolKey::derive(&args.psk_file.0);
+    let object = u64::from_be_bytes(fanout_io::random_seed()[..8].try_into()?);
+    let listener = std::net::TcpListener::bind(args.listen)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let mut source = fanout_overlay::OverlaySource::new(
+        &data,
+        &name,
+        object,
+        (layout, args.coding.block_size),
+        key,
+        args.coding.buffer as usize,
+    );
+    eprintln!(
+        "overlay source: {name} ({} bytes, {} blocks of {}-byte symbols) on {}; waiting for {} {}",
+        data.len(),
+        layout.blocks(),
+        layout.symbol_size(),
+        listener.local_addr()?,
+        args.children,
+        if args.children == 1 {
+            "child"
+        } else {
+            "children"
+        }
+    );
+    crate::interrupt::watch();
+    let clock = fanout_io::Clock::new();
+    let want = args.children;
+    let progress = fanout_io::overlay::run_overlay(&mut source, Some(listener), None, |_, p| {
+        crate::interrupt::interrupted()
+            || (want > 0 && p.children_left + p.children_refused >= want)
+    })?;
+    let summary = SourceSummary {
+        name,
+        bytes: data.len() as u64,
+        symbol_size: layout.symbol_size(),
+        blocks: layout.blocks(),
+        children_joined: progress.children_joined,
+        children_left: progress.children_left,
+        children_refused: progress.children_refused,
+        bytes_to_children: progress.bytes_to_children,
+        seconds: clock.now().as_secs_f64(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        eprintln!(
+            "overlay source: {} children served ({} refused), {:.2} copies of the file sent in {:.2} s",
+            summary.children_left,
+            summary.children_refused,
+            summary.bytes_to_children as f64 / summary.bytes.max(1) as f64,
+            summary.seconds
+        );
+    }
+    Ok(())
+}
+
+/// What `overlay node` reports at the end.
+#[derive(Debug, Serialize)]
+struct NodeSummary {
+    name: String,
+    path: String,
+    bytes: u64,
+    /// Seconds from joining until the file was decoded and verified.
+    decoded_s: f64,
+    /// Bytes of the parent's stream it took (manifest and frames).
+    bytes_to_decode: u64,
+    /// `bytes_to_decode` per file byte.
+    received_per_byte: f64,
+    goodput_bps: f64,
+    refused_symbols: u64,
+    children_joined: u64,
+    children_left: u64,
+    bytes_to_children: u64,
+}
+
+fn node_command(args: NodeArgs) -> Result<()> {
+    let key = fanout_overlay::SymbolKey::derive(&args.psk_file.0);
+    let listener = args
+        .listen
+        .map(|a| std::net::TcpListener::bind(a).with_context(|| format!("cannot listen on {a}")))
+        .transpose()?;
+    if let Some(l) = &listener {
+        eprintln!("overlay node: relaying on {}", l.local_addr()?);
+    }
+    crate::interrupt::watch();
+    let clock = fanout_io::Clock::new();
+    let upstream = fanout_io::overlay::join(
+        args.join,
+        std::time::Duration::from_secs_f64(args.connect_timeout.max(0.1)),
+    )
+    .with_context(|| format!("cannot join {}", args.join))?;
+    let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize);
+    let mut decoded_at = None;
+    let want = args.children;
+    let relays = listener.is_some();
+    let progress = fanout_io::overlay::run_overlay(&mut node, listener, Some(upstream), |n, p| {
+        if decoded_at.is_none() && n.object().is_some() {
+            decoded_at = Some(clock.now().as_secs_f64());
+        }
+        let children_done = !relays || p.children_left + p.children_refused >= want;
+        crate::interrupt::interrupted()
+            || (decoded_at.is_some() && children_done)
+            || (p.upstream_closed && decoded_at.is_none())
+    })?;
+    let Some(decoded_at) = decoded_at else {
+        bail!(
+            "the parent {} closed its stream before the file was complete ({} bytes read)",
+            args.join,
+            node.upstream_bytes()
+        );
+    };
+    let manifest = node.manifest().expect("decoded").clone();
+    let object = node.object().expect("decoded");
+    let name = fanout_app::manifest::sanitize_name(&manifest.name)
+        .map_err(|e| anyhow::anyhow!("the source's file name: {e}"))?;
+    let existing = if args.overwrite {
+        fanout_io::Existing::Replace
+    } else {
+        fanout_io::Existing::Refuse
+    };
+    let (out, mut file) =
+        fanout_io::OutputFile::create(&args.output, &name, object.len() as u64, existing)?;
+    std::io::Write::write_all(&mut file, object)
+        .and_then(|_| file.sync_all())
+        .with_context(|| format!("cannot write {}", out.part().display()))?;
+    drop(file);
+    out.commit()
+        .with_context(|| format!("cannot put {} in place", out.path().display()))?;
+    let bytes_to_decode = node.bytes_to_decode().unwrap_or(node.upstream_bytes());
+    let summary = NodeSummary {
+        name,
+        path: out.path().display().to_string(),
+        bytes: object.len() as u64,
+        decoded_s: decoded_at,
+        bytes_to_decode,
+        received_per_byte: bytes_to_decode as f64 / object.len().max(1) as f64,
+        goodput_bps: object.len() as f64 * 8.0 / decoded_at.max(1e-9),
+        refused_symbols: node.counts().refused,
+        children_joined: progress.children_joined,
+        children_left: progress.children_left,
+        bytes_to_children: progress.bytes_to_children,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        eprintln!(
+            "overlay node: {} ({} bytes) decoded and verified in {:.2} s ({:.1} Mbit/s), {:.4} bytes read per byte, {} forged or corrupted symbols refused",
+            summary.path,
+            summary.bytes,
+            summary.decoded_s,
+            summary.goodput_bps / 1e6,
+            summary.received_per_byte,
+            summary.refused_symbols
+        );
+    }
+    Ok(())
 }
 
 fn plan_command(args: PlanArgs) -> Result<()> {

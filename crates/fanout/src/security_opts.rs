@@ -98,7 +98,7 @@ fn read_text(path: &str) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read key file {path}"))
 }
 
-fn read_secret(path: &str) -> Result<Secret> {
+pub(crate) fn read_secret(path: &str) -> Result<Secret> {
     let text = read_text(path)?;
     let mut lines = key_lines(&text);
     let key = parse_hex_key(

@@ -44,13 +44,7 @@ fn start_recv(out: &Path, extra: &[&str]) -> (Proc, SocketAddr, mpsc::Receiver<S
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = common::lines_of(child.stderr.take().unwrap());
     let line = rx
         .recv_timeout(Duration::from_secs(10))
         .expect("recv prints its address");

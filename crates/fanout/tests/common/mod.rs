@@ -183,6 +183,19 @@ pub fn finish(child: &mut NsChild, what: &str, limit: Duration) -> serde_json::V
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} JSON ({e}): {out}"))
 }
 
+/// A thread sending `pipe`'s lines (a child's stderr) down a channel, so a
+/// test can wait for one line with a timeout.
+pub fn lines_of(pipe: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 /// Reads a child's pipe to its end on a thread (so a full pipe never
 /// blocks the child); join for the bytes.
 pub fn read_all(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {

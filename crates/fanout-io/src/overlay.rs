@@ -1,0 +1,260 @@
+//! The overlay's runtime over kernel TCP (ROMA: hops are ordinary TCP
+//! connections, congestion control left to the kernel): nonblocking
+//! sockets on one readiness loop (mio), a host's engine deciding what
+//! each connection gets. A connection to a child takes frames only as
+//! fast as its socket accepts them, so a slow child never holds up the
+//! parent's stream or its siblings (forward-when-feasible).
+
+use fanout_overlay::{ChildId, Children, NodeError, OverlayNode, OverlaySource};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const LISTENER: Token = Token(0);
+const UPSTREAM: Token = Token(1);
+/// Bytes read from the parent at a time.
+const READ_CHUNK: usize = 256 << 10;
+
+/// A host the loop drives: the source or a node.
+pub trait OverlayHost {
+    /// Its children.
+    fn children(&mut self) -> &mut Children;
+    /// The bytes for child `id` next.
+    fn writable(&mut self, id: ChildId) -> Option<&[u8]>;
+    /// More of the parent's stream (the source has none).
+    fn on_upstream(&mut self, bytes: &[u8]) -> Result<(), NodeError>;
+}
+
+impl OverlayHost for OverlaySource {
+    fn children(&mut self) -> &mut Children {
+        OverlaySource::children(self)
+    }
+    fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
+        OverlaySource::writable(self, id)
+    }
+    fn on_upstream(&mut self, _: &[u8]) -> Result<(), NodeError> {
+        Ok(())
+    }
+}
+
+impl OverlayHost for OverlayNode {
+    fn children(&mut self) -> &mut Children {
+        OverlayNode::children(self)
+    }
+    fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
+        OverlayNode::children(self).writable(id)
+    }
+    fn on_upstream(&mut self, bytes: &[u8]) -> Result<(), NodeError> {
+        OverlayNode::on_upstream(self, bytes)
+    }
+}
+
+/// What happened to a host's connections so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OverlayProgress {
+    /// Children that connected.
+    pub children_joined: u64,
+    /// Children that hung up after greeting (done, or gone).
+    pub children_left: u64,
+    /// Children dropped for breaking the hop's protocol.
+    pub children_refused: u64,
+    /// Bytes written to children.
+    pub bytes_to_children: u64,
+    /// The parent closed its stream.
+    pub upstream_closed: bool,
+}
+
+/// Why the loop stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum OverlayError {
+    /// A socket failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The parent's stream could not be read further.
+    #[error("the parent's stream")]
+    Upstream(#[from] NodeError),
+}
+
+/// Connects to a parent at `addr` (within `timeout`) and greets it.
+pub fn join(addr: SocketAddr, timeout: Duration) -> io::Result<std::net::TcpStream> {
+    let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    s.write_all(&fanout_overlay::hop::HELLO)?;
+    Ok(s)
+}
+
+struct Child {
+    stream: TcpStream,
+    id: ChildId,
+}
+
+/// Runs `host` with children arriving on `listener` and (for a node) its
+/// parent's stream `upstream`, until `done` says so (asked after every
+/// wake-up, at least every 100 ms). Dropping the upstream socket (when a
+/// node is done) tells the parent this child has finished.
+pub fn run_overlay<H: OverlayHost>(
+    host: &mut H,
+    listener: Option<std::net::TcpListener>,
+    upstream: Option<std::net::TcpStream>,
+    mut done: impl FnMut(&mut H, &OverlayProgress) -> bool,
+) -> Result<OverlayProgress, OverlayError> {
+    let mut poll = Poll::new()?;
+    let mut events = Events::with_capacity(256);
+    let mut listener = listener
+        .map(|l| -> io::Result<TcpListener> {
+            l.set_nonblocking(true)?;
+            let mut l = TcpListener::from_std(l);
+            poll.registry()
+                .register(&mut l, LISTENER, Interest::READABLE)?;
+            Ok(l)
+        })
+        .transpose()?;
+    let mut upstream = upstream
+        .map(|s| -> io::Result<TcpStream> {
+            s.set_nonblocking(true)?;
+            let mut s = TcpStream::from_std(s);
+            poll.registry()
+                .register(&mut s, UPSTREAM, Interest::READABLE)?;
+            Ok(s)
+        })
+        .transpose()?;
+    let mut children: BTreeMap<Token, Child> = BTreeMap::new();
+    let mut next_token = 2usize;
+    let mut progress = OverlayProgress::default();
+    let mut buf = vec![0u8; READ_CHUNK];
+    while !done(host, &progress) {
+        poll.poll(&mut events, Some(Duration::from_millis(100)))?;
+        let mut fresh = false;
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => {
+                    let Some(l) = listener.as_mut() else { continue };
+                    loop {
+                        match l.accept() {
+                            Ok((mut stream, _)) => {
+                                let token = Token(next_token);
+                                next_token += 1;
+                                poll.registry().register(
+                                    &mut stream,
+                                    token,
+                                    Interest::READABLE | Interest::WRITABLE,
+                                )?;
+                                let id = host.children().add();
+                                children.insert(token, Child { stream, id });
+                                progress.children_joined += 1;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
+                UPSTREAM => {
+                    let Some(s) = upstream.as_mut() else { continue };
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) => {
+                                progress.upstream_closed = true;
+                                break;
+                            }
+                            Ok(n) => {
+                                host.on_upstream(&buf[..n])?;
+                                fresh = true;
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    if progress.upstream_closed {
+                        if let Some(mut s) = upstream.take() {
+                            let _ = poll.registry().deregister(&mut s);
+                        }
+                    }
+                }
+                token => {
+                    let Some(c) = children.get_mut(&token) else {
+                        continue;
+                    };
+                    let mut close = None;
+                    if event.is_readable() {
+                        close = read_child(host, c, &mut buf);
+                    }
+                    // Writable, or just greeted: whatever it can take now.
+                    if close.is_none() {
+                        close = flush(host, c, &mut progress).err();
+                    }
+                    if let Some(refused) = close {
+                        let mut c = children.remove(&token).expect("present");
+                        let _ = poll.registry().deregister(&mut c.stream);
+                        host.children().remove(c.id);
+                        if refused {
+                            progress.children_refused += 1;
+                        } else {
+                            progress.children_left += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if fresh {
+            // New frames: every child that can take bytes gets them.
+            let mut closed = Vec::new();
+            for (token, c) in children.iter_mut() {
+                if flush(host, c, &mut progress).is_err() {
+                    closed.push(*token);
+                }
+            }
+            for token in closed {
+                let mut c = children.remove(&token).expect("present");
+                let _ = poll.registry().deregister(&mut c.stream);
+                host.children().remove(c.id);
+                progress.children_left += 1;
+            }
+        }
+    }
+    Ok(progress)
+}
+
+/// Reads what a child sent: `Some(refused)` when it is to be closed (it
+/// hung up, or broke the protocol).
+fn read_child<H: OverlayHost>(host: &mut H, c: &mut Child, buf: &mut [u8]) -> Option<bool> {
+    loop {
+        match c.stream.read(&mut buf[..64]) {
+            Ok(0) => return Some(false),
+            Ok(n) => {
+                if host.children().on_bytes(c.id, &buf[..n]).is_err() {
+                    return Some(true);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Some(false),
+        }
+    }
+}
+
+/// Writes to a child what it can take now; `Err` when the socket failed
+/// (the child is gone).
+fn flush<H: OverlayHost>(
+    host: &mut H,
+    c: &mut Child,
+    progress: &mut OverlayProgress,
+) -> Result<(), bool> {
+    loop {
+        let Some(bytes) = host.writable(c.id) else {
+            return Ok(());
+        };
+        match c.stream.write(bytes) {
+            Ok(0) => return Err(false),
+            Ok(n) => {
+                host.children().wrote(c.id, n);
+                progress.bytes_to_children += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(false),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The overlay over kernel TCP on loopback, real processes: a source, a
+//! relay and two leaves; every host ends with the verified file, and a
+//! host without the key gets nothing. Every child is killed by PID on
+//! drop.
+
+#![expect(
+    clippy::disallowed_methods,
+    reason = "real-process tests bound their waits by the wall clock"
+)]
+
+mod common;
+use common::write_random;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fanout");
+
+/// A child process killed when dropped.
+struct Proc(Child, mpsc::Receiver<String>);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `fanout` with `args`, its stderr lines on a channel.
+fn start(args: &[&str]) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = common::lines_of(child.stderr.take().unwrap());
+    Proc(child, rx)
+}
+
+/// The address after `marker` in the first stderr line that has it.
+fn address(p: &Proc, marker: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(line) = p.1.recv_timeout(Duration::from_millis(200)) {
+            if let Some(rest) = line.split(marker).nth(1) {
+                return rest
+                    .split([';', ' '])
+                    .next()
+                    .unwrap()
+                    .trim_end_matches(',')
+                    .to_owned();
+            }
+        }
+    }
+    panic!("no line with {marker:?}");
+}
+
+/// Waits for `p` to exit (within 60 s): its success and stdout.
+fn finish(mut p: Proc) -> (bool, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = p.0.try_wait().unwrap() {
+            let mut out = String::new();
+            std::io::Read::read_to_string(p.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+            let err: Vec<String> = p.1.try_iter().collect();
+            if !status.success() {
+                eprintln!("stderr: {err:?}");
+            }
+            return (status.success(), out);
+        }
+        assert!(Instant::now() < deadline, "still running after 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_source_a_relay_and_two_leaves_all_end_with_the_verified_file_and_a_keyless_host_gets_nothing()
+{
+    let dir = common::Scratch::new("test-overlay");
+    let d = dir.path();
+    let file = d.join("payload.bin");
+    let data = write_random(&file, 3_000_000, 7);
+    let psk = d.join("k.psk");
+    let other = d.join("other.psk");
+    for k in [&psk, &other] {
+        let ok = Command::new(BIN)
+            .args(["keygen", "--psk"])
+            .arg(k)
+            .output()
+            .unwrap();
+        assert!(ok.status.success());
+    }
+    let (psk, other) = (psk.to_str().unwrap(), other.to_str().unwrap());
+    for sub in ["r", "a", "b", "x"] {
+        std::fs::create_dir(d.join(sub)).unwrap();
+    }
+    let path = |s: &str| d.join(s).to_str().unwrap().to_owned();
+    let source = start(&[
+        "overlay",
+        "source",
+        file.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--psk-file",
+        psk,
+        "--children",
+        "2",
+        "--symbol-size",
+        "4096",
+        "--json",
+    ]);
+    let src_addr = address(&source, " on ");
+    // A host with another key: refused at the manifest, nothing written.
+    let keyless = start(&[
+        "overlay",
+        "node",
+        "--join",
+        &src_addr,
+        "--psk-file",
+        other,
+        "-o",
+        &path("x"),
+    ]);
+    let (ok, _) = finish(keyless);
+    assert!(!ok, "a host without the key must fail");
+    assert_eq!(std::fs::read_dir(d.join("x")).unwrap().count(), 0);
+    let relay = start(&[
+        "overlay",
+        "node",
+        "--join",
+        &src_addr,
+        "--psk-file",
+        psk,
+        "-o",
+        &path("r"),
+        "--listen",
+        "127.0.0.1:0",
+        "--children",
+        "2",
+        "--json",
+    ]);
+    let relay_addr = address(&relay, "relaying on ");
+    let leaves: Vec<Proc> = ["a", "b"]
+        .iter()
+        .map(|s| {
+            start(&[
+                "overlay",
+                "node",
+                "--join",
+                &relay_addr,
+                "--psk-file",
+                psk,
+                "-o",
+                &path(s),
+                "--json",
+            ])
+        })
+        .collect();
+    for (leaf, sub) in leaves.into_iter().zip(["a", "b"]) {
+        let (ok, out) = finish(leaf);
+        assert!(ok, "leaf {sub}");
+        let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let per_byte = summary["received_per_byte"].as_f64().unwrap();
+        // 44 bytes of header and tag a 4096-byte symbol, the padded last
+        // symbol, a symbol or two over K: about 1.012.
+        assert!(per_byte < 1.02, "{summary}");
+        assert_eq!(
+            std::fs::read(d.join(sub).join("payload.bin")).unwrap(),
+            data
+        );
+    }
+    let (ok, out) = finish(relay);
+    assert!(ok);
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["children_left"], 2, "{summary}");
+    assert_eq!(
+        std::fs::read(d.join("r").join("payload.bin")).unwrap(),
+        data
+    );
+    let (ok, out) = finish(source);
+    assert!(ok);
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["children_refused"], 0, "{summary}");
+    assert_eq!(summary["children_left"], 2, "{summary}");
+}
