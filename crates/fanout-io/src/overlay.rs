@@ -26,6 +26,12 @@ pub trait OverlayHost {
     fn writable(&mut self, id: ChildId) -> Option<&[u8]>;
     /// More of the parent's stream (the source has none).
     fn on_upstream(&mut self, bytes: &[u8]) -> Result<(), NodeError>;
+    /// Whether it still needs a parent (a node that has not decoded).
+    fn needs_parent(&self) -> bool {
+        false
+    }
+    /// A new parent's stream starts.
+    fn rejoin(&mut self) {}
 }
 
 impl OverlayHost for OverlaySource {
@@ -50,6 +56,12 @@ impl OverlayHost for OverlayNode {
     fn on_upstream(&mut self, bytes: &[u8]) -> Result<(), NodeError> {
         OverlayNode::on_upstream(self, bytes)
     }
+    fn needs_parent(&self) -> bool {
+        self.object().is_none()
+    }
+    fn rejoin(&mut self) {
+        OverlayNode::rejoin(self)
+    }
 }
 
 /// What happened to a host's connections so far.
@@ -63,8 +75,10 @@ pub struct OverlayProgress {
     pub children_refused: u64,
     /// Bytes written to children.
     pub bytes_to_children: u64,
-    /// The parent closed its stream.
+    /// The parent closed its stream (and no other could be joined).
     pub upstream_closed: bool,
+    /// Parents joined after the first went away.
+    pub parent_switches: u64,
 }
 
 /// Why the loop stopped early.
@@ -76,6 +90,52 @@ pub enum OverlayError {
     /// The parent's stream could not be read further.
     #[error("the parent's stream")]
     Upstream(#[from] NodeError),
+    /// No parent could be joined.
+    #[error("cannot join any parent of {0}")]
+    NoParent(String),
+}
+
+/// Where a node finds a parent: addresses tried in order, the next one
+/// whenever the current parent goes away before the node is done.
+#[derive(Debug, Clone)]
+pub struct Parents {
+    /// The parents, in order of preference.
+    pub addrs: Vec<SocketAddr>,
+    /// How long a connection attempt may take.
+    pub timeout: Duration,
+}
+
+/// Rounds over every parent before giving up.
+const JOIN_ROUNDS: u32 = 3;
+/// Pause between rounds.
+const JOIN_PAUSE: Duration = Duration::from_millis(500);
+
+impl Parents {
+    /// Joins the first parent that answers, starting after index `after`
+    /// (none: from the first): its index and stream.
+    fn join_next(
+        &self,
+        after: Option<usize>,
+    ) -> Result<(usize, std::net::TcpStream), OverlayError> {
+        let n = self.addrs.len();
+        let start = after.map_or(0, |a| a + 1);
+        let mut last = None;
+        for round in 0..JOIN_ROUNDS {
+            if round > 0 {
+                std::thread::sleep(JOIN_PAUSE);
+            }
+            for k in 0..n {
+                let i = (start + k) % n;
+                match join(self.addrs[i], self.timeout) {
+                    Ok(s) => return Ok((i, s)),
+                    Err(e) => last = Some(format!("{}: {e}", self.addrs[i])),
+                }
+            }
+        }
+        Err(OverlayError::NoParent(
+            last.unwrap_or_else(|| "none given".into()),
+        ))
+    }
 }
 
 /// Connects to a parent at `addr` (within `timeout`) and greets it.
@@ -90,14 +150,16 @@ struct Child {
     id: ChildId,
 }
 
-/// Runs `host` with children arriving on `listener` and (for a node) its
-/// parent's stream `upstream`, until `done` says so (asked after every
-/// wake-up, at least every 100 ms). Dropping the upstream socket (when a
-/// node is done) tells the parent this child has finished.
+/// Runs `host` with children arriving on `listener` and (for a node) a
+/// parent from `parents`, until `done` says so (asked after every wake-up,
+/// at least every 100 ms). A parent that goes away before the host is done
+/// is replaced by the next that answers; the decoder keeps what it holds.
+/// Dropping the upstream socket (when a node is done) tells the parent
+/// this child has finished.
 pub fn run_overlay<H: OverlayHost>(
     host: &mut H,
     listener: Option<std::net::TcpListener>,
-    upstream: Option<std::net::TcpStream>,
+    parents: Option<&Parents>,
     mut done: impl FnMut(&mut H, &OverlayProgress) -> bool,
 ) -> Result<OverlayProgress, OverlayError> {
     let mut poll = Poll::new()?;
@@ -111,15 +173,20 @@ pub fn run_overlay<H: OverlayHost>(
             Ok(l)
         })
         .transpose()?;
-    let mut upstream = upstream
-        .map(|s| -> io::Result<TcpStream> {
-            s.set_nonblocking(true)?;
-            let mut s = TcpStream::from_std(s);
-            poll.registry()
-                .register(&mut s, UPSTREAM, Interest::READABLE)?;
-            Ok(s)
-        })
-        .transpose()?;
+    let attach = |poll: &Poll, s: std::net::TcpStream| -> io::Result<TcpStream> {
+        s.set_nonblocking(true)?;
+        let mut s = TcpStream::from_std(s);
+        poll.registry()
+            .register(&mut s, UPSTREAM, Interest::READABLE)?;
+        Ok(s)
+    };
+    let (mut parent_at, mut upstream) = match parents {
+        Some(p) => {
+            let (i, s) = p.join_next(None)?;
+            (Some(i), Some(attach(&poll, s)?))
+        }
+        None => (None, None),
+    };
     let mut children: BTreeMap<Token, Child> = BTreeMap::new();
     let mut next_token = 2usize;
     let mut progress = OverlayProgress::default();
@@ -152,10 +219,11 @@ pub fn run_overlay<H: OverlayHost>(
                 }
                 UPSTREAM => {
                     let Some(s) = upstream.as_mut() else { continue };
+                    let mut lost = false;
                     loop {
                         match s.read(&mut buf) {
                             Ok(0) => {
-                                progress.upstream_closed = true;
+                                lost = true;
                                 break;
                             }
                             Ok(n) => {
@@ -164,12 +232,26 @@ pub fn run_overlay<H: OverlayHost>(
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(e.into()),
+                            // Reset, or any other failure: the parent is gone.
+                            Err(_) => {
+                                lost = true;
+                                break;
+                            }
                         }
                     }
-                    if progress.upstream_closed {
+                    if lost {
                         if let Some(mut s) = upstream.take() {
                             let _ = poll.registry().deregister(&mut s);
+                        }
+                        match parents {
+                            Some(p) if host.needs_parent() => {
+                                let (i, s) = p.join_next(parent_at)?;
+                                parent_at = Some(i);
+                                host.rejoin();
+                                upstream = Some(attach(&poll, s)?);
+                                progress.parent_switches += 1;
+                            }
+                            _ => progress.upstream_closed = true,
                         }
                     }
                 }

@@ -13,6 +13,9 @@ pub enum NodeError {
     /// The stream is not a fanout overlay stream under this key.
     #[error(transparent)]
     Hop(#[from] HopError),
+    /// A new parent announced another object than the first one did.
+    #[error("the new parent serves another object")]
+    OtherObject,
     /// Decoded, but not the object the manifest describes: a holder of
     /// the key forged symbols.
     #[error(
@@ -35,6 +38,8 @@ pub struct OverlayNode {
     bytes_to_decode: Option<u64>,
     /// Bytes of whole records and frames read so far.
     whole_bytes: u64,
+    /// The object's manifest, from the first parent.
+    manifest: Option<Manifest>,
 }
 
 impl OverlayNode {
@@ -49,6 +54,7 @@ impl OverlayNode {
             upstream_bytes: 0,
             bytes_to_decode: None,
             whole_bytes: 0,
+            manifest: None,
         }
     }
 
@@ -60,6 +66,15 @@ impl OverlayNode {
         if let Some(m) = read.manifest {
             let record = m.seal(&self.key);
             self.whole_bytes += record.len() as u64;
+            if let Some(known) = &self.manifest {
+                // A new parent: the same object, whose symbols held so far
+                // still count; the children already have its manifest.
+                if (known.object, known.hash, known.layout) != (m.object, m.hash, m.layout) {
+                    return Err(NodeError::OtherObject);
+                }
+                return self.on_frames(read.frames);
+            }
+            self.manifest = Some(m.clone());
             self.sink = Some(FountainSink::new(
                 m.layout,
                 m.object,
@@ -68,11 +83,16 @@ impl OverlayNode {
             ));
             self.children.start(record, m.layout.frame_len());
         }
+        self.on_frames(read.frames)
+    }
+
+    /// Frames from the parent: checked, decoded, relayed.
+    fn on_frames(&mut self, frames: Vec<Vec<u8>>) -> Result<(), NodeError> {
         let sink = match &mut self.sink {
             Some(s) => s,
             None => return Ok(()),
         };
-        for frame in read.frames {
+        for frame in frames {
             self.whole_bytes += frame.len() as u64;
             match sink.on_frame(&frame) {
                 Ok(done) => {
@@ -90,7 +110,15 @@ impl OverlayNode {
 
     /// The manifest, once read.
     pub fn manifest(&self) -> Option<&Manifest> {
-        self.reader.manifest()
+        self.manifest.as_ref()
+    }
+
+    /// The parent went away: the next stream comes from a new one, which
+    /// starts with the manifest again. What the decoder holds stays (any
+    /// symbols count, whoever sent them: ROMA's free parent switch), and
+    /// so do the children.
+    pub fn rejoin(&mut self) {
+        self.reader = UpstreamReader::new(self.key.clone());
     }
 
     /// The decoded, checked object.

@@ -141,3 +141,42 @@ fn forged_bytes_at_a_relay_are_dropped_before_any_decoder() {
     // Both leaves still decode (asserted against the data in `run`).
     assert!(r.done_at.0.is_some() && r.done_at.1.is_some());
 }
+
+#[test]
+fn a_leaf_that_loses_its_parent_finishes_from_another_with_what_it_held() {
+    let data = object(1_000_000);
+    let key = SymbolKey::derive(&[6; 32]);
+    let layout = Layout::new(data.len() as u64, 4096, 1 << 20).unwrap();
+    let mut src = OverlaySource::new(&data, "y.bin", 8, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut leaf = OverlayNode::new(key.clone(), 64 << 10);
+    // The first parent serves 40% of the file, then goes away.
+    let first = src.children().add();
+    src.children().on_bytes(first, &HELLO).unwrap();
+    leaf.on_upstream(&from_source(&mut src, first, 400_000))
+        .unwrap();
+    src.children().remove(first);
+    assert!(leaf.object().is_none());
+    // The second parent starts with the manifest again; what the leaf held
+    // still counts.
+    leaf.rejoin();
+    let second = src.children().add();
+    src.children().on_bytes(second, &HELLO).unwrap();
+    while leaf.object().is_none() {
+        leaf.on_upstream(&from_source(&mut src, second, 10_000))
+            .unwrap();
+    }
+    assert_eq!(leaf.object(), Some(&data[..]));
+    let per_byte = leaf.bytes_to_decode().unwrap() as f64 / data.len() as f64;
+    assert!(per_byte < 1.02, "{per_byte}");
+    // A parent of another object is refused.
+    let other = object(5000);
+    let l2 = Layout::new(5000, 4096, 1 << 20).unwrap();
+    let mut wrong = OverlaySource::new(&other, "z.bin", 9, (l2, 1 << 20), key, 64 << 10);
+    let c = wrong.children().add();
+    wrong.children().on_bytes(c, &HELLO).unwrap();
+    leaf.rejoin();
+    assert_eq!(
+        leaf.on_upstream(&from_source(&mut wrong, c, 100_000)),
+        Err(fanout_overlay::NodeError::OtherObject)
+    );
+}

@@ -199,9 +199,12 @@ fn parse_size(s: &str) -> Result<u64, String> {
 A node relays only symbols whose tag checks; it hangs up on its parent
 once it has the file and its own --children have hung up.")]
 pub struct NodeArgs {
-    /// The parent to join: the source or another node (TCP).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub join: std::net::SocketAddr,
+    /// The parent to join: the source or another node (TCP). Repeat it
+    /// for parents to fall back on, in order: when one goes away before
+    /// the file is complete, the node joins the next, keeping every symbol
+    /// it holds.
+    #[arg(long, value_name = "HOST:PORT", required = true)]
+    pub join: Vec<std::net::SocketAddr>,
     /// The pre-shared key of the overlay.
     #[arg(long, value_name = "FILE", value_parser = crate::security_opts::read_secret)]
     pub psk_file: crate::security_opts::Secret,
@@ -228,6 +231,50 @@ pub struct NodeArgs {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What a host has said about its connections so far: it says each
+/// change once, on stderr.
+#[derive(Debug, Default)]
+struct Seen {
+    joined: u64,
+    left: u64,
+    refused: u64,
+    switches: u64,
+}
+
+impl Seen {
+    fn report(&mut self, who: &str, p: &fanout_io::overlay::OverlayProgress) {
+        let connected = p.children_joined - p.children_left - p.children_refused;
+        if p.children_joined > self.joined {
+            self.joined = p.children_joined;
+            eprintln!(
+                "{who}: child {} joined ({connected} connected)",
+                p.children_joined
+            );
+        }
+        if p.children_left > self.left {
+            self.left = p.children_left;
+            eprintln!(
+                "{who}: {} children done or gone ({connected} connected)",
+                p.children_left
+            );
+        }
+        if p.children_refused > self.refused {
+            self.refused = p.children_refused;
+            eprintln!(
+                "{who}: {} children refused (not speaking the overlay's protocol)",
+                p.children_refused
+            );
+        }
+        if p.parent_switches > self.switches {
+            self.switches = p.parent_switches;
+            eprintln!(
+                "{who}: the parent went away; joined another ({} switches)",
+                p.parent_switches
+            );
+        }
+    }
 }
 
 /// What `overlay source` reports at the end.
@@ -288,7 +335,9 @@ fn source_command(args: SourceArgs) -> Result<()> {
     crate::interrupt::watch();
     let clock = fanout_io::Clock::new();
     let want = args.children;
+    let mut seen = Seen::default();
     let progress = fanout_io::overlay::run_overlay(&mut source, Some(listener), None, |_, p| {
+        seen.report("overlay source", p);
         crate::interrupt::interrupted()
             || (want > 0 && p.children_left + p.children_refused >= want)
     })?;
@@ -331,6 +380,8 @@ struct NodeSummary {
     received_per_byte: f64,
     goodput_bps: f64,
     refused_symbols: u64,
+    /// Parents joined after the first went away.
+    parent_switches: u64,
     children_joined: u64,
     children_left: u64,
     bytes_to_children: u64,
@@ -347,16 +398,17 @@ fn node_command(args: NodeArgs) -> Result<()> {
     }
     crate::interrupt::watch();
     let clock = fanout_io::Clock::new();
-    let upstream = fanout_io::overlay::join(
-        args.join,
-        std::time::Duration::from_secs_f64(args.connect_timeout.max(0.1)),
-    )
-    .with_context(|| format!("cannot join {}", args.join))?;
+    let parents = fanout_io::overlay::Parents {
+        addrs: args.join.clone(),
+        timeout: std::time::Duration::from_secs_f64(args.connect_timeout.max(0.1)),
+    };
     let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize);
     let mut decoded_at = None;
     let want = args.children;
     let relays = listener.is_some();
-    let progress = fanout_io::overlay::run_overlay(&mut node, listener, Some(upstream), |n, p| {
+    let mut seen = Seen::default();
+    let progress = fanout_io::overlay::run_overlay(&mut node, listener, Some(&parents), |n, p| {
+        seen.report("overlay node", p);
         if decoded_at.is_none() && n.object().is_some() {
             decoded_at = Some(clock.now().as_secs_f64());
         }
@@ -367,8 +419,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
     })?;
     let Some(decoded_at) = decoded_at else {
         bail!(
-            "the parent {} closed its stream before the file was complete ({} bytes read)",
-            args.join,
+            "the parent closed its stream before the file was complete ({} bytes read), and no other parent could be joined",
             node.upstream_bytes()
         );
     };
@@ -399,6 +450,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         received_per_byte: bytes_to_decode as f64 / object.len().max(1) as f64,
         goodput_bps: object.len() as f64 * 8.0 / decoded_at.max(1e-9),
         refused_symbols: node.counts().refused,
+        parent_switches: progress.parent_switches,
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         bytes_to_children: progress.bytes_to_children,

@@ -39,9 +39,10 @@ fn start(args: &[&str]) -> Proc {
     Proc(child, rx)
 }
 
-/// The address after `marker` in the first stderr line that has it.
+/// The address after `marker` in the first stderr line that has it
+/// (within 60 s: the source codes the file first).
 fn address(p: &Proc, marker: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if let Ok(line) = p.1.recv_timeout(Duration::from_millis(200)) {
             if let Some(rest) = line.split(marker).nth(1) {
@@ -55,6 +56,37 @@ fn address(p: &Proc, marker: &str) -> String {
         }
     }
     panic!("no line with {marker:?}");
+}
+
+/// Writes a pre-shared key to `path`.
+fn keygen(path: &std::path::Path) {
+    let out = Command::new(BIN)
+        .args(["keygen", "--psk"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+/// Starts a source serving `file` to `children` children in symbols of
+/// 4096 bytes, on an ephemeral port: it and its address.
+fn start_source(file: &std::path::Path, psk: &str, children: &str) -> (Proc, String) {
+    let source = start(&[
+        "overlay",
+        "source",
+        file.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--psk-file",
+        psk,
+        "--children",
+        children,
+        "--symbol-size",
+        "4096",
+        "--json",
+    ]);
+    let addr = address(&source, " on ");
+    (source, addr)
 }
 
 /// Waits for `p` to exit (within 60 s): its success and stdout.
@@ -84,34 +116,14 @@ fn a_source_a_relay_and_two_leaves_all_end_with_the_verified_file_and_a_keyless_
     let data = write_random(&file, 3_000_000, 7);
     let psk = d.join("k.psk");
     let other = d.join("other.psk");
-    for k in [&psk, &other] {
-        let ok = Command::new(BIN)
-            .args(["keygen", "--psk"])
-            .arg(k)
-            .output()
-            .unwrap();
-        assert!(ok.status.success());
-    }
+    keygen(&psk);
+    keygen(&other);
     let (psk, other) = (psk.to_str().unwrap(), other.to_str().unwrap());
     for sub in ["r", "a", "b", "x"] {
         std::fs::create_dir(d.join(sub)).unwrap();
     }
     let path = |s: &str| d.join(s).to_str().unwrap().to_owned();
-    let source = start(&[
-        "overlay",
-        "source",
-        file.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--psk-file",
-        psk,
-        "--children",
-        "2",
-        "--symbol-size",
-        "4096",
-        "--json",
-    ]);
-    let src_addr = address(&source, " on ");
+    let (source, src_addr) = start_source(&file, psk, "2");
     // A host with another key: refused at the manifest, nothing written.
     let keyless = start(&[
         "overlay",
@@ -184,4 +196,71 @@ fn a_source_a_relay_and_two_leaves_all_end_with_the_verified_file_and_a_keyless_
     let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(summary["children_refused"], 0, "{summary}");
     assert_eq!(summary["children_left"], 2, "{summary}");
+}
+
+/// A parent that goes away mid-transfer: the test relays the first 40%
+/// of the source's stream to the leaf, then hangs up on both (as a relay
+/// killed at that point would); the leaf joins the next parent it was
+/// given (the source) and finishes with what it held, so the bytes it read
+/// in all are those of the file plus the frames' overhead.
+#[test]
+fn a_leaf_whose_parent_goes_away_finishes_from_the_next_with_what_it_held() {
+    use std::io::{Read, Write};
+    let dir = common::Scratch::new("test-overlay-switch");
+    let d = dir.path();
+    let file = d.join("payload.bin");
+    let len = 4_000_000;
+    let data = write_random(&file, len, 11);
+    let psk = d.join("k.psk");
+    keygen(&psk);
+    let psk = psk.to_str().unwrap();
+    std::fs::create_dir(d.join("a")).unwrap();
+    let (source, src_addr) = start_source(&file, psk, "2");
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy_addr = proxy.local_addr().unwrap().to_string();
+    let upstream: std::net::SocketAddr = src_addr.parse().unwrap();
+    let relayed = std::thread::spawn(move || {
+        let (mut leaf, _) = proxy.accept().unwrap();
+        let mut hello = [0u8; 8];
+        leaf.read_exact(&mut hello).unwrap();
+        let mut up = std::net::TcpStream::connect(upstream).unwrap();
+        up.write_all(&hello).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut sent = 0;
+        while sent < len * 2 / 5 {
+            let n = up.read(&mut buf).unwrap();
+            assert!(n > 0);
+            leaf.write_all(&buf[..n]).unwrap();
+            sent += n;
+        }
+        sent
+    });
+    let leaf = start(&[
+        "overlay",
+        "node",
+        "--join",
+        &proxy_addr,
+        "--join",
+        &src_addr,
+        "--psk-file",
+        psk,
+        "-o",
+        d.join("a").to_str().unwrap(),
+        "--json",
+    ]);
+    let before = relayed.join().unwrap();
+    assert!(before < len / 2);
+    let (ok, out) = finish(leaf);
+    assert!(ok);
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["parent_switches"], 1, "{summary}");
+    // 44 bytes a 4096-byte symbol, two manifests, a symbol or two over K.
+    let per_byte = summary["received_per_byte"].as_f64().unwrap();
+    assert!(per_byte < 1.02, "{summary}");
+    assert_eq!(
+        std::fs::read(d.join("a").join("payload.bin")).unwrap(),
+        data
+    );
+    let (ok, _) = finish(source);
+    assert!(ok);
 }
