@@ -51,13 +51,13 @@ impl OverlayHost for OverlayNode {
         OverlayNode::children(self)
     }
     fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
-        OverlayNode::children(self).writable(id)
+        OverlayNode::writable(self, id)
     }
     fn on_upstream(&mut self, bytes: &[u8]) -> Result<(), NodeError> {
         OverlayNode::on_upstream(self, bytes)
     }
     fn needs_parent(&self) -> bool {
-        self.object().is_none()
+        OverlayNode::needs_parent(self)
     }
     fn rejoin(&mut self) {
         OverlayNode::rejoin(self)
@@ -79,6 +79,8 @@ pub struct OverlayProgress {
     pub upstream_closed: bool,
     /// Parents joined after the first went away.
     pub parent_switches: u64,
+    /// It hung up on its parent, needing it no more (a node that decoded).
+    pub left_parent: bool,
 }
 
 /// Why the loop stopped early.
@@ -279,6 +281,14 @@ pub fn run_overlay<H: OverlayHost>(
                     }
                 }
             }
+        }
+        if upstream.is_some() && !host.needs_parent() {
+            // Done with the parent: hanging up tells it so, and frees it.
+            if let Some(mut s) = upstream.take() {
+                let _ = poll.registry().deregister(&mut s);
+            }
+            progress.left_parent = true;
+            fresh = true;
         }
         if fresh {
             // New frames: every child that can take bytes gets them.

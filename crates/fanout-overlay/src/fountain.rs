@@ -148,6 +148,16 @@ pub struct FountainSource {
     rng: fanout_core::rng::Rng,
 }
 
+impl std::fmt::Debug for FountainSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FountainSource")
+            .field("object", &self.object)
+            .field("blocks", &self.blocks.len())
+            .field("next_esi", &self.next_esi)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FountainSource {
     /// The fountain of `data` laid out as `layout` (its length must be
     /// `data`'s), object id `object`, sealed with `key`.
@@ -170,6 +180,20 @@ impl FountainSource {
             at: 0,
             rng: fanout_core::rng::Rng::new(object),
         }
+    }
+
+    /// Repair symbols only, each block's from encoding symbol id
+    /// `K + first_repair` on, blocks ordered by `seed`: for a host that
+    /// decoded and now feeds its own children, whose symbols then do not
+    /// repeat the source's (which starts at `K`) until the source has sent
+    /// `first_repair` of a block.
+    pub fn repair_only_from(mut self, first_repair: u32, seed: u64) -> Self {
+        for (b, q) in self.source.iter_mut().enumerate() {
+            q.clear();
+            self.next_esi[b] = self.k[b].saturating_add(first_repair).min(MAX_ESI);
+        }
+        self.rng = fanout_core::rng::Rng::new(seed);
+        self
     }
 
     /// The next symbol's frame: one symbol of every block a round, the
@@ -385,6 +409,33 @@ mod tests {
         assert!(c.accepted <= k + 2 * 3, "{c:?} for K = {k}");
         assert!(sink.on_frame(&source.next_frame()).unwrap());
         assert_eq!(sink.counts().surplus, 1);
+    }
+
+    #[test]
+    fn a_hosts_own_repair_symbols_decode_and_are_not_the_sources() {
+        let object = data(200_000);
+        let layout = Layout::new(200_000, 1024, 1 << 20).unwrap();
+        let key = SymbolKey::new([2; 32]);
+        let mut source = FountainSource::new(&object, layout, 3, key.clone());
+        let mut own =
+            FountainSource::new(&object, layout, 3, key.clone()).repair_only_from(1 << 20, 99);
+        let k = 200_000u32.div_ceil(1024);
+        let first = open(&key, 3, 1024, &own.next_frame()).unwrap();
+        assert_eq!(first.payload_id.encoding_symbol_id(), k + (1 << 20));
+        // Half from the source, half of its own: one decoder takes both.
+        let mut sink = FountainSink::new(layout, 3, key, blake3::hash(&object));
+        let mut n = 0;
+        while sink.object().is_none() {
+            let frame = if n % 2 == 0 {
+                source.next_frame()
+            } else {
+                own.next_frame()
+            };
+            sink.on_frame(&frame).unwrap();
+            n += 1;
+            assert!(n < 2 * k as usize, "{n}");
+        }
+        assert_eq!(sink.object(), Some(&object[..]));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! checks and decodes every symbol, and relays the authentic ones to its
 //! own children as they can take them (forward-when-feasible).
 
+use crate::children::ChildId;
 use crate::children::Children;
-use crate::fountain::{FountainSink, SinkCounts, SinkError};
+use crate::fountain::{FountainSink, FountainSource, SinkCounts, SinkError};
 use crate::hop::{HopError, Manifest, UpstreamReader};
 use crate::symbol::SymbolKey;
 
@@ -40,6 +41,8 @@ pub struct OverlayNode {
     whole_bytes: u64,
     /// The object's manifest, from the first parent.
     manifest: Option<Manifest>,
+    /// Its own fountain, once it decoded and a child wanted more.
+    own: Option<FountainSource>,
 }
 
 impl OverlayNode {
@@ -55,6 +58,7 @@ impl OverlayNode {
             bytes_to_decode: None,
             whole_bytes: 0,
             manifest: None,
+            own: None,
         }
     }
 
@@ -148,5 +152,37 @@ impl OverlayNode {
     /// Its children.
     pub fn children(&mut self) -> &mut Children {
         &mut self.children
+    }
+
+    /// Whether it still needs its parent: until it decoded. After that it
+    /// feeds its children from its own fountain (ROMA §IV: a host that
+    /// decoded may generate fresh symbols), so its parent, and the source
+    /// above it, are free of its whole subtree.
+    pub fn needs_parent(&self) -> bool {
+        self.object().is_none()
+    }
+
+    /// The bytes for child `id` next: relayed frames, and once decoded,
+    /// fresh symbols of its own whenever the child has had every frame
+    /// held. Its repair symbols start 2²⁰ past the source's first, at a
+    /// point of its own, so they do not repeat what the child had.
+    pub fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
+        if self.children.caught_up(id) {
+            if let (Some(object), Some(m)) =
+                (self.sink.as_ref().and_then(|s| s.object()), &self.manifest)
+            {
+                let own = self.own.get_or_insert_with(|| {
+                    // Its own offset: the id of the object and the bytes it
+                    // read, so siblings that decoded differ.
+                    let seed = m.object ^ self.whole_bytes.rotate_left(17);
+                    let first = (1 << 20) + (seed % (1 << 22)) as u32;
+                    FountainSource::new(object, m.layout, m.object, self.key.clone())
+                        .repair_only_from(first, seed)
+                });
+                let frame = own.next_frame();
+                self.children.push(frame);
+            }
+        }
+        self.children.writable(id)
     }
 }

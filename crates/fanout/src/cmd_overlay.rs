@@ -382,6 +382,9 @@ struct NodeSummary {
     refused_symbols: u64,
     /// Parents joined after the first went away.
     parent_switches: u64,
+    /// It hung up on its parent once decoded, feeding its children from
+    /// its own fountain after.
+    left_parent: bool,
     children_joined: u64,
     children_left: u64,
     bytes_to_children: u64,
@@ -451,6 +454,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         goodput_bps: object.len() as f64 * 8.0 / decoded_at.max(1e-9),
         refused_symbols: node.counts().refused,
         parent_switches: progress.parent_switches,
+        left_parent: progress.left_parent,
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         bytes_to_children: progress.bytes_to_children,
