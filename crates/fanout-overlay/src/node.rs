@@ -41,8 +41,13 @@ pub struct OverlayNode {
     whole_bytes: u64,
     /// The object's manifest, from the first parent.
     manifest: Option<Manifest>,
+    /// Its relay buffer, bytes.
+    buffer_bytes: usize,
     /// Its own fountain, once it decoded and a child wanted more.
     own: Option<FountainSource>,
+    /// What it accepted and has not handed out yet (the manifest record,
+    /// then each useful frame), when it keeps a journal.
+    journal: Option<Vec<u8>>,
 }
 
 impl OverlayNode {
@@ -58,8 +63,46 @@ impl OverlayNode {
             bytes_to_decode: None,
             whole_bytes: 0,
             manifest: None,
+            buffer_bytes,
             own: None,
+            journal: None,
         }
+    }
+
+    /// Keeps a journal of what it accepts: the manifest record, then every
+    /// frame that checked and that the decoder could still use — a stream
+    /// a restarted node replays ([`OverlayNode::resume`]) to finish with
+    /// only what it lacks.
+    pub fn journaling(mut self) -> Self {
+        self.journal = Some(Vec::new());
+        self
+    }
+
+    /// The journal's bytes since the last call (to append to its file).
+    pub fn drain_journal(&mut self) -> Vec<u8> {
+        self.journal
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Replays a journal an earlier run wrote: what it holds comes back
+    /// without a byte from the network (the counts of bytes read start
+    /// from zero after it), and the next parent's stream starts afresh.
+    /// A journal cut short (the run died mid-write) is read up to its last
+    /// whole frame.
+    pub fn resume(&mut self, journal: &[u8]) -> Result<(), NodeError> {
+        let keeping = self.journal.take();
+        let replayed = self.on_upstream(journal);
+        self.journal = keeping;
+        replayed?;
+        self.upstream_bytes = 0;
+        self.whole_bytes = 0;
+        if self.bytes_to_decode.is_some() {
+            self.bytes_to_decode = Some(0);
+        }
+        self.rejoin();
+        Ok(())
     }
 
     /// More of the parent's stream. Refused symbols are dropped and
@@ -77,6 +120,9 @@ impl OverlayNode {
                     return Err(NodeError::OtherObject);
                 }
                 return self.on_frames(read.frames);
+            }
+            if let Some(j) = &mut self.journal {
+                j.extend_from_slice(&record);
             }
             self.manifest = Some(m.clone());
             self.sink = Some(FountainSink::new(
@@ -100,8 +146,13 @@ impl OverlayNode {
             self.whole_bytes += frame.len() as u64;
             match sink.on_frame(&frame) {
                 Ok(done) => {
-                    if done && self.bytes_to_decode.is_none() {
-                        self.bytes_to_decode = Some(self.whole_bytes);
+                    if self.bytes_to_decode.is_none() {
+                        if let Some(j) = &mut self.journal {
+                            j.extend_from_slice(&frame);
+                        }
+                        if done {
+                            self.bytes_to_decode = Some(self.whole_bytes);
+                        }
                     }
                     self.children.push(frame);
                 }
@@ -136,6 +187,16 @@ impl OverlayNode {
             .as_ref()
             .map(FountainSink::counts)
             .unwrap_or_default()
+    }
+
+    /// The key its symbols are checked with.
+    pub fn key(&self) -> &SymbolKey {
+        &self.key
+    }
+
+    /// Its relay buffer, bytes.
+    pub fn buffer_bytes(&self) -> usize {
+        self.buffer_bytes
     }
 
     /// Bytes read from the parent so far.

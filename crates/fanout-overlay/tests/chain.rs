@@ -180,3 +180,39 @@ fn a_leaf_that_loses_its_parent_finishes_from_another_with_what_it_held() {
         Err(fanout_overlay::NodeError::OtherObject)
     );
 }
+
+#[test]
+fn a_restarted_leaf_replays_its_journal_and_reads_only_what_it_lacks() {
+    let data = object(1_000_000);
+    let key = SymbolKey::derive(&[7; 32]);
+    let layout = Layout::new(data.len() as u64, 4096, 1 << 20).unwrap();
+    let mut src = OverlaySource::new(&data, "j.bin", 4, (layout, 1 << 20), key.clone(), 256 << 10);
+    // The first run reads half the file, keeping a journal, and dies.
+    let mut first = OverlayNode::new(key.clone(), 64 << 10).journaling();
+    let c = src.children().add();
+    src.children().on_bytes(c, &HELLO).unwrap();
+    first
+        .on_upstream(&from_source(&mut src, c, 500_000))
+        .unwrap();
+    src.children().remove(c);
+    let mut journal = first.drain_journal();
+    assert!(journal.len() > 450_000, "{}", journal.len());
+    assert!(first.drain_journal().is_empty(), "drained");
+    // A journal cut mid-frame (the run died writing it) reads to its last
+    // whole frame.
+    journal.truncate(journal.len() - 100);
+    // The second run replays it, then reads from the source.
+    let mut second = OverlayNode::new(key, 64 << 10).journaling();
+    second.resume(&journal).unwrap();
+    assert_eq!(second.upstream_bytes(), 0);
+    let c = src.children().add();
+    src.children().on_bytes(c, &HELLO).unwrap();
+    while second.object().is_none() {
+        second
+            .on_upstream(&from_source(&mut src, c, 10_000))
+            .unwrap();
+    }
+    assert_eq!(second.object(), Some(&data[..]));
+    let read = second.bytes_to_decode().unwrap() as f64 / data.len() as f64;
+    assert!((0.45..0.6).contains(&read), "{read}");
+}

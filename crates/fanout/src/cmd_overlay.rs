@@ -277,6 +277,107 @@ impl Seen {
     }
 }
 
+/// A node's journal: the manifest and the symbols it accepted, kept beside
+/// its output until the file is in place, so a restarted node reads only
+/// what it lacks.
+struct Journal {
+    path: PathBuf,
+}
+
+impl Journal {
+    /// The journal of a node writing to `output` (a directory, or a file
+    /// path whose directory holds it).
+    fn at(output: &std::path::Path) -> Self {
+        let path = if output.is_dir() {
+            output.join(".fanout-overlay.journal")
+        } else {
+            let name = output
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            output.with_file_name(format!(".{name}.fanout-overlay.journal"))
+        };
+        Journal { path }
+    }
+
+    /// Replays the journal an earlier run left, if any: the bytes of it
+    /// replayed (0 without one; a journal that does not read is removed).
+    fn resume(&self, node: &mut fanout_overlay::OverlayNode) -> u64 {
+        let Ok(meta) = self.path.symlink_metadata() else {
+            return 0;
+        };
+        let bytes = match meta
+            .file_type()
+            .is_file()
+            .then(|| std::fs::read(&self.path))
+        {
+            Some(Ok(b)) => b,
+            _ => {
+                eprintln!(
+                    "overlay node: {} is not a journal; ignoring it",
+                    self.path.display()
+                );
+                return 0;
+            }
+        };
+        match node.resume(&bytes) {
+            Ok(()) => {
+                eprintln!(
+                    "overlay node: resuming with {} bytes of symbols from {}",
+                    bytes.len(),
+                    self.path.display()
+                );
+                bytes.len() as u64
+            }
+            Err(e) => {
+                eprintln!(
+                    "overlay node: the journal {} does not read ({e}); starting afresh",
+                    self.path.display()
+                );
+                let _ = std::fs::remove_file(&self.path);
+                *node = fanout_overlay::OverlayNode::new(node.key().clone(), node.buffer_bytes())
+                    .journaling();
+                0
+            }
+        }
+    }
+
+    /// Appends `bytes` (nothing to do when empty). Never follows a link.
+    fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if self
+            .path
+            .symlink_metadata()
+            .is_ok_and(|m| !m.file_type().is_file())
+        {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        std::io::Write::write_all(&mut f, bytes)
+    }
+
+    /// Says where the symbols held are kept, for an error.
+    fn kept_note(&self, node: &fanout_overlay::OverlayNode) -> String {
+        if node.manifest().is_some() && self.path.exists() {
+            format!(
+                "the symbols held are kept in {}: run the same command again to resume",
+                self.path.display()
+            )
+        } else {
+            "nothing was kept".into()
+        }
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// What `overlay source` reports at the end.
 #[derive(Debug, Serialize)]
 struct SourceSummary {
@@ -382,6 +483,8 @@ struct NodeSummary {
     refused_symbols: u64,
     /// Parents joined after the first went away.
     parent_switches: u64,
+    /// Bytes of symbols an earlier run kept, replayed from its journal.
+    resumed_bytes: u64,
     /// It hung up on its parent once decoded, feeding its children from
     /// its own fountain after.
     left_parent: bool,
@@ -405,13 +508,21 @@ fn node_command(args: NodeArgs) -> Result<()> {
         addrs: args.join.clone(),
         timeout: std::time::Duration::from_secs_f64(args.connect_timeout.max(0.1)),
     };
-    let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize);
+    let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize).journaling();
+    let journal = Journal::at(&args.output);
+    let resumed_bytes = journal.resume(&mut node);
     let mut decoded_at = None;
     let want = args.children;
     let relays = listener.is_some();
     let mut seen = Seen::default();
-    let progress = fanout_io::overlay::run_overlay(&mut node, listener, Some(&parents), |n, p| {
+    let mut journal_error = None;
+    let run = fanout_io::overlay::run_overlay(&mut node, listener, Some(&parents), |n, p| {
         seen.report("overlay node", p);
+        if decoded_at.is_none() {
+            if let Err(e) = journal.append(&n.drain_journal()) {
+                journal_error.get_or_insert(e);
+            }
+        }
         if decoded_at.is_none() && n.object().is_some() {
             decoded_at = Some(clock.now().as_secs_f64());
         }
@@ -419,11 +530,34 @@ fn node_command(args: NodeArgs) -> Result<()> {
         crate::interrupt::interrupted()
             || (decoded_at.is_some() && children_done)
             || (p.upstream_closed && decoded_at.is_none())
-    })?;
+    });
+    if let Some(e) = journal_error {
+        eprintln!(
+            "overlay node: warning: cannot keep the journal {}: {e}",
+            journal.path.display()
+        );
+    }
+    let progress = match run {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = journal.append(&node.drain_journal());
+            return Err(match node.manifest() {
+                Some(_) => {
+                    anyhow::anyhow!("{:#}; {}", anyhow::Error::new(e), journal.kept_note(&node))
+                }
+                None => e.into(),
+            });
+        }
+    };
     let Some(decoded_at) = decoded_at else {
+        let _ = journal.append(&node.drain_journal());
+        if crate::interrupt::interrupted() {
+            return Err(crate::interrupt::error(&journal.kept_note(&node)));
+        }
         bail!(
-            "the parent closed its stream before the file was complete ({} bytes read), and no other parent could be joined",
-            node.upstream_bytes()
+            "the parent closed its stream before the file was complete ({} bytes read), and no other parent could be joined; {}",
+            node.upstream_bytes(),
+            journal.kept_note(&node)
         );
     };
     let manifest = node.manifest().expect("decoded").clone();
@@ -443,6 +577,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
     drop(file);
     out.commit()
         .with_context(|| format!("cannot put {} in place", out.path().display()))?;
+    journal.remove();
     let bytes_to_decode = node.bytes_to_decode().unwrap_or(node.upstream_bytes());
     let summary = NodeSummary {
         name,
@@ -454,6 +589,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         goodput_bps: object.len() as f64 * 8.0 / decoded_at.max(1e-9),
         refused_symbols: node.counts().refused,
         parent_switches: progress.parent_switches,
+        resumed_bytes,
         left_parent: progress.left_parent,
         children_joined: progress.children_joined,
         children_left: progress.children_left,

@@ -89,6 +89,34 @@ fn start_source(file: &std::path::Path, psk: &str, children: &str) -> (Proc, Str
     (source, addr)
 }
 
+/// A parent that hangs up: it relays the first `bytes` of the source's
+/// stream (at `src_addr`) to the one node that joins it, then closes both
+/// connections, as a relay killed at that point would. Its address, and
+/// the thread (joined: the bytes it relayed).
+fn parent_that_hangs_up(src_addr: &str, bytes: usize) -> (String, std::thread::JoinHandle<usize>) {
+    use std::io::{Read, Write};
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = proxy.local_addr().unwrap().to_string();
+    let upstream: std::net::SocketAddr = src_addr.parse().unwrap();
+    let thread = std::thread::spawn(move || {
+        let (mut node, _) = proxy.accept().unwrap();
+        let mut hello = [0u8; 8];
+        node.read_exact(&mut hello).unwrap();
+        let mut up = std::net::TcpStream::connect(upstream).unwrap();
+        up.write_all(&hello).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut sent = 0;
+        while sent < bytes {
+            let n = up.read(&mut buf).unwrap();
+            assert!(n > 0);
+            node.write_all(&buf[..n]).unwrap();
+            sent += n;
+        }
+        sent
+    });
+    (addr, thread)
+}
+
 /// Waits for `p` to exit (within 60 s): its success and stdout.
 fn finish(mut p: Proc) -> (bool, String) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -208,7 +236,6 @@ fn a_source_a_relay_and_two_leaves_all_end_with_the_verified_file_and_a_keyless_
 /// in all are those of the file plus the frames' overhead.
 #[test]
 fn a_leaf_whose_parent_goes_away_finishes_from_the_next_with_what_it_held() {
-    use std::io::{Read, Write};
     let dir = common::Scratch::new("test-overlay-switch");
     let d = dir.path();
     let file = d.join("payload.bin");
@@ -219,25 +246,7 @@ fn a_leaf_whose_parent_goes_away_finishes_from_the_next_with_what_it_held() {
     let psk = psk.to_str().unwrap();
     std::fs::create_dir(d.join("a")).unwrap();
     let (source, src_addr) = start_source(&file, psk, "2");
-    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let proxy_addr = proxy.local_addr().unwrap().to_string();
-    let upstream: std::net::SocketAddr = src_addr.parse().unwrap();
-    let relayed = std::thread::spawn(move || {
-        let (mut leaf, _) = proxy.accept().unwrap();
-        let mut hello = [0u8; 8];
-        leaf.read_exact(&mut hello).unwrap();
-        let mut up = std::net::TcpStream::connect(upstream).unwrap();
-        up.write_all(&hello).unwrap();
-        let mut buf = vec![0u8; 64 << 10];
-        let mut sent = 0;
-        while sent < len * 2 / 5 {
-            let n = up.read(&mut buf).unwrap();
-            assert!(n > 0);
-            leaf.write_all(&buf[..n]).unwrap();
-            sent += n;
-        }
-        sent
-    });
+    let (proxy_addr, relayed) = parent_that_hangs_up(&src_addr, len * 2 / 5);
     let leaf = start(&[
         "overlay",
         "node",
@@ -263,6 +272,58 @@ fn a_leaf_whose_parent_goes_away_finishes_from_the_next_with_what_it_held() {
     assert_eq!(
         std::fs::read(d.join("a").join("payload.bin")).unwrap(),
         data
+    );
+    let (ok, _) = finish(source);
+    assert!(ok);
+}
+
+/// A node that dies mid-transfer keeps what it held in a journal beside
+/// its output; run again, it replays it and reads only what it lacks.
+#[test]
+fn a_restarted_node_resumes_from_its_journal_and_reads_only_what_it_lacks() {
+    let dir = common::Scratch::new("test-overlay-resume");
+    let d = dir.path();
+    let file = d.join("payload.bin");
+    let len = 4_000_000;
+    let data = write_random(&file, len, 12);
+    let psk = d.join("k.psk");
+    keygen(&psk);
+    let psk = psk.to_str().unwrap();
+    let out = d.join("a");
+    std::fs::create_dir(&out).unwrap();
+    let (source, src_addr) = start_source(&file, psk, "2");
+    // The first run's only parent hangs up after half the file.
+    let (proxy_addr, relayed) = parent_that_hangs_up(&src_addr, len / 2);
+    let node = |parent: &str| {
+        start(&[
+            "overlay",
+            "node",
+            "--join",
+            parent,
+            "--psk-file",
+            psk,
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+    };
+    let first = node(&proxy_addr);
+    relayed.join().unwrap();
+    let (ok, _) = finish(first);
+    assert!(!ok, "no parent left: the first run fails");
+    assert!(out.join(".fanout-overlay.journal").exists());
+    assert!(!out.join("payload.bin").exists());
+    let (ok, summary) = finish(node(&src_addr));
+    assert!(ok);
+    let summary: serde_json::Value = serde_json::from_str(summary.trim()).unwrap();
+    let resumed = summary["resumed_bytes"].as_u64().unwrap() as f64 / len as f64;
+    let read = summary["received_per_byte"].as_f64().unwrap();
+    assert!(resumed > 0.45, "{summary}");
+    assert!(read < 0.6 && resumed + read < 1.02, "{summary}");
+    assert_eq!(std::fs::read(out.join("payload.bin")).unwrap(), data);
+    assert!(
+        !out.join(".fanout-overlay.journal").exists(),
+        "removed once in place"
     );
     let (ok, _) = finish(source);
     assert!(ok);
