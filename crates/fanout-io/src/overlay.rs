@@ -97,6 +97,43 @@ pub enum OverlayError {
     NoParent(String),
 }
 
+/// How a host's connections to its children are set up.
+#[derive(Debug, Clone, Default)]
+pub struct ChildSockets {
+    /// The kernel's congestion control on them (`cubic`, `bbr`, `reno`…;
+    /// `None`: the system's default). The sending side's is the one that
+    /// matters, so a host names it for the hops below it.
+    pub tcp_congestion: Option<String>,
+}
+
+impl ChildSockets {
+    /// Checks that the kernel takes the congestion control named (on a
+    /// throwaway socket), so a bad name fails at the start, not at the
+    /// first child.
+    pub fn check(&self) -> io::Result<()> {
+        if let Some(cc) = &self.tcp_congestion {
+            let probe = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            probe.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "the kernel does not take TCP congestion control {cc:?} ({e}; see \
+                         /proc/sys/net/ipv4/tcp_available_congestion_control)"
+                    ),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn apply(&self, stream: &TcpStream) -> io::Result<()> {
+        if let Some(cc) = &self.tcp_congestion {
+            socket2::SockRef::from(stream).set_tcp_congestion(cc.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
 /// Where a node finds a parent: addresses tried in order, the next one
 /// whenever the current parent goes away before the node is done.
 #[derive(Debug, Clone)]
@@ -160,14 +197,18 @@ struct Child {
 /// this child has finished.
 pub fn run_overlay<H: OverlayHost>(
     host: &mut H,
-    listener: Option<std::net::TcpListener>,
+    listener: Option<(std::net::TcpListener, &ChildSockets)>,
     parents: Option<&Parents>,
     mut done: impl FnMut(&mut H, &OverlayProgress) -> bool,
 ) -> Result<OverlayProgress, OverlayError> {
     let mut poll = Poll::new()?;
     let mut events = Events::with_capacity(256);
+    let sockets = listener
+        .as_ref()
+        .map(|(_, s)| (*s).clone())
+        .unwrap_or_default();
     let mut listener = listener
-        .map(|l| -> io::Result<TcpListener> {
+        .map(|(l, _)| -> io::Result<TcpListener> {
             l.set_nonblocking(true)?;
             let mut l = TcpListener::from_std(l);
             poll.registry()
@@ -203,6 +244,7 @@ pub fn run_overlay<H: OverlayHost>(
                     loop {
                         match l.accept() {
                             Ok((mut stream, _)) => {
+                                sockets.apply(&stream)?;
                                 let token = Token(next_token);
                                 next_token += 1;
                                 poll.registry().register(

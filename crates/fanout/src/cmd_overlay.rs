@@ -164,6 +164,10 @@ pub struct SourceArgs {
     pub children: u64,
     #[command(flatten)]
     pub coding: CodingArgs,
+    /// The kernel's TCP congestion control on connections to children
+    /// (cubic, bbr, reno, …; default: the system's).
+    #[arg(long, value_name = "NAME")]
+    pub tcp_cc: Option<String>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -225,6 +229,10 @@ pub struct NodeArgs {
     /// Relay buffer, bytes (ROMA's 1 MB).
     #[arg(long, default_value = "1MiB", value_name = "SIZE", value_parser = parse_size)]
     pub buffer: u64,
+    /// The kernel's TCP congestion control on connections to children
+    /// (cubic, bbr, reno, …; default: the system's).
+    #[arg(long, value_name = "NAME")]
+    pub tcp_cc: Option<String>,
     /// Give up joining after this many seconds.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub connect_timeout: f64,
@@ -410,6 +418,10 @@ fn source_command(args: SourceArgs) -> Result<()> {
     .with_context(|| format!("{}", args.file.display()))?;
     let key = fanout_overlay::SymbolKey::derive(&args.psk_file.0);
     let object = u64::from_be_bytes(fanout_io::random_seed()[..8].try_into()?);
+    let sockets = fanout_io::overlay::ChildSockets {
+        tcp_congestion: args.tcp_cc.clone(),
+    };
+    sockets.check()?;
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let mut source = fanout_overlay::OverlaySource::new(
@@ -437,11 +449,12 @@ fn source_command(args: SourceArgs) -> Result<()> {
     let clock = fanout_io::Clock::new();
     let want = args.children;
     let mut seen = Seen::default();
-    let progress = fanout_io::overlay::run_overlay(&mut source, Some(listener), None, |_, p| {
-        seen.report("overlay source", p);
-        crate::interrupt::interrupted()
-            || (want > 0 && p.children_left + p.children_refused >= want)
-    })?;
+    let progress =
+        fanout_io::overlay::run_overlay(&mut source, Some((listener, &sockets)), None, |_, p| {
+            seen.report("overlay source", p);
+            crate::interrupt::interrupted()
+                || (want > 0 && p.children_left + p.children_refused >= want)
+        })?;
     let summary = SourceSummary {
         name,
         bytes: data.len() as u64,
@@ -495,6 +508,10 @@ struct NodeSummary {
 
 fn node_command(args: NodeArgs) -> Result<()> {
     let key = fanout_overlay::SymbolKey::derive(&args.psk_file.0);
+    let sockets = fanout_io::overlay::ChildSockets {
+        tcp_congestion: args.tcp_cc.clone(),
+    };
+    sockets.check()?;
     let listener = args
         .listen
         .map(|a| std::net::TcpListener::bind(a).with_context(|| format!("cannot listen on {a}")))
@@ -516,21 +533,26 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let relays = listener.is_some();
     let mut seen = Seen::default();
     let mut journal_error = None;
-    let run = fanout_io::overlay::run_overlay(&mut node, listener, Some(&parents), |n, p| {
-        seen.report("overlay node", p);
-        if decoded_at.is_none() {
-            if let Err(e) = journal.append(&n.drain_journal()) {
-                journal_error.get_or_insert(e);
+    let run = fanout_io::overlay::run_overlay(
+        &mut node,
+        listener.map(|l| (l, &sockets)),
+        Some(&parents),
+        |n, p| {
+            seen.report("overlay node", p);
+            if decoded_at.is_none() {
+                if let Err(e) = journal.append(&n.drain_journal()) {
+                    journal_error.get_or_insert(e);
+                }
             }
-        }
-        if decoded_at.is_none() && n.object().is_some() {
-            decoded_at = Some(clock.now().as_secs_f64());
-        }
-        let children_done = !relays || p.children_left + p.children_refused >= want;
-        crate::interrupt::interrupted()
-            || (decoded_at.is_some() && children_done)
-            || (p.upstream_closed && decoded_at.is_none())
-    });
+            if decoded_at.is_none() && n.object().is_some() {
+                decoded_at = Some(clock.now().as_secs_f64());
+            }
+            let children_done = !relays || p.children_left + p.children_refused >= want;
+            crate::interrupt::interrupted()
+                || (decoded_at.is_some() && children_done)
+                || (p.upstream_closed && decoded_at.is_none())
+        },
+    );
     if let Some(e) = journal_error {
         eprintln!(
             "overlay node: warning: cannot keep the journal {}: {e}",

@@ -328,3 +328,29 @@ fn a_restarted_node_resumes_from_its_journal_and_reads_only_what_it_lacks() {
     let (ok, _) = finish(source);
     assert!(ok);
 }
+
+/// A congestion control the kernel does not have is refused at the start,
+/// with where to look.
+#[test]
+fn an_unknown_tcp_congestion_control_is_refused_at_the_start() {
+    let dir = common::Scratch::new("test-overlay-cc");
+    let file = dir.path().join("f.bin");
+    write_random(&file, 1000, 1);
+    let psk = dir.path().join("k.psk");
+    keygen(&psk);
+    let out = Command::new(BIN)
+        .args(["overlay", "source"])
+        .arg(&file)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--psk-file",
+            psk.to_str().unwrap(),
+        ])
+        .args(["--tcp-cc", "nonesuch"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("tcp_available_congestion_control"), "{err}");
+}
