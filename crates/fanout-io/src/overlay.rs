@@ -30,8 +30,14 @@ pub trait OverlayHost {
     fn needs_parent(&self) -> bool {
         false
     }
+    /// Whether to read more of the parent's stream now.
+    fn wants_upstream(&mut self) -> bool {
+        true
+    }
     /// A new parent's stream starts.
     fn rejoin(&mut self) {}
+    /// The parent went away and none is needed.
+    fn parent_gone(&mut self) {}
 }
 
 impl OverlayHost for OverlaySource {
@@ -59,8 +65,14 @@ impl OverlayHost for OverlayNode {
     fn needs_parent(&self) -> bool {
         OverlayNode::needs_parent(self)
     }
+    fn wants_upstream(&mut self) -> bool {
+        OverlayNode::wants_upstream(self)
+    }
     fn rejoin(&mut self) {
         OverlayNode::rejoin(self)
+    }
+    fn parent_gone(&mut self) {
+        OverlayNode::parent_gone(self)
     }
 }
 
@@ -79,8 +91,9 @@ pub struct OverlayProgress {
     pub upstream_closed: bool,
     /// Parents joined after the first went away.
     pub parent_switches: u64,
-    /// It hung up on its parent, needing it no more (a node that decoded).
-    pub left_parent: bool,
+    /// Its parent went away after it decoded (its children then got its
+    /// own symbols).
+    pub orphaned: bool,
 }
 
 /// Why the loop stopped early.
@@ -216,19 +229,20 @@ pub fn run_overlay<H: OverlayHost>(
             Ok(l)
         })
         .transpose()?;
-    let attach = |poll: &Poll, s: std::net::TcpStream| -> io::Result<TcpStream> {
-        s.set_nonblocking(true)?;
-        let mut s = TcpStream::from_std(s);
-        poll.registry()
-            .register(&mut s, UPSTREAM, Interest::READABLE)?;
-        Ok(s)
-    };
-    let (mut parent_at, mut upstream) = match parents {
+    let mut link = match parents {
         Some(p) => {
             let (i, s) = p.join_next(None)?;
-            (Some(i), Some(attach(&poll, s)?))
+            ParentLink {
+                parents,
+                at: Some(i),
+                stream: Some(attach(&poll, s)?),
+            }
         }
-        None => (None, None),
+        None => ParentLink {
+            parents: None,
+            at: None,
+            stream: None,
+        },
     };
     let mut children: BTreeMap<Token, Child> = BTreeMap::new();
     let mut next_token = 2usize;
@@ -262,42 +276,7 @@ pub fn run_overlay<H: OverlayHost>(
                     }
                 }
                 UPSTREAM => {
-                    let Some(s) = upstream.as_mut() else { continue };
-                    let mut lost = false;
-                    loop {
-                        match s.read(&mut buf) {
-                            Ok(0) => {
-                                lost = true;
-                                break;
-                            }
-                            Ok(n) => {
-                                host.on_upstream(&buf[..n])?;
-                                fresh = true;
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            // Reset, or any other failure: the parent is gone.
-                            Err(_) => {
-                                lost = true;
-                                break;
-                            }
-                        }
-                    }
-                    if lost {
-                        if let Some(mut s) = upstream.take() {
-                            let _ = poll.registry().deregister(&mut s);
-                        }
-                        match parents {
-                            Some(p) if host.needs_parent() => {
-                                let (i, s) = p.join_next(parent_at)?;
-                                parent_at = Some(i);
-                                host.rejoin();
-                                upstream = Some(attach(&poll, s)?);
-                                progress.parent_switches += 1;
-                            }
-                            _ => progress.upstream_closed = true,
-                        }
-                    }
+                    fresh |= read_upstream(host, &poll, &mut link, &mut buf, &mut progress)?;
                 }
                 token => {
                     let Some(c) = children.get_mut(&token) else {
@@ -324,31 +303,107 @@ pub fn run_overlay<H: OverlayHost>(
                 }
             }
         }
-        if upstream.is_some() && !host.needs_parent() {
-            // Done with the parent: hanging up tells it so, and frees it.
-            if let Some(mut s) = upstream.take() {
-                let _ = poll.registry().deregister(&mut s);
-            }
-            progress.left_parent = true;
-            fresh = true;
-        }
-        if fresh {
-            // New frames: every child that can take bytes gets them.
-            let mut closed = Vec::new();
-            for (token, c) in children.iter_mut() {
-                if flush(host, c, &mut progress).is_err() {
-                    closed.push(*token);
+        // New frames go to every child that can take bytes; a child that
+        // caught up may then want what waits in the parent's socket (its
+        // readiness came while nobody wanted it), so read and hand out in
+        // turn until the parent has nothing or nobody wants more.
+        loop {
+            if fresh {
+                let mut closed = Vec::new();
+                for (token, c) in children.iter_mut() {
+                    if flush(host, c, &mut progress).is_err() {
+                        closed.push(*token);
+                    }
+                }
+                for token in closed {
+                    let mut c = children.remove(&token).expect("present");
+                    let _ = poll.registry().deregister(&mut c.stream);
+                    host.children().remove(c.id);
+                    progress.children_left += 1;
                 }
             }
-            for token in closed {
-                let mut c = children.remove(&token).expect("present");
-                let _ = poll.registry().deregister(&mut c.stream);
-                host.children().remove(c.id);
-                progress.children_left += 1;
+            fresh = read_upstream(host, &poll, &mut link, &mut buf, &mut progress)?;
+            if !fresh {
+                break;
             }
         }
     }
     Ok(progress)
+}
+
+/// A node's parent: where to find one, which it is, its stream.
+struct ParentLink<'a> {
+    parents: Option<&'a Parents>,
+    /// Index of the parent joined last.
+    at: Option<usize>,
+    stream: Option<TcpStream>,
+}
+
+/// A parent's stream, nonblocking, on the loop.
+fn attach(poll: &Poll, s: std::net::TcpStream) -> io::Result<TcpStream> {
+    s.set_nonblocking(true)?;
+    let mut s = TcpStream::from_std(s);
+    poll.registry()
+        .register(&mut s, UPSTREAM, Interest::READABLE)?;
+    Ok(s)
+}
+
+/// Reads the parent's stream while the host wants it; on its loss, joins
+/// the next parent if the host still needs one. Whether frames came.
+fn read_upstream<H: OverlayHost>(
+    host: &mut H,
+    poll: &Poll,
+    link: &mut ParentLink<'_>,
+    buf: &mut [u8],
+    progress: &mut OverlayProgress,
+) -> Result<bool, OverlayError> {
+    let Some(s) = link.stream.as_mut() else {
+        return Ok(false);
+    };
+    let mut fresh = false;
+    let mut lost = false;
+    while host.wants_upstream() {
+        match s.read(buf) {
+            Ok(0) => {
+                lost = true;
+                break;
+            }
+            Ok(n) => {
+                host.on_upstream(&buf[..n])?;
+                fresh = true;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Reset, or any other failure: the parent is gone.
+            Err(_) => {
+                lost = true;
+                break;
+            }
+        }
+    }
+    if lost {
+        if let Some(mut s) = link.stream.take() {
+            let _ = poll.registry().deregister(&mut s);
+        }
+        match link.parents {
+            Some(p) if host.needs_parent() => {
+                let (i, s) = p.join_next(link.at)?;
+                link.at = Some(i);
+                host.rejoin();
+                link.stream = Some(attach(poll, s)?);
+                progress.parent_switches += 1;
+            }
+            _ => {
+                progress.upstream_closed = true;
+                if !host.needs_parent() {
+                    host.parent_gone();
+                    progress.orphaned = true;
+                    fresh = true;
+                }
+            }
+        }
+    }
+    Ok(fresh)
 }
 
 /// Reads what a child sent: `Some(refused)` when it is to be closed (it

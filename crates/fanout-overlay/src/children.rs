@@ -120,6 +120,15 @@ impl Children {
         }
     }
 
+    /// Whether some child has had every frame held and waits for more.
+    pub fn any_waiting(&mut self) -> bool {
+        let ids: Vec<ChildId> = (0..self.kids.len())
+            .filter(|&i| self.kids[i].is_some())
+            .map(ChildId)
+            .collect();
+        ids.into_iter().any(|id| self.caught_up(id))
+    }
+
     /// The bytes to write to `id` next: the manifest record, then frames.
     pub fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
         let (record, relay) = self.object.as_mut()?;

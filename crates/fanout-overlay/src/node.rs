@@ -43,8 +43,11 @@ pub struct OverlayNode {
     manifest: Option<Manifest>,
     /// Its relay buffer, bytes.
     buffer_bytes: usize,
-    /// Its own fountain, once it decoded and a child wanted more.
+    /// Its own fountain, once it decoded, lost its parent, and a child
+    /// wanted more.
     own: Option<FountainSource>,
+    /// Its parent went away after it decoded.
+    orphan: bool,
     /// What it accepted and has not handed out yet (the manifest record,
     /// then each useful frame), when it keeps a journal.
     journal: Option<Vec<u8>>,
@@ -65,6 +68,7 @@ impl OverlayNode {
             manifest: None,
             buffer_bytes,
             own: None,
+            orphan: false,
             journal: None,
         }
     }
@@ -215,20 +219,34 @@ impl OverlayNode {
         &mut self.children
     }
 
-    /// Whether it still needs its parent: until it decoded. After that it
-    /// feeds its children from its own fountain (ROMA §IV: a host that
-    /// decoded may generate fresh symbols), so its parent, and the source
-    /// above it, are free of its whole subtree.
+    /// Whether it still needs its parent: until it decoded.
     pub fn needs_parent(&self) -> bool {
         self.object().is_none()
     }
 
-    /// The bytes for child `id` next: relayed frames, and once decoded,
-    /// fresh symbols of its own whenever the child has had every frame
-    /// held. Its repair symbols start 2²⁰ past the source's first, at a
-    /// point of its own, so they do not repeat what the child had.
+    /// Whether to read more of its parent's stream now: always until it
+    /// decoded; after that only while a child waits for frames, so the
+    /// parent (and the source above it) sends no faster than the fastest
+    /// child below takes, and nothing for a subtree that is done.
+    pub fn wants_upstream(&mut self) -> bool {
+        self.needs_parent() || self.children.any_waiting()
+    }
+
+    /// Its parent went away after it decoded: its children get fresh
+    /// symbols of its own from now on (ROMA §IV: a host that decoded may
+    /// generate).
+    pub fn parent_gone(&mut self) {
+        self.orphan = true;
+    }
+
+    /// The bytes for child `id` next: relayed frames, and once it decoded
+    /// and lost its parent, fresh symbols of its own whenever the child has
+    /// had every frame held. Its repair symbols start 2²⁰ past the source's
+    /// first, at a point of its own, so they do not repeat what the child
+    /// had. (Coding them costs about what decoding did, so a node that
+    /// still has its parent relays instead.)
     pub fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
-        if self.children.caught_up(id) {
+        if self.orphan && self.children.caught_up(id) {
             if let (Some(object), Some(m)) =
                 (self.sink.as_ref().and_then(|s| s.object()), &self.manifest)
             {

@@ -498,9 +498,9 @@ struct NodeSummary {
     parent_switches: u64,
     /// Bytes of symbols an earlier run kept, replayed from its journal.
     resumed_bytes: u64,
-    /// It hung up on its parent once decoded, feeding its children from
-    /// its own fountain after.
-    left_parent: bool,
+    /// Its parent went away after it decoded; its children got its own
+    /// symbols after.
+    orphaned: bool,
     children_joined: u64,
     children_left: u64,
     bytes_to_children: u64,
@@ -612,7 +612,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         refused_symbols: node.counts().refused,
         parent_switches: progress.parent_switches,
         resumed_bytes,
-        left_parent: progress.left_parent,
+        orphaned: progress.orphaned,
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         bytes_to_children: progress.bytes_to_children,

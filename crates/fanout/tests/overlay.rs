@@ -215,9 +215,7 @@ fn a_source_a_relay_and_two_leaves_all_end_with_the_verified_file_and_a_keyless_
     assert!(ok);
     let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(summary["children_left"], 2, "{summary}");
-    // Once decoded, the relay fed its leaves from its own fountain and
-    // let the source go.
-    assert_eq!(summary["left_parent"], true, "{summary}");
+    assert_eq!(summary["orphaned"], false, "{summary}");
     assert_eq!(
         std::fs::read(d.join("r").join("payload.bin")).unwrap(),
         data
