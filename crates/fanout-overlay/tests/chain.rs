@@ -216,3 +216,45 @@ fn a_restarted_leaf_replays_its_journal_and_reads_only_what_it_lacks() {
     let read = second.bytes_to_decode().unwrap() as f64 / data.len() as f64;
     assert!((0.45..0.6).contains(&read), "{read}");
 }
+
+#[test]
+fn a_relay_whose_parent_goes_after_it_decoded_feeds_its_children_its_own_symbols() {
+    let data = object(300_000);
+    let key = SymbolKey::derive(&[8; 32]);
+    let layout = Layout::new(data.len() as u64, 2048, 1 << 20).unwrap();
+    let mut src = OverlaySource::new(&data, "o.bin", 6, (layout, 1 << 20), key.clone(), 64 << 10);
+    let mut relay = OverlayNode::new(key.clone(), 64 << 10);
+    let c = src.children().add();
+    src.children().on_bytes(c, &HELLO).unwrap();
+    while relay.object().is_none() {
+        relay
+            .on_upstream(&from_source(&mut src, c, 20_000))
+            .unwrap();
+    }
+    assert!(!relay.needs_parent());
+    // A child joins once the relay decoded; the parent goes away.
+    let mut leaf = OverlayNode::new(key, 64 << 10);
+    let to_leaf = relay.children().add();
+    relay.children().on_bytes(to_leaf, &HELLO).unwrap();
+    relay.parent_gone();
+    let mut steps = 0;
+    while leaf.object().is_none() {
+        let mut out = Vec::new();
+        let mut room = 20_000;
+        while room > 0 {
+            let Some(bytes) = relay.writable(to_leaf) else {
+                break;
+            };
+            let n = bytes.len().min(room);
+            out.extend_from_slice(&bytes[..n]);
+            relay.children().wrote(to_leaf, n);
+            room -= n;
+        }
+        leaf.on_upstream(&out).unwrap();
+        steps += 1;
+        assert!(steps < 100, "the leaf never decoded");
+    }
+    assert_eq!(leaf.object(), Some(&data[..]));
+    let per_byte = leaf.bytes_to_decode().unwrap() as f64 / data.len() as f64;
+    assert!(per_byte < 1.05, "{per_byte}");
+}
