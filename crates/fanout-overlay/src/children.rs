@@ -122,11 +122,7 @@ impl Children {
 
     /// Whether some child has had every frame held and waits for more.
     pub fn any_waiting(&mut self) -> bool {
-        let ids: Vec<ChildId> = (0..self.kids.len())
-            .filter(|&i| self.kids[i].is_some())
-            .map(ChildId)
-            .collect();
-        ids.into_iter().any(|id| self.caught_up(id))
+        (0..self.kids.len()).any(|i| self.caught_up(ChildId(i)))
     }
 
     /// The bytes to write to `id` next: the manifest record, then frames.

@@ -285,6 +285,35 @@ impl Seen {
     }
 }
 
+/// Puts a decoded node's object in place under `output`: its sanitised
+/// name and path.
+fn write_object(
+    node: &fanout_overlay::OverlayNode,
+    output: &std::path::Path,
+    overwrite: bool,
+) -> Result<(String, PathBuf)> {
+    let manifest = node.manifest().expect("decoded");
+    let object = node.object().expect("decoded");
+    let name = fanout_app::manifest::sanitize_name(&manifest.name)
+        .map_err(|e| anyhow::anyhow!("the source's file name: {e}"))?;
+    let existing = if overwrite {
+        fanout_io::Existing::Replace
+    } else {
+        fanout_io::Existing::Refuse
+    };
+    let (out, mut file) =
+        fanout_io::OutputFile::create(output, &name, object.len() as u64, existing)?;
+    let wrote = std::io::Write::write_all(&mut file, object).and_then(|_| file.sync_all());
+    drop(file);
+    if let Err(e) = wrote {
+        out.discard();
+        return Err(anyhow::Error::new(e).context(format!("cannot write {}", out.part().display())));
+    }
+    out.commit()
+        .with_context(|| format!("cannot put {} in place", out.path().display()))?;
+    Ok((name, out.path().to_path_buf()))
+}
+
 /// A node's journal: the manifest and the symbols it accepted, kept beside
 /// its output until the file is in place, so a restarted node reads only
 /// what it lacks.
@@ -533,6 +562,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let relays = listener.is_some();
     let mut seen = Seen::default();
     let mut journal_error = None;
+    let mut written = None;
     let run = fanout_io::overlay::run_overlay(
         &mut node,
         listener.map(|l| (l, &sockets)),
@@ -546,9 +576,18 @@ fn node_command(args: NodeArgs) -> Result<()> {
             }
             if decoded_at.is_none() && n.object().is_some() {
                 decoded_at = Some(clock.now().as_secs_f64());
+                // The file goes in place at once; a relay stays for its
+                // children after.
+                let w = write_object(n, &args.output, args.overwrite);
+                if w.is_ok() {
+                    journal.remove();
+                }
+                written = Some(w);
             }
             let children_done = !relays || p.children_left + p.children_refused >= want;
+            let failed = matches!(written, Some(Err(_)));
             crate::interrupt::interrupted()
+                || failed
                 || (decoded_at.is_some() && children_done)
                 || (p.upstream_closed && decoded_at.is_none())
         },
@@ -582,28 +621,12 @@ fn node_command(args: NodeArgs) -> Result<()> {
             journal.kept_note(&node)
         );
     };
-    let manifest = node.manifest().expect("decoded").clone();
+    let (name, path) = written.expect("written once decoded")?;
     let object = node.object().expect("decoded");
-    let name = fanout_app::manifest::sanitize_name(&manifest.name)
-        .map_err(|e| anyhow::anyhow!("the source's file name: {e}"))?;
-    let existing = if args.overwrite {
-        fanout_io::Existing::Replace
-    } else {
-        fanout_io::Existing::Refuse
-    };
-    let (out, mut file) =
-        fanout_io::OutputFile::create(&args.output, &name, object.len() as u64, existing)?;
-    std::io::Write::write_all(&mut file, object)
-        .and_then(|_| file.sync_all())
-        .with_context(|| format!("cannot write {}", out.part().display()))?;
-    drop(file);
-    out.commit()
-        .with_context(|| format!("cannot put {} in place", out.path().display()))?;
-    journal.remove();
     let bytes_to_decode = node.bytes_to_decode().unwrap_or(node.upstream_bytes());
     let summary = NodeSummary {
         name,
-        path: out.path().display().to_string(),
+        path: path.display().to_string(),
         bytes: object.len() as u64,
         decoded_s: decoded_at,
         bytes_to_decode,
