@@ -262,7 +262,9 @@ pub struct FountainSink {
     object: u64,
     key: SymbolKey,
     hash: blake3::Hash,
-    decoder: Decoder,
+    /// The decoder, dropped once the object is whole (it holds about as
+    /// much again as the object: a relay may stay long after).
+    decoder: Option<Decoder>,
     done: Option<Vec<u8>>,
     counts: SinkCounts,
 }
@@ -288,7 +290,7 @@ impl FountainSink {
             object,
             key,
             hash,
-            decoder: Decoder::new(layout.oti()),
+            decoder: Some(Decoder::new(layout.oti())),
             done: None,
             counts: SinkCounts::default(),
         }
@@ -305,10 +307,10 @@ impl FountainSink {
                 return Err(e.into());
             }
         };
-        if self.done.is_some() {
+        let Some(decoder) = self.decoder.as_mut() else {
             self.counts.surplus += 1;
             return Ok(true);
-        }
+        };
         let block = symbol.payload_id.source_block_number();
         if u16::from(block) >= self.layout.blocks {
             self.counts.out_of_layout += 1;
@@ -319,10 +321,11 @@ impl FountainSink {
             PayloadId::new(block, symbol.payload_id.encoding_symbol_id()),
             symbol.data,
         );
-        match self.decoder.decode(packet) {
+        match decoder.decode(packet) {
             None => Ok(false),
             Some(object) if blake3::hash(&object) == self.hash => {
                 self.done = Some(object);
+                self.decoder = None;
                 Ok(true)
             }
             Some(_) => Err(SinkError::HashMismatch),

@@ -159,7 +159,7 @@ pub struct SourceArgs {
     #[arg(long, value_name = "FILE", value_parser = crate::security_opts::read_secret)]
     pub psk_file: crate::security_opts::Secret,
     /// Exit once this many children have joined and hung up (a node hangs
-    /// up when it and its subtree are done).
+    /// up when it and its subtree are done); 0: serve until interrupted.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub children: u64,
     #[command(flatten)]
