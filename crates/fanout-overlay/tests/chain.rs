@@ -24,11 +24,12 @@ fn from_source(src: &mut OverlaySource, id: ChildId, mut room: usize) -> Vec<u8>
     out
 }
 
-/// Up to `room` bytes from a relay node to child `id`.
+/// Up to `room` bytes from a relay node to child `id` (relayed frames,
+/// or its own once it lost its parent after decoding).
 fn from_node(node: &mut OverlayNode, id: ChildId, mut room: usize) -> Vec<u8> {
     let mut out = Vec::new();
     while room > 0 {
-        let Some(bytes) = node.children().writable(id) else {
+        let Some(bytes) = node.writable(id) else {
             break;
         };
         let n = bytes.len().min(room);
@@ -239,18 +240,8 @@ fn a_relay_whose_parent_goes_after_it_decoded_feeds_its_children_its_own_symbols
     relay.parent_gone();
     let mut steps = 0;
     while leaf.object().is_none() {
-        let mut out = Vec::new();
-        let mut room = 20_000;
-        while room > 0 {
-            let Some(bytes) = relay.writable(to_leaf) else {
-                break;
-            };
-            let n = bytes.len().min(room);
-            out.extend_from_slice(&bytes[..n]);
-            relay.children().wrote(to_leaf, n);
-            room -= n;
-        }
-        leaf.on_upstream(&out).unwrap();
+        leaf.on_upstream(&from_node(&mut relay, to_leaf, 20_000))
+            .unwrap();
         steps += 1;
         assert!(steps < 100, "the leaf never decoded");
     }
