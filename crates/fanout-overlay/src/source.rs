@@ -8,6 +8,7 @@ use crate::hop::Manifest;
 use crate::symbol::SymbolKey;
 
 /// The source of one object.
+#[derive(Debug)]
 pub struct OverlaySource {
     fountain: FountainSource,
     children: Children,

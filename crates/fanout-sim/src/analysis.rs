@@ -256,6 +256,10 @@ pub struct RunFigures {
     /// [`crate::session_media::media_figures`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub media: Vec<crate::session_media::MediaFigures>,
+    /// Overlay flows (filled by the caller that built them,
+    /// [`crate::session_overlay::overlay_figures`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overlay: Vec<crate::session_overlay::OverlayFigures>,
 }
 
 /// Computes the figures of `sim` over `[from, to]`; `trace_hash` is the
@@ -332,6 +336,7 @@ pub fn figures(
         sessions: session_figs,
         live: Vec::new(),
         media: Vec::new(),
+        overlay: Vec::new(),
     }
 }
 

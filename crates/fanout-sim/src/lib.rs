@@ -31,6 +31,7 @@ pub mod session_late;
 pub mod session_live;
 pub mod session_media;
 pub mod session_merge;
+pub mod session_overlay;
 pub mod session_relay;
 pub mod sim;
 pub mod stats;

@@ -8,6 +8,7 @@ use fanout_sim::scenario::BuiltinFlows;
 use fanout_sim::session_flow::SessionFlows;
 use fanout_sim::session_live::{live_figures, LiveFlows};
 use fanout_sim::session_media::{media_figures, MediaFlows};
+use fanout_sim::session_overlay::{overlay_figures, OverlayFlows};
 use fanout_sim::transfer::TransferFlows;
 use fanout_sim::Scenario;
 use std::fmt::Write as _;
@@ -71,6 +72,7 @@ pub fn simulate_window(
     let mut sessions = SessionFlows::default();
     let mut live = LiveFlows::default();
     let mut media = MediaFlows::default();
+    let mut overlay = OverlayFlows::default();
     let (sim, report) = scenario
         .run(
             out,
@@ -80,6 +82,7 @@ pub fn simulate_window(
                 &mut sessions,
                 &mut live,
                 &mut media,
+                &mut overlay,
             ],
         )
         .with_context(|| format!("seed {}", scenario.seed))?;
@@ -100,6 +103,7 @@ pub fn simulate_window(
     );
     f.live = live_figures(&sim, &live);
     f.media = media_figures(&sim, &media, Instant::ZERO + warm, end);
+    f.overlay = overlay_figures(&sim, &overlay, Instant::ZERO + warm, end);
     Ok(f)
 }
 
@@ -218,6 +222,32 @@ pub fn human_report(f: &RunFigures) -> String {
             m.rtcp_share * 100.0,
             m.queue_drops
         );
+    }
+    for o in &f.overlay {
+        let _ = writeln!(
+            out,
+            "  overlay: {} B object, the source wrote {:.2} copies",
+            o.object_bytes, o.source_copies
+        );
+        for h in &o.hosts {
+            let decoded = h.decoded_s.map_or_else(
+                || "not decoded".to_owned(),
+                |s| format!("decoded at {s:.2} s"),
+            );
+            let per_byte = h
+                .bytes_per_object_byte
+                .map_or_else(String::new, |b| format!(", {b:.4} B read per object byte"));
+            let _ = writeln!(
+                out,
+                "    {:<18} from {:<18} {:>9.3} Mbit/s  {decoded}{per_byte}{}",
+                h.host,
+                h.parent,
+                h.rate_bps / 1e6,
+                h.error
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!("; gave up: {e}"))
+            );
+        }
     }
     for l in &f.live {
         let _ = writeln!(
