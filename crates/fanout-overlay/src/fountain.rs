@@ -10,7 +10,7 @@
 //! missed some makes up for them with repair symbols of the same block.
 
 use crate::symbol::{frame_len, open, seal, SymbolError, SymbolKey};
-use raptorq::{Decoder, EncodingPacket, ObjectTransmissionInformation, PayloadId};
+use raptorq::{EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder};
 use std::collections::VecDeque;
 
 /// RFC 6330 §5.1.2's largest number of source symbols in a block (K'max).
@@ -126,6 +126,20 @@ impl Layout {
     /// A frame's length on the wire (header, symbol, tag).
     pub fn frame_len(&self) -> usize {
         frame_len(self.symbol_size)
+    }
+
+    /// Each source block's bytes, in block order: RFC 6330 §4.4.1.2's
+    /// partition of the object's symbols into blocks of KL or KS symbols
+    /// (the first blocks the larger). The last block's bytes run past the
+    /// object's end by its padding.
+    pub fn block_bytes(&self) -> Vec<u64> {
+        let t = u64::from(self.symbol_size);
+        // At most 255 blocks of 56 403 symbols: well within u32.
+        let kt = self.length.div_ceil(t) as u32;
+        let (kl, ks, zl, zs) = raptorq::partition(kt, u32::from(self.blocks));
+        std::iter::repeat_n(u64::from(kl) * t, zl as usize)
+            .chain(std::iter::repeat_n(u64::from(ks) * t, zs as usize))
+            .collect()
     }
 }
 
@@ -256,16 +270,28 @@ pub enum SinkError {
     HashMismatch,
 }
 
-/// A receiver's decoder of one object.
+/// A receiver's decoder of one object: one RaptorQ decoder per source
+/// block, dropped with the symbols it held as soon as its block decodes,
+/// whose bytes go straight to their place in the object. (The `raptorq`
+/// crate's whole-object decoder keeps every block's symbols and decoded
+/// bytes until the last block, then copies them all once more: four times
+/// the object at its peak; this holds the object and the symbols of the
+/// blocks still open.)
 pub struct FountainSink {
     layout: Layout,
     object: u64,
     key: SymbolKey,
     hash: blake3::Hash,
-    /// The decoder, dropped once the object is whole (it holds about as
-    /// much again as the object: a relay may stay long after).
-    decoder: Option<Decoder>,
-    done: Option<Vec<u8>>,
+    /// Per block, its decoder until it decoded.
+    blocks: Vec<Option<SourceBlockDecoder>>,
+    /// Per block, its first byte's offset in the object.
+    offsets: Vec<u64>,
+    /// The object as its blocks decode (zeroed, so pages are touched only
+    /// as blocks land); dropped if the hash is wrong.
+    bytes: Vec<u8>,
+    /// Blocks not decoded yet.
+    open_blocks: usize,
+    done: bool,
     counts: SinkCounts,
 }
 
@@ -274,7 +300,8 @@ impl std::fmt::Debug for FountainSink {
         f.debug_struct("FountainSink")
             .field("layout", &self.layout)
             .field("object", &self.object)
-            .field("decoded", &self.done.is_some())
+            .field("open_blocks", &self.open_blocks)
+            .field("decoded", &self.done)
             .field("counts", &self.counts)
             .finish_non_exhaustive()
     }
@@ -285,13 +312,31 @@ impl FountainSink {
     /// sealed with `key` and whose bytes hash to `hash` (from the
     /// object's manifest).
     pub fn new(layout: Layout, object: u64, key: SymbolKey, hash: blake3::Hash) -> Self {
+        let oti = layout.oti();
+        let sizes = layout.block_bytes();
+        let offsets = sizes
+            .iter()
+            .scan(0u64, |at, &n| {
+                let here = *at;
+                *at += n;
+                Some(here)
+            })
+            .collect();
+        let blocks: Vec<_> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Some(SourceBlockDecoder::new(i as u8, &oti, n)))
+            .collect();
         FountainSink {
             layout,
             object,
             key,
             hash,
-            decoder: Some(Decoder::new(layout.oti())),
-            done: None,
+            open_blocks: blocks.len(),
+            blocks,
+            offsets,
+            bytes: vec![0; layout.length as usize],
+            done: false,
             counts: SinkCounts::default(),
         }
     }
@@ -307,34 +352,46 @@ impl FountainSink {
                 return Err(e.into());
             }
         };
-        let Some(decoder) = self.decoder.as_mut() else {
+        if self.done {
             self.counts.surplus += 1;
             return Ok(true);
-        };
+        }
         let block = symbol.payload_id.source_block_number();
-        if u16::from(block) >= self.layout.blocks {
+        let Some(slot) = self.blocks.get_mut(usize::from(block)) else {
             self.counts.out_of_layout += 1;
             return Err(SinkError::OutOfLayout(block));
-        }
+        };
         self.counts.accepted += 1;
+        let Some(decoder) = slot.as_mut() else {
+            // A symbol of a block already decoded.
+            return Ok(false);
+        };
         let packet = EncodingPacket::new(
             PayloadId::new(block, symbol.payload_id.encoding_symbol_id()),
             symbol.data,
         );
-        match decoder.decode(packet) {
-            None => Ok(false),
-            Some(object) if blake3::hash(&object) == self.hash => {
-                self.done = Some(object);
-                self.decoder = None;
-                Ok(true)
-            }
-            Some(_) => Err(SinkError::HashMismatch),
+        let Some(decoded) = decoder.decode(std::iter::once(packet)) else {
+            return Ok(false);
+        };
+        *slot = None;
+        self.open_blocks -= 1;
+        let at = self.offsets[usize::from(block)] as usize;
+        let n = decoded.len().min(self.bytes.len() - at);
+        self.bytes[at..at + n].copy_from_slice(&decoded[..n]);
+        if self.open_blocks > 0 {
+            return Ok(false);
         }
+        if blake3::hash(&self.bytes) != self.hash {
+            self.bytes = Vec::new();
+            return Err(SinkError::HashMismatch);
+        }
+        self.done = true;
+        Ok(true)
     }
 
     /// The decoded, checked object.
     pub fn object(&self) -> Option<&[u8]> {
-        self.done.as_deref()
+        self.done.then_some(&self.bytes[..])
     }
 
     /// What came so far.
@@ -373,6 +430,23 @@ mod tests {
             Layout::new(MAX_OBJECT_BYTES + 1, 1024, 1 << 30),
             Err(LayoutError::TooLarge(MAX_OBJECT_BYTES + 1))
         );
+    }
+
+    /// Blocks partition the object's symbols as RFC 6330 §4.4.1.2 does:
+    /// sizes differ by at most one symbol, the larger first, and cover the
+    /// object with less than one symbol of padding.
+    #[test]
+    fn blocks_partition_the_objects_symbols() {
+        for (len, t, block) in [(5000, 64, 1 << 20), (1_000_003, 128, 100_000), (64, 8, 8)] {
+            let l = Layout::new(len, t, block).unwrap();
+            let sizes = l.block_bytes();
+            assert_eq!(sizes.len(), usize::from(l.blocks()));
+            let total: u64 = sizes.iter().sum();
+            assert!(total >= len && total - len < u64::from(t), "{sizes:?}");
+            assert!(sizes
+                .windows(2)
+                .all(|w| w[0] >= w[1] && w[0] - w[1] <= u64::from(t)));
+        }
     }
 
     #[test]

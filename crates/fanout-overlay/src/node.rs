@@ -82,12 +82,15 @@ impl OverlayNode {
         self
     }
 
-    /// The journal's bytes since the last call (to append to its file).
-    pub fn drain_journal(&mut self) -> Vec<u8> {
-        self.journal
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
+    /// Hands the journal's bytes since the last call to `write` (which
+    /// appends them to its file), then forgets them, keeping the buffer
+    /// (a fresh one per call would fault its pages in again each time).
+    pub fn drain_journal<R>(&mut self, write: impl FnOnce(&[u8]) -> R) -> R {
+        let r = write(self.journal.as_deref().unwrap_or_default());
+        if let Some(j) = &mut self.journal {
+            j.clear();
+        }
+        r
     }
 
     /// Replays a journal an earlier run wrote: what it holds comes back

@@ -319,6 +319,8 @@ fn write_object(
 /// what it lacks.
 struct Journal {
     path: PathBuf,
+    /// Open for appending once the first bytes came.
+    file: std::cell::RefCell<Option<std::fs::File>>,
 }
 
 impl Journal {
@@ -334,7 +336,10 @@ impl Journal {
                 .unwrap_or_default();
             output.with_file_name(format!(".{name}.fanout-overlay.journal"))
         };
-        Journal { path }
+        Journal {
+            path,
+            file: std::cell::RefCell::new(None),
+        }
     }
 
     /// Replays the journal an earlier run left, if any: the bytes of it
@@ -379,23 +384,30 @@ impl Journal {
         }
     }
 
-    /// Appends `bytes` (nothing to do when empty). Never follows a link.
+    /// Appends `bytes` (nothing to do when empty). Never follows a link:
+    /// the file is checked when first opened, then kept open.
     fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
-        if self
-            .path
-            .symlink_metadata()
-            .is_ok_and(|m| !m.file_type().is_file())
-        {
-            return Err(std::io::Error::other("not a regular file"));
+        let mut file = self.file.borrow_mut();
+        if file.is_none() {
+            if self
+                .path
+                .symlink_metadata()
+                .is_ok_and(|m| !m.file_type().is_file())
+            {
+                return Err(std::io::Error::other("not a regular file"));
+            }
+            *file = Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)?,
+            );
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
-        std::io::Write::write_all(&mut f, bytes)
+        let f = file.as_mut().expect("opened above");
+        std::io::Write::write_all(f, bytes)
     }
 
     /// Says where the symbols held are kept, for an error.
@@ -411,6 +423,7 @@ impl Journal {
     }
 
     fn remove(&self) {
+        self.file.borrow_mut().take();
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -570,7 +583,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         |n, p| {
             seen.report("overlay node", p);
             if decoded_at.is_none() {
-                if let Err(e) = journal.append(&n.drain_journal()) {
+                if let Err(e) = n.drain_journal(|b| journal.append(b)) {
                     journal_error.get_or_insert(e);
                 }
             }
@@ -601,7 +614,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let progress = match run {
         Ok(p) => p,
         Err(e) => {
-            let _ = journal.append(&node.drain_journal());
+            let _ = node.drain_journal(|b| journal.append(b));
             return Err(match node.manifest() {
                 Some(_) => {
                     anyhow::anyhow!("{:#}; {}", anyhow::Error::new(e), journal.kept_note(&node))
@@ -611,7 +624,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         }
     };
     let Some(decoded_at) = decoded_at else {
-        let _ = journal.append(&node.drain_journal());
+        let _ = node.drain_journal(|b| journal.append(b));
         if crate::interrupt::interrupted() {
             return Err(crate::interrupt::error(&journal.kept_note(&node)));
         }
