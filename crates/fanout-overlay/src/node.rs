@@ -6,7 +6,7 @@ use crate::children::ChildId;
 use crate::children::Children;
 use crate::fountain::{FountainSink, FountainSource, SinkCounts, SinkError};
 use crate::hop::{HopError, Manifest, UpstreamReader};
-use crate::symbol::SymbolKey;
+use crate::symbol::{check, SymbolKey};
 
 /// Why a node gave up on its parent's stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +51,12 @@ pub struct OverlayNode {
     /// What it accepted and has not handed out yet (the manifest record,
     /// then each useful frame), when it keeps a journal.
     journal: Option<Vec<u8>>,
+    /// It only relays: checks every frame's tag and forwards it, decodes
+    /// nothing, holds nothing but its relay buffer.
+    relay_only: bool,
+    /// Frames refused when relaying only (a decoding node's sink counts
+    /// its own).
+    refused: u64,
 }
 
 impl OverlayNode {
@@ -70,7 +76,25 @@ impl OverlayNode {
             own: None,
             orphan: false,
             journal: None,
+            relay_only: false,
+            refused: 0,
         }
+    }
+
+    /// A host that only relays (a relay in a data centre that does not
+    /// need the object): every frame's tag is checked before it is
+    /// forwarded, nothing is decoded or kept beyond the relay buffer, and
+    /// the parent is read only while a child waits for frames.
+    pub fn relay_only(key: SymbolKey, buffer_bytes: usize) -> Self {
+        OverlayNode {
+            relay_only: true,
+            ..Self::new(key, buffer_bytes)
+        }
+    }
+
+    /// Whether it only relays.
+    pub fn is_relay_only(&self) -> bool {
+        self.relay_only
     }
 
     /// Keeps a journal of what it accepts: the manifest record, then every
@@ -132,12 +156,14 @@ impl OverlayNode {
                 j.extend_from_slice(&record);
             }
             self.manifest = Some(m.clone());
-            self.sink = Some(FountainSink::new(
-                m.layout,
-                m.object,
-                self.key.clone(),
-                m.hash,
-            ));
+            if !self.relay_only {
+                self.sink = Some(FountainSink::new(
+                    m.layout,
+                    m.object,
+                    self.key.clone(),
+                    m.hash,
+                ));
+            }
             self.children.start(record, m.layout.frame_len());
         }
         self.on_frames(read.frames)
@@ -145,6 +171,19 @@ impl OverlayNode {
 
     /// Frames from the parent: checked, decoded, relayed.
     fn on_frames(&mut self, frames: Vec<Vec<u8>>) -> Result<(), NodeError> {
+        if self.relay_only {
+            let Some(m) = &self.manifest else {
+                return Ok(());
+            };
+            for frame in frames {
+                self.whole_bytes += frame.len() as u64;
+                match check(&self.key, m.object, m.layout.symbol_size(), &frame) {
+                    Ok(_) => self.children.push(frame),
+                    Err(_) => self.refused += 1,
+                }
+            }
+            return Ok(());
+        }
         let sink = match &mut self.sink {
             Some(s) => s,
             None => return Ok(()),
@@ -188,12 +227,16 @@ impl OverlayNode {
         self.sink.as_ref()?.object()
     }
 
-    /// What the decoder made of the frames.
+    /// What the decoder made of the frames (a relay-only host counts
+    /// only those it refused).
     pub fn counts(&self) -> SinkCounts {
-        self.sink
+        let mut c = self
+            .sink
             .as_ref()
             .map(FountainSink::counts)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        c.refused += self.refused;
+        c
     }
 
     /// The key its symbols are checked with.
@@ -222,7 +265,8 @@ impl OverlayNode {
         &mut self.children
     }
 
-    /// Whether it still needs its parent: until it decoded.
+    /// Whether it still needs its parent: until it decoded (always, if
+    /// it only relays).
     pub fn needs_parent(&self) -> bool {
         self.object().is_none()
     }
@@ -231,7 +275,12 @@ impl OverlayNode {
     /// decoded; after that only while a child waits for frames, so the
     /// parent (and the source above it) sends no faster than the fastest
     /// child below takes, and nothing for a subtree that is done.
+    /// A relay-only host reads the manifest, then only while a child
+    /// waits.
     pub fn wants_upstream(&mut self) -> bool {
+        if self.relay_only {
+            return self.manifest.is_none() || self.children.any_waiting();
+        }
         self.needs_parent() || self.children.any_waiting()
     }
 

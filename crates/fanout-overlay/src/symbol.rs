@@ -93,14 +93,14 @@ pub fn seal(key: &SymbolKey, object: u64, payload_id: &PayloadId, data: &[u8]) -
     frame
 }
 
-/// Opens a frame of object `object` with symbols of `symbol_size` bytes:
-/// the symbol, once its length, object and tag are right.
-pub fn open(
+/// Checks `frame` as [`open`] does (length, tag, object) without copying
+/// its symbol: its payload id. For a relay that forwards without decoding.
+pub fn check(
     key: &SymbolKey,
     object: u64,
     symbol_size: u16,
     frame: &[u8],
-) -> Result<Symbol, SymbolError> {
+) -> Result<PayloadId, SymbolError> {
     let want = frame_len(symbol_size);
     if frame.len() != want {
         return Err(SymbolError::Length {
@@ -118,10 +118,23 @@ pub fn open(
     if id != object {
         return Err(SymbolError::OtherObject(id));
     }
-    let payload_id = PayloadId::deserialize(body[8..HEADER_LEN].try_into().expect("4 bytes"));
+    Ok(PayloadId::deserialize(
+        body[8..HEADER_LEN].try_into().expect("4 bytes"),
+    ))
+}
+
+/// Opens a frame of object `object` with symbols of `symbol_size` bytes:
+/// the symbol, once its length, object and tag are right.
+pub fn open(
+    key: &SymbolKey,
+    object: u64,
+    symbol_size: u16,
+    frame: &[u8],
+) -> Result<Symbol, SymbolError> {
+    let payload_id = check(key, object, symbol_size, frame)?;
     Ok(Symbol {
         payload_id,
-        data: body[HEADER_LEN..].to_vec(),
+        data: frame[HEADER_LEN..frame.len() - TAG_LEN].to_vec(),
     })
 }
 

@@ -249,3 +249,47 @@ fn a_relay_whose_parent_goes_after_it_decoded_feeds_its_children_its_own_symbols
     let per_byte = leaf.bytes_to_decode().unwrap() as f64 / data.len() as f64;
     assert!(per_byte < 1.05, "{per_byte}");
 }
+
+/// A relay that only relays: its leaf decodes the object through it,
+/// corrupted frames stop at the relay (counted), it decodes nothing, and
+/// it reads its parent only while its child waits.
+#[test]
+fn a_relay_only_host_forwards_checked_frames_and_decodes_nothing() {
+    let data = object(1_000_000);
+    let key = SymbolKey::derive(&[6; 32]);
+    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
+    let mut src = OverlaySource::new(&data, "y.bin", 9, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut relay = OverlayNode::relay_only(key.clone(), 256 << 10);
+    let mut leaf = OverlayNode::new(key, 256 << 10);
+    let to_relay = src.children().add();
+    src.children().on_bytes(to_relay, &HELLO).unwrap();
+    // No child yet: the relay wants the manifest only.
+    assert!(relay.wants_upstream());
+    relay
+        .on_upstream(&from_source(&mut src, to_relay, 4096))
+        .unwrap();
+    assert!(relay.manifest().is_some());
+    assert!(!relay.wants_upstream(), "no child waits");
+    let to_leaf = relay.children().add();
+    relay.children().on_bytes(to_leaf, &HELLO).unwrap();
+    for step in 0..200 {
+        let mut bytes = if relay.wants_upstream() {
+            from_source(&mut src, to_relay, 40_000)
+        } else {
+            Vec::new()
+        };
+        if step % 4 == 1 && bytes.len() > 2000 {
+            bytes[1500] ^= 0xff;
+        }
+        relay.on_upstream(&bytes).unwrap();
+        leaf.on_upstream(&from_node(&mut relay, to_leaf, 30_000))
+            .unwrap();
+        if leaf.object().is_some() {
+            break;
+        }
+    }
+    assert_eq!(leaf.object(), Some(&data[..]));
+    assert!(relay.object().is_none() && relay.needs_parent());
+    assert!(relay.counts().refused > 0, "{:?}", relay.counts());
+    assert_eq!(leaf.counts().refused, 0, "{:?}", leaf.counts());
+}

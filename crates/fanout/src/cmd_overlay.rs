@@ -199,9 +199,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
   fanout overlay node --join 10.0.0.1:7000 --psk-file overlay.psk -o /data
   fanout overlay node --join 10.0.0.1:7000 --psk-file overlay.psk -o /data \\
       --listen 0.0.0.0:7000 --children 3     # relay to three nodes below
+  fanout overlay node --join 10.0.0.1:7000 --psk-file overlay.psk \
+      --relay-only --listen 0.0.0.0:7000 --children 3   # relay, keep nothing
 
 A node relays only symbols whose tag checks; it hangs up on its parent
-once it has the file and its own --children have hung up.")]
+once it has the file and its own --children have hung up. With
+--relay-only it keeps no file and decodes nothing: it holds only its
+relay buffer, and reads its parent only while a child waits.")]
 pub struct NodeArgs {
     /// The parent to join: the source or another node (TCP). Repeat it
     /// for parents to fall back on, in order: when one goes away before
@@ -214,11 +218,21 @@ pub struct NodeArgs {
     pub psk_file: crate::security_opts::Secret,
     /// Where the file goes: a directory (the source's name is used) or a
     /// file path.
-    #[arg(short, long, value_name = "PATH")]
-    pub output: PathBuf,
+    #[arg(
+        short,
+        long,
+        value_name = "PATH",
+        required_unless_present = "relay_only"
+    )]
+    pub output: Option<PathBuf>,
     /// Replace an existing file (once the new one is verified).
     #[arg(long)]
     pub overwrite: bool,
+    /// Only relay (with --listen): check every symbol's tag and forward
+    /// it; keep no file, decode nothing, hold nothing but the relay
+    /// buffer.
+    #[arg(long, requires = "listen", conflicts_with_all = ["output", "overwrite"])]
+    pub relay_only: bool,
     /// Relay to nodes that join here (TCP).
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<std::net::SocketAddr>,
@@ -567,8 +581,15 @@ fn node_command(args: NodeArgs) -> Result<()> {
         addrs: args.join.clone(),
         timeout: std::time::Duration::from_secs_f64(args.connect_timeout.max(0.1)),
     };
+    if args.relay_only {
+        return relay_command(&args, key, listener, &sockets, &parents);
+    }
+    let output = args
+        .output
+        .clone()
+        .expect("clap requires -o without --relay-only");
     let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize).journaling();
-    let journal = Journal::at(&args.output);
+    let journal = Journal::at(&output);
     let resumed_bytes = journal.resume(&mut node);
     let mut decoded_at = None;
     let want = args.children;
@@ -591,7 +612,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
                 decoded_at = Some(clock.now().as_secs_f64());
                 // The file goes in place at once; a relay stays for its
                 // children after.
-                let w = write_object(n, &args.output, args.overwrite);
+                let w = write_object(n, &output, args.overwrite);
                 if w.is_ok() {
                     journal.remove();
                 }
@@ -665,6 +686,72 @@ fn node_command(args: NodeArgs) -> Result<()> {
             summary.received_per_byte,
             summary.refused_symbols
         );
+    }
+    Ok(())
+}
+
+/// What `overlay node --relay-only` reports at the end.
+#[derive(Debug, Serialize)]
+struct RelaySummary {
+    /// Bytes read from parents.
+    bytes_from_parent: u64,
+    bytes_to_children: u64,
+    refused_symbols: u64,
+    parent_switches: u64,
+    children_joined: u64,
+    children_left: u64,
+    /// Seconds it ran.
+    elapsed_s: f64,
+}
+
+/// `overlay node --relay-only`: relays until its --children have hung up
+/// (or Ctrl-C, or no parent is left).
+fn relay_command(
+    args: &NodeArgs,
+    key: fanout_overlay::SymbolKey,
+    listener: Option<std::net::TcpListener>,
+    sockets: &fanout_io::overlay::ChildSockets,
+    parents: &fanout_io::overlay::Parents,
+) -> Result<()> {
+    let clock = fanout_io::Clock::new();
+    let mut node = fanout_overlay::OverlayNode::relay_only(key, args.buffer as usize);
+    let listener = listener.expect("clap requires --listen with --relay-only");
+    let want = args.children;
+    let mut seen = Seen::default();
+    let progress = fanout_io::overlay::run_overlay(
+        &mut node,
+        Some((listener, sockets)),
+        Some(parents),
+        |_, p| {
+            seen.report("overlay relay", p);
+            crate::interrupt::interrupted()
+                || (want > 0 && p.children_left + p.children_refused >= want)
+                || p.upstream_closed
+        },
+    )?;
+    let summary = RelaySummary {
+        bytes_from_parent: node.upstream_bytes(),
+        bytes_to_children: progress.bytes_to_children,
+        refused_symbols: node.counts().refused,
+        parent_switches: progress.parent_switches,
+        children_joined: progress.children_joined,
+        children_left: progress.children_left,
+        elapsed_s: clock.now().as_secs_f64(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        eprintln!(
+            "overlay relay: read {} bytes, wrote {} to {} children in {:.2} s, {} forged or corrupted symbols refused",
+            summary.bytes_from_parent,
+            summary.bytes_to_children,
+            summary.children_joined,
+            summary.elapsed_s,
+            summary.refused_symbols
+        );
+    }
+    if progress.upstream_closed && !(want > 0 && progress.children_left >= want) {
+        bail!("the parent closed its stream and no other parent could be joined");
     }
     Ok(())
 }

@@ -58,6 +58,13 @@ fn address(p: &Proc, marker: &str) -> String {
     panic!("no line with {marker:?}");
 }
 
+/// Starts `overlay node --join JOIN --psk-file PSK` with `extra`.
+fn start_node(join: &str, psk: &str, extra: &[&str]) -> Proc {
+    let mut args = vec!["overlay", "node", "--join", join, "--psk-file", psk];
+    args.extend_from_slice(extra);
+    start(&args)
+}
+
 /// Writes a pre-shared key to `path`.
 fn keygen(path: &std::path::Path) {
     let out = Command::new(BIN)
@@ -153,50 +160,27 @@ fn a_source_a_relay_and_two_leaves_all_end_with_the_verified_file_and_a_keyless_
     let path = |s: &str| d.join(s).to_str().unwrap().to_owned();
     let (source, src_addr) = start_source(&file, psk, "2");
     // A host with another key: refused at the manifest, nothing written.
-    let keyless = start(&[
-        "overlay",
-        "node",
-        "--join",
-        &src_addr,
-        "--psk-file",
-        other,
-        "-o",
-        &path("x"),
-    ]);
+    let keyless = start_node(&src_addr, other, &["-o", &path("x")]);
     let (ok, _) = finish(keyless);
     assert!(!ok, "a host without the key must fail");
     assert_eq!(std::fs::read_dir(d.join("x")).unwrap().count(), 0);
-    let relay = start(&[
-        "overlay",
-        "node",
-        "--join",
+    let relay = start_node(
         &src_addr,
-        "--psk-file",
         psk,
-        "-o",
-        &path("r"),
-        "--listen",
-        "127.0.0.1:0",
-        "--children",
-        "2",
-        "--json",
-    ]);
+        &[
+            "-o",
+            &path("r"),
+            "--listen",
+            "127.0.0.1:0",
+            "--children",
+            "2",
+            "--json",
+        ],
+    );
     let relay_addr = address(&relay, "relaying on ");
     let leaves: Vec<Proc> = ["a", "b"]
         .iter()
-        .map(|s| {
-            start(&[
-                "overlay",
-                "node",
-                "--join",
-                &relay_addr,
-                "--psk-file",
-                psk,
-                "-o",
-                &path(s),
-                "--json",
-            ])
-        })
+        .map(|s| start_node(&relay_addr, psk, &["-o", &path(s), "--json"]))
         .collect();
     for (leaf, sub) in leaves.into_iter().zip(["a", "b"]) {
         let (ok, out) = finish(leaf);
@@ -292,19 +276,7 @@ fn a_restarted_node_resumes_from_its_journal_and_reads_only_what_it_lacks() {
     let (source, src_addr) = start_source(&file, psk, "2");
     // The first run's only parent hangs up after half the file.
     let (proxy_addr, relayed) = parent_that_hangs_up(&src_addr, len / 2);
-    let node = |parent: &str| {
-        start(&[
-            "overlay",
-            "node",
-            "--join",
-            parent,
-            "--psk-file",
-            psk,
-            "-o",
-            out.to_str().unwrap(),
-            "--json",
-        ])
-    };
+    let node = |parent: &str| start_node(parent, psk, &["-o", out.to_str().unwrap(), "--json"]);
     let first = node(&proxy_addr);
     relayed.join().unwrap();
     let (ok, _) = finish(first);
@@ -351,4 +323,71 @@ fn an_unknown_tcp_congestion_control_is_refused_at_the_start() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("tcp_available_congestion_control"), "{err}");
+}
+
+/// `overlay node --relay-only`: a relay that keeps no file forwards the
+/// checked stream; its leaf ends with the verified file, the relay's
+/// summary counts what it forwarded, and `-o` with `--relay-only` or
+/// `--relay-only` without `--listen` are refused at the command line.
+#[test]
+fn a_relay_only_node_forwards_to_a_leaf_that_verifies_and_keeps_nothing_itself() {
+    let dir = common::Scratch::new("test-overlay-relay-only");
+    let d = dir.path();
+    let file = d.join("payload.bin");
+    let data = write_random(&file, 2_000_000, 11);
+    let psk = d.join("k.psk");
+    keygen(&psk);
+    let psk = psk.to_str().unwrap();
+    std::fs::create_dir(d.join("leaf")).unwrap();
+    for bad in [
+        &["--relay-only", "--listen", "127.0.0.1:0", "-o", "x"][..],
+        &["--relay-only"][..],
+    ] {
+        let mut args = vec![
+            "overlay",
+            "node",
+            "--join",
+            "127.0.0.1:9",
+            "--psk-file",
+            psk,
+        ];
+        args.extend_from_slice(bad);
+        let (ok, _) = finish(start(&args));
+        assert!(!ok, "{bad:?} must be refused");
+    }
+    let (source, src_addr) = start_source(&file, psk, "1");
+    let relay = start_node(
+        &src_addr,
+        psk,
+        &[
+            "--relay-only",
+            "--listen",
+            "127.0.0.1:0",
+            "--children",
+            "1",
+            "--json",
+        ],
+    );
+    let relay_addr = address(&relay, "relaying on ");
+    let leaf_dir = d.join("leaf");
+    let leaf = start_node(
+        &relay_addr,
+        psk,
+        &["-o", leaf_dir.to_str().unwrap(), "--json"],
+    );
+    assert!(finish(leaf).0, "the leaf decodes through the relay");
+    assert_eq!(std::fs::read(leaf_dir.join("payload.bin")).unwrap(), data);
+    let (ok, out) = finish(relay);
+    assert!(ok, "the relay ends once its child hung up");
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let forwarded = summary["bytes_to_children"].as_u64().unwrap();
+    assert!(forwarded as usize >= data.len(), "{summary}");
+    assert_eq!(summary["refused_symbols"], 0, "{summary}");
+    assert!(finish(source).0);
+    // Nothing but the leaf's file was written.
+    let written: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(written.len(), 3, "{written:?}");
 }
