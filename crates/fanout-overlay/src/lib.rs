@@ -20,6 +20,8 @@
 //! - [`children`], [`source::OverlaySource`], [`node::OverlayNode`]: the
 //!   hosts, sans IO: the source feeds its children the fountain; a node
 //!   reads its parent's stream, decodes, and relays to its own children;
+//! - [`probe`]: throughput probes between hosts, streamed only to holders
+//!   of the key, the measurements the tree is built from;
 //! - [`tree`]: the widest-path tree (ROMA §VI-C), Dijkstra maximising the
 //!   least hop rate to every host, with an optional bound on each host's
 //!   children so the source is no hot spot.
@@ -29,6 +31,7 @@ pub mod children;
 pub mod fountain;
 pub mod hop;
 pub mod node;
+pub mod probe;
 pub mod relay;
 mod slots;
 pub mod source;

@@ -38,6 +38,9 @@ enum OverlayCommand {
     /// least hop rate above it) beside the older aggregate-path model's
     /// and a direct connection's.
     Plan(PlanArgs),
+    /// Measure what one TCP connection gets from candidate parents, as
+    /// hop lines for `plan` (--from), or serve such probes (--serve).
+    Probe(crate::cmd_overlay_probe::ProbeArgs),
 }
 
 /// Arguments of `fanout overlay plan`.
@@ -135,6 +138,7 @@ pub fn run(args: OverlayArgs) -> Result<()> {
         OverlayCommand::Source(a) => source_command(a),
         OverlayCommand::Node(a) => node_command(a),
         OverlayCommand::Plan(a) => plan_command(a),
+        OverlayCommand::Probe(a) => crate::cmd_overlay_probe::run(a),
     }
 }
 

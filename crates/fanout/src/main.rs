@@ -8,6 +8,7 @@ mod cmd_lab_bench;
 mod cmd_media;
 mod cmd_merge;
 mod cmd_overlay;
+mod cmd_overlay_probe;
 mod cmd_recv;
 mod cmd_relay;
 mod cmd_send;

@@ -391,3 +391,66 @@ fn a_relay_only_node_forwards_to_a_leaf_that_verifies_and_keeps_nothing_itself()
         .collect();
     assert_eq!(written.len(), 3, "{written:?}");
 }
+
+/// `overlay probe`: a host serving probes streams to a key holder, whose
+/// hop line `overlay plan` takes; a host with another key is refused and
+/// measures nothing.
+#[test]
+fn a_probe_measures_a_hop_that_plan_takes_and_a_keyless_prober_gets_nothing() {
+    let dir = common::Scratch::new("test-overlay-probe");
+    let d = dir.path();
+    let (psk, other) = (d.join("k.psk"), d.join("other.psk"));
+    keygen(&psk);
+    keygen(&other);
+    let (psk, other) = (psk.to_str().unwrap(), other.to_str().unwrap());
+    let server = start(&[
+        "overlay",
+        "probe",
+        "--serve",
+        "127.0.0.1:0",
+        "--psk-file",
+        psk,
+        "--count",
+        "2",
+    ]);
+    let addr = address(&server, "serving on ");
+    let probe = |key: &str| {
+        finish(start(&[
+            "overlay",
+            "probe",
+            "--from",
+            &addr,
+            "--psk-file",
+            key,
+            "--seconds",
+            "0.5",
+            "--name",
+            "n1",
+        ]))
+    };
+    let (ok, _) = probe(other);
+    assert!(!ok, "a prober without the key measures nothing");
+    let (ok, hops) = probe(psk);
+    assert!(ok);
+    assert!(
+        hops.contains("from = \"127.0.0.1\"\nto = \"n1\"\nrate = \""),
+        "{hops}"
+    );
+    let topo = d.join("hops.toml");
+    std::fs::write(&topo, format!("source = \"127.0.0.1\"\n{hops}")).unwrap();
+    let plan = Command::new(BIN)
+        .args(["overlay", "plan", topo.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{plan:?}");
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let n1 = plan["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "n1")
+        .expect("n1 in the plan");
+    assert_eq!(n1["parent"], "127.0.0.1", "{plan}");
+    assert!(n1["predicted_bps"].as_f64().unwrap() > 1e6, "{plan}");
+    assert!(finish(server).0);
+}
