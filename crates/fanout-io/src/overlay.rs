@@ -94,6 +94,21 @@ pub struct OverlayProgress {
     /// Its parent went away after it decoded (its children then got its
     /// own symbols).
     pub orphaned: bool,
+    /// Every child that connected, in the order they came.
+    pub children: Vec<ChildProgress>,
+}
+
+/// One child connection of a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildProgress {
+    /// Where it connected from.
+    pub peer: std::net::SocketAddr,
+    /// Bytes written to it.
+    pub bytes: u64,
+    /// Still connected.
+    pub connected: bool,
+    /// Dropped for breaking the hop's protocol.
+    pub refused: bool,
 }
 
 /// Why the loop stopped early.
@@ -200,6 +215,8 @@ pub fn join(addr: SocketAddr, timeout: Duration) -> io::Result<std::net::TcpStre
 struct Child {
     stream: TcpStream,
     id: ChildId,
+    /// Its entry in [`OverlayProgress::children`].
+    index: usize,
 }
 
 /// Runs `host` with children arriving on `listener` and (for a node) a
@@ -257,7 +274,7 @@ pub fn run_overlay<H: OverlayHost>(
                     let Some(l) = listener.as_mut() else { continue };
                     loop {
                         match l.accept() {
-                            Ok((mut stream, _)) => {
+                            Ok((mut stream, peer)) => {
                                 sockets.apply(&stream)?;
                                 let token = Token(next_token);
                                 next_token += 1;
@@ -267,7 +284,14 @@ pub fn run_overlay<H: OverlayHost>(
                                     Interest::READABLE | Interest::WRITABLE,
                                 )?;
                                 let id = host.children().add();
-                                children.insert(token, Child { stream, id });
+                                let index = progress.children.len();
+                                progress.children.push(ChildProgress {
+                                    peer,
+                                    bytes: 0,
+                                    connected: true,
+                                    refused: false,
+                                });
+                                children.insert(token, Child { stream, id, index });
                                 progress.children_joined += 1;
                             }
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -294,6 +318,9 @@ pub fn run_overlay<H: OverlayHost>(
                         let mut c = children.remove(&token).expect("present");
                         let _ = poll.registry().deregister(&mut c.stream);
                         host.children().remove(c.id);
+                        let entry = &mut progress.children[c.index];
+                        entry.connected = false;
+                        entry.refused = refused;
                         if refused {
                             progress.children_refused += 1;
                         } else {
@@ -319,6 +346,7 @@ pub fn run_overlay<H: OverlayHost>(
                     let mut c = children.remove(&token).expect("present");
                     let _ = poll.registry().deregister(&mut c.stream);
                     host.children().remove(c.id);
+                    progress.children[c.index].connected = false;
                     progress.children_left += 1;
                 }
             }
@@ -440,6 +468,7 @@ fn flush<H: OverlayHost>(
             Ok(n) => {
                 host.children().wrote(c.id, n);
                 progress.bytes_to_children += n as u64;
+                progress.children[c.index].bytes += n as u64;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

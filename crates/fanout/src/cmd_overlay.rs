@@ -458,6 +458,32 @@ struct SourceSummary {
     children_refused: u64,
     bytes_to_children: u64,
     seconds: f64,
+    /// Every child that connected, in order.
+    children: Vec<ChildSummary>,
+}
+
+/// What a host sent one child.
+#[derive(Debug, Serialize)]
+struct ChildSummary {
+    peer: String,
+    bytes: u64,
+    /// `bytes` per file byte.
+    copies: f64,
+    /// Dropped for breaking the hop's protocol.
+    refused: bool,
+}
+
+/// Per-child figures of a host's run.
+fn children_summary(p: &fanout_io::overlay::OverlayProgress, file_bytes: u64) -> Vec<ChildSummary> {
+    p.children
+        .iter()
+        .map(|c| ChildSummary {
+            peer: c.peer.to_string(),
+            bytes: c.bytes,
+            copies: c.bytes as f64 / file_bytes.max(1) as f64,
+            refused: c.refused,
+        })
+        .collect()
 }
 
 fn source_command(args: SourceArgs) -> Result<()> {
@@ -509,12 +535,16 @@ fn source_command(args: SourceArgs) -> Result<()> {
     let clock = fanout_io::Clock::new();
     let want = args.children;
     let mut seen = Seen::default();
+    let mut bars = crate::overlay_progress::HostBars::new(Some(data.len() as u64));
     let progress =
         fanout_io::overlay::run_overlay(&mut source, Some((listener, &sockets)), None, |_, p| {
-            seen.report("overlay source", p);
+            bars.suspend(|| seen.report("overlay source", p));
+            bars.update(None, p);
             crate::interrupt::interrupted()
                 || (want > 0 && p.children_left + p.children_refused >= want)
         })?;
+    bars.clear();
+    let per_child = children_summary(&progress, data.len() as u64);
     let summary = SourceSummary {
         name,
         bytes: data.len() as u64,
@@ -525,6 +555,7 @@ fn source_command(args: SourceArgs) -> Result<()> {
         children_refused: progress.children_refused,
         bytes_to_children: progress.bytes_to_children,
         seconds: clock.now().as_secs_f64(),
+        children: per_child,
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
@@ -564,6 +595,8 @@ struct NodeSummary {
     children_joined: u64,
     children_left: u64,
     bytes_to_children: u64,
+    /// Every child that connected, in order.
+    children: Vec<ChildSummary>,
 }
 
 fn node_command(args: NodeArgs) -> Result<()> {
@@ -601,12 +634,17 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let mut seen = Seen::default();
     let mut journal_error = None;
     let mut written = None;
+    let mut bars = crate::overlay_progress::HostBars::new(None);
     let run = fanout_io::overlay::run_overlay(
         &mut node,
         listener.map(|l| (l, &sockets)),
         Some(&parents),
         |n, p| {
-            seen.report("overlay node", p);
+            bars.suspend(|| seen.report("overlay node", p));
+            let own = n
+                .manifest()
+                .map(|m| (n.upstream_bytes(), m.layout.length()));
+            bars.update(own, p);
             if decoded_at.is_none() {
                 if let Err(e) = n.drain_journal(|b| journal.append(b)) {
                     journal_error.get_or_insert(e);
@@ -630,6 +668,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
                 || (p.upstream_closed && decoded_at.is_none())
         },
     );
+    bars.clear();
     if let Some(e) = journal_error {
         eprintln!(
             "overlay node: warning: cannot keep the journal {}: {e}",
@@ -677,6 +716,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         bytes_to_children: progress.bytes_to_children,
+        children: children_summary(&progress, object.len() as u64),
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
@@ -706,6 +746,8 @@ struct RelaySummary {
     children_left: u64,
     /// Seconds it ran.
     elapsed_s: f64,
+    /// Every child that connected, in order.
+    children: Vec<ChildSummary>,
 }
 
 /// `overlay node --relay-only`: relays until its --children have hung up
@@ -722,17 +764,24 @@ fn relay_command(
     let listener = listener.expect("clap requires --listen with --relay-only");
     let want = args.children;
     let mut seen = Seen::default();
+    let mut bars = crate::overlay_progress::HostBars::new(None);
     let progress = fanout_io::overlay::run_overlay(
         &mut node,
         Some((listener, sockets)),
         Some(parents),
-        |_, p| {
-            seen.report("overlay relay", p);
+        |n, p| {
+            bars.suspend(|| seen.report("overlay relay", p));
+            let own = n
+                .manifest()
+                .map(|m| (n.upstream_bytes(), m.layout.length()));
+            bars.update(own, p);
             crate::interrupt::interrupted()
                 || (want > 0 && p.children_left + p.children_refused >= want)
                 || p.upstream_closed
         },
     )?;
+    bars.clear();
+    let file_bytes = node.manifest().map_or(0, |m| m.layout.length());
     let summary = RelaySummary {
         bytes_from_parent: node.upstream_bytes(),
         bytes_to_children: progress.bytes_to_children,
@@ -741,6 +790,7 @@ fn relay_command(
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         elapsed_s: clock.now().as_secs_f64(),
+        children: children_summary(&progress, file_bytes),
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);

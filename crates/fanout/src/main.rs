@@ -19,6 +19,7 @@ mod interrupt;
 mod merger_opts;
 mod net_opts;
 mod outcome;
+mod overlay_progress;
 mod pipe;
 mod progress;
 mod realtime_opts;

@@ -383,7 +383,18 @@ fn a_relay_only_node_forwards_to_a_leaf_that_verifies_and_keeps_nothing_itself()
     let forwarded = summary["bytes_to_children"].as_u64().unwrap();
     assert!(forwarded as usize >= data.len(), "{summary}");
     assert_eq!(summary["refused_symbols"], 0, "{summary}");
-    assert!(finish(source).0);
+    assert_eq!(summary["children"][0]["bytes"], forwarded, "{summary}");
+    // The source's summary names each child and what it sent it.
+    let (ok, out) = finish(source);
+    assert!(ok);
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let child = &summary["children"][0];
+    assert!(
+        child["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{summary}"
+    );
+    assert!(child["copies"].as_f64().unwrap() >= 1.0, "{summary}");
+    assert_eq!(child["refused"], false, "{summary}");
     // Nothing but the leaf's file was written.
     let written: Vec<_> = std::fs::read_dir(d)
         .unwrap()
