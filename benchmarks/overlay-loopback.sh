@@ -66,7 +66,7 @@ chain() {
     "$FANOUT" overlay source "$WORK/file.bin" --listen "127.0.0.1:$src" \
         --psk-file "$WORK/k.psk" --children 1 --json > "$R/source.json" 2> "$R/source.err" &
     PIDS+=($!); local S=$!
-    # The source codes the file before it listens.
+    # The source reads the file before it listens.
     for _ in $(seq 1 600); do grep -q " on " "$R/source.err" 2>/dev/null && break; sleep 0.1; done
     grep -q " on " "$R/source.err" || die "the source did not start: $(cat "$R/source.err")"
     if [ "$mode" = relay-only ]; then relay_out=(--relay-only); else relay_out=(-o "$R/relay"); fi

@@ -11,7 +11,6 @@
 
 use crate::symbol::{frame_len, open, seal, SymbolError, SymbolKey};
 use raptorq::{EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder};
-use std::collections::VecDeque;
 
 /// RFC 6330 §5.1.2's largest number of source symbols in a block (K'max).
 pub const MAX_BLOCK_SYMBOLS: u64 = 56_403;
@@ -143,13 +142,22 @@ impl Layout {
     }
 }
 
-/// The source's endless run of sealed symbols.
+/// The source's endless run of sealed symbols. Source symbols are slices
+/// of the object; a block is coded (its RaptorQ intermediate symbols
+/// computed, about what decoding it costs) only when its first repair
+/// symbol is wanted, so the source sends at once, holds the object once
+/// plus the blocks coded so far, and never codes a block that nobody
+/// needed repair symbols of.
 pub struct FountainSource {
     object: u64,
     key: SymbolKey,
-    blocks: Vec<raptorq::SourceBlockEncoder>,
-    /// Each block's source symbols, waiting to go (the first pass).
-    source: Vec<VecDeque<EncodingPacket>>,
+    oti: ObjectTransmissionInformation,
+    data: Vec<u8>,
+    symbol_size: usize,
+    /// Each block's first byte in the object and its length with padding.
+    spans: Vec<(usize, usize)>,
+    /// Each block's encoder, once a repair symbol of it was wanted.
+    encoders: Vec<Option<raptorq::SourceBlockEncoder>>,
     /// Each block's source symbol count (K).
     k: Vec<u32>,
     /// Each block's next encoding symbol id.
@@ -166,7 +174,11 @@ impl std::fmt::Debug for FountainSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FountainSource")
             .field("object", &self.object)
-            .field("blocks", &self.blocks.len())
+            .field("blocks", &self.spans.len())
+            .field(
+                "coded",
+                &self.encoders.iter().filter(|e| e.is_some()).count(),
+            )
             .field("next_esi", &self.next_esi)
             .finish_non_exhaustive()
     }
@@ -175,19 +187,31 @@ impl std::fmt::Debug for FountainSource {
 impl FountainSource {
     /// The fountain of `data` laid out as `layout` (its length must be
     /// `data`'s), object id `object`, sealed with `key`.
-    pub fn new(data: &[u8], layout: Layout, object: u64, key: SymbolKey) -> Self {
+    pub fn new(data: Vec<u8>, layout: Layout, object: u64, key: SymbolKey) -> Self {
         assert_eq!(layout.length, data.len() as u64, "the layout is data's");
-        let encoder = raptorq::Encoder::new(data, layout.oti());
-        let blocks = encoder.get_block_encoders().clone();
-        let source: Vec<VecDeque<EncodingPacket>> =
-            blocks.iter().map(|b| b.source_packets().into()).collect();
-        let k = source.iter().map(|s| s.len() as u32).collect();
-        let n = blocks.len();
+        let symbol_size = usize::from(layout.symbol_size);
+        let spans: Vec<(usize, usize)> = layout
+            .block_bytes()
+            .iter()
+            .scan(0usize, |at, &n| {
+                let here = *at;
+                *at += n as usize;
+                Some((here, n as usize))
+            })
+            .collect();
+        let k = spans
+            .iter()
+            .map(|&(_, n)| (n / symbol_size) as u32)
+            .collect();
+        let n = spans.len();
         FountainSource {
             object,
             key,
-            blocks,
-            source,
+            oti: layout.oti(),
+            data,
+            symbol_size,
+            encoders: (0..n).map(|_| None).collect(),
+            spans,
             k,
             next_esi: vec![0; n],
             round: (0..n).collect(),
@@ -202,12 +226,16 @@ impl FountainSource {
     /// repeat the source's (which starts at `K`) until the source has sent
     /// `first_repair` of a block.
     pub fn repair_only_from(mut self, first_repair: u32, seed: u64) -> Self {
-        for (b, q) in self.source.iter_mut().enumerate() {
-            q.clear();
-            self.next_esi[b] = self.k[b].saturating_add(first_repair).min(MAX_ESI);
+        for (b, k) in self.k.iter().enumerate() {
+            self.next_esi[b] = k.saturating_add(first_repair).min(MAX_ESI);
         }
         self.rng = fanout_core::rng::Rng::new(seed);
         self
+    }
+
+    /// Blocks coded so far.
+    pub fn coded_blocks(&self) -> usize {
+        self.encoders.iter().filter(|e| e.is_some()).count()
     }
 
     /// The next symbol's frame: one symbol of every block a round, the
@@ -228,17 +256,37 @@ impl FountainSource {
         let b = self.round[self.at];
         self.at += 1;
         let esi = self.next_esi[b];
-        self.next_esi[b] = if esi >= MAX_ESI { self.k[b] } else { esi + 1 };
-        let packet = match self.source[b].pop_front() {
-            Some(p) => p,
-            None => {
-                let repair = esi.max(self.k[b]) - self.k[b];
-                self.blocks[b]
-                    .repair_packets(repair, 1)
-                    .pop()
-                    .expect("one repair packet")
+        let k = self.k[b];
+        self.next_esi[b] = if esi >= MAX_ESI { k } else { esi + 1 };
+        let (start, len) = self.spans[b];
+        if esi < k {
+            // A source symbol: the object's bytes, zero-padded past its end.
+            let from = start + esi as usize * self.symbol_size;
+            let to = from + self.symbol_size;
+            let id = PayloadId::new(b as u8, esi);
+            return if to <= self.data.len() {
+                seal(&self.key, self.object, &id, &self.data[from..to])
+            } else {
+                let mut symbol = self.data[from.min(self.data.len())..].to_vec();
+                symbol.resize(self.symbol_size, 0);
+                seal(&self.key, self.object, &id, &symbol)
+            };
+        }
+        let (data, oti) = (&self.data, &self.oti);
+        let encoder = self.encoders[b].get_or_insert_with(|| {
+            let end = start + len;
+            if end <= data.len() {
+                raptorq::SourceBlockEncoder::new(b as u8, oti, &data[start..end])
+            } else {
+                let mut block = data[start..].to_vec();
+                block.resize(len, 0);
+                raptorq::SourceBlockEncoder::new(b as u8, oti, &block)
             }
-        };
+        });
+        let packet = encoder
+            .repair_packets(esi - k, 1)
+            .pop()
+            .expect("one repair packet");
         seal(&self.key, self.object, packet.payload_id(), packet.data())
     }
 }
@@ -449,13 +497,39 @@ mod tests {
         }
     }
 
+    /// The source codes nothing until a repair symbol is wanted, and then
+    /// only that block: a host that hears every source symbol decodes
+    /// with no block coded.
+    #[test]
+    fn blocks_are_coded_only_when_their_repair_symbols_are_wanted() {
+        let object = data(300_000);
+        let layout = Layout::new(object.len() as u64, 1024, 100_000).unwrap();
+        let key = SymbolKey::derive(&[2; 32]);
+        let mut source = FountainSource::new(object.clone(), layout, 5, key.clone());
+        let mut sink = FountainSink::new(layout, 5, key, blake3::hash(&object));
+        let k: u64 = layout.block_bytes().iter().map(|b| b / 1024).sum();
+        let mut done = false;
+        for _ in 0..k {
+            done = sink.on_frame(&source.next_frame()).unwrap();
+        }
+        assert!(done, "the source symbols alone decode");
+        assert_eq!(sink.object(), Some(&object[..]));
+        assert_eq!(source.coded_blocks(), 0);
+        source.next_frame();
+        assert_eq!(
+            source.coded_blocks(),
+            1,
+            "one repair symbol, one block coded"
+        );
+    }
+
     #[test]
     fn any_enough_symbols_decode_and_forgeries_never_reach_the_decoder() {
         let object = data(300_000);
         let layout = Layout::new(object.len() as u64, 1024, 128 << 10).unwrap();
         assert_eq!(layout.blocks(), 3);
         let key = SymbolKey::new([3; 32]);
-        let mut source = FountainSource::new(&object, layout, 42, key.clone());
+        let mut source = FountainSource::new(object.clone(), layout, 42, key.clone());
         let mut sink = FountainSink::new(layout, 42, key, blake3::hash(&object));
         let k = object.len().div_ceil(1024) as u64;
         // Lose 40% of the symbols (a fixed pattern), forge one in five.
@@ -493,9 +567,9 @@ mod tests {
         let object = data(200_000);
         let layout = Layout::new(200_000, 1024, 1 << 20).unwrap();
         let key = SymbolKey::new([2; 32]);
-        let mut source = FountainSource::new(&object, layout, 3, key.clone());
-        let mut own =
-            FountainSource::new(&object, layout, 3, key.clone()).repair_only_from(1 << 20, 99);
+        let mut source = FountainSource::new(object.clone(), layout, 3, key.clone());
+        let mut own = FountainSource::new(object.clone(), layout, 3, key.clone())
+            .repair_only_from(1 << 20, 99);
         let k = 200_000u32.div_ceil(1024);
         let first = open(&key, 3, 1024, &own.next_frame()).unwrap();
         assert_eq!(first.payload_id.encoding_symbol_id(), k + (1 << 20));
@@ -527,7 +601,7 @@ mod tests {
         // A key holder's forgery decodes to something else: caught by the
         // manifest's hash.
         let mut wrong = FountainSink::new(layout, 1, key.clone(), blake3::hash(b"other"));
-        let mut source = FountainSource::new(&object, layout, 1, key);
+        let mut source = FountainSource::new(object.clone(), layout, 1, key);
         let mut last = Ok(false);
         for _ in 0..10 {
             last = wrong.on_frame(&source.next_frame());

@@ -307,7 +307,7 @@ impl OverlayNode {
                     // read, so siblings that decoded differ.
                     let seed = m.object ^ self.whole_bytes.rotate_left(17);
                     let first = (1 << 20) + (seed % (1 << 22)) as u32;
-                    FountainSource::new(object, m.layout, m.object, self.key.clone())
+                    FountainSource::new(object.to_vec(), m.layout, m.object, self.key.clone())
                         .repair_only_from(first, seed)
                 });
                 let frame = own.next_frame();

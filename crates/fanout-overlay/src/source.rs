@@ -20,7 +20,7 @@ impl OverlaySource {
     /// `layout` from blocks of at most `block_bytes`, sealed with `key`,
     /// through a buffer of `buffer_bytes`.
     pub fn new(
-        data: &[u8],
+        data: Vec<u8>,
         name: &str,
         object: u64,
         (layout, block_bytes): (Layout, u64),
@@ -31,7 +31,7 @@ impl OverlaySource {
             object,
             layout,
             block_bytes,
-            hash: blake3::hash(data),
+            hash: blake3::hash(&data),
             name: name.to_owned(),
         };
         let mut children = Children::new(buffer_bytes);

@@ -59,7 +59,14 @@ fn run(slow_room: usize, forge: bool) -> Run {
     let key = SymbolKey::derive(&[4; 32]);
     let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
     assert_eq!(layout.blocks(), 2);
-    let mut src = OverlaySource::new(&data, "x.bin", 5, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut src = OverlaySource::new(
+        data.clone(),
+        "x.bin",
+        5,
+        (layout, 1 << 20),
+        key.clone(),
+        256 << 10,
+    );
     let mut relay = OverlayNode::new(key.clone(), 256 << 10);
     let (mut fast, mut slow) = (
         OverlayNode::new(key.clone(), 256 << 10),
@@ -148,7 +155,14 @@ fn a_leaf_that_loses_its_parent_finishes_from_another_with_what_it_held() {
     let data = object(1_000_000);
     let key = SymbolKey::derive(&[6; 32]);
     let layout = Layout::new(data.len() as u64, 4096, 1 << 20).unwrap();
-    let mut src = OverlaySource::new(&data, "y.bin", 8, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut src = OverlaySource::new(
+        data.clone(),
+        "y.bin",
+        8,
+        (layout, 1 << 20),
+        key.clone(),
+        256 << 10,
+    );
     let mut leaf = OverlayNode::new(key.clone(), 64 << 10);
     // The first parent serves 40% of the file, then goes away.
     let first = src.children().add();
@@ -172,7 +186,7 @@ fn a_leaf_that_loses_its_parent_finishes_from_another_with_what_it_held() {
     // A parent of another object is refused.
     let other = object(5000);
     let l2 = Layout::new(5000, 4096, 1 << 20).unwrap();
-    let mut wrong = OverlaySource::new(&other, "z.bin", 9, (l2, 1 << 20), key, 64 << 10);
+    let mut wrong = OverlaySource::new(other.clone(), "z.bin", 9, (l2, 1 << 20), key, 64 << 10);
     let c = wrong.children().add();
     wrong.children().on_bytes(c, &HELLO).unwrap();
     leaf.rejoin();
@@ -187,7 +201,14 @@ fn a_restarted_leaf_replays_its_journal_and_reads_only_what_it_lacks() {
     let data = object(1_000_000);
     let key = SymbolKey::derive(&[7; 32]);
     let layout = Layout::new(data.len() as u64, 4096, 1 << 20).unwrap();
-    let mut src = OverlaySource::new(&data, "j.bin", 4, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut src = OverlaySource::new(
+        data.clone(),
+        "j.bin",
+        4,
+        (layout, 1 << 20),
+        key.clone(),
+        256 << 10,
+    );
     // The first run reads half the file, keeping a journal, and dies.
     let mut first = OverlayNode::new(key.clone(), 64 << 10).journaling();
     let c = src.children().add();
@@ -223,7 +244,14 @@ fn a_relay_whose_parent_goes_after_it_decoded_feeds_its_children_its_own_symbols
     let data = object(300_000);
     let key = SymbolKey::derive(&[8; 32]);
     let layout = Layout::new(data.len() as u64, 2048, 1 << 20).unwrap();
-    let mut src = OverlaySource::new(&data, "o.bin", 6, (layout, 1 << 20), key.clone(), 64 << 10);
+    let mut src = OverlaySource::new(
+        data.clone(),
+        "o.bin",
+        6,
+        (layout, 1 << 20),
+        key.clone(),
+        64 << 10,
+    );
     let mut relay = OverlayNode::new(key.clone(), 64 << 10);
     let c = src.children().add();
     src.children().on_bytes(c, &HELLO).unwrap();
@@ -258,7 +286,14 @@ fn a_relay_only_host_forwards_checked_frames_and_decodes_nothing() {
     let data = object(1_000_000);
     let key = SymbolKey::derive(&[6; 32]);
     let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
-    let mut src = OverlaySource::new(&data, "y.bin", 9, (layout, 1 << 20), key.clone(), 256 << 10);
+    let mut src = OverlaySource::new(
+        data.clone(),
+        "y.bin",
+        9,
+        (layout, 1 << 20),
+        key.clone(),
+        256 << 10,
+    );
     let mut relay = OverlayNode::relay_only(key.clone(), 256 << 10);
     let mut leaf = OverlayNode::new(key, 256 << 10);
     let to_relay = src.children().add();

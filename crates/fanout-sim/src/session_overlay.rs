@@ -459,14 +459,13 @@ impl FlowFactory for OverlayFlows {
         };
         let data = pattern_object(len);
         let source = OverlaySource::new(
-            &data,
+            data,
             "object",
             0x0B1E_C700 + flow_index,
             (layout, block),
             key.clone(),
             buffer,
         );
-        drop(data);
         let mut hosts = Vec::new();
         let children = streams(sim, &o.source)?;
         let addr = resolve(sim, &o.source)?;

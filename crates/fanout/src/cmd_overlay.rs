@@ -510,8 +510,9 @@ fn source_command(args: SourceArgs) -> Result<()> {
     sockets.check()?;
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let file_bytes = data.len() as u64;
     let mut source = fanout_overlay::OverlaySource::new(
-        &data,
+        data,
         &name,
         object,
         (layout, args.coding.block_size),
@@ -520,7 +521,7 @@ fn source_command(args: SourceArgs) -> Result<()> {
     );
     eprintln!(
         "overlay source: {name} ({} bytes, {} blocks of {}-byte symbols) on {}; waiting for {} {}",
-        data.len(),
+        file_bytes,
         layout.blocks(),
         layout.symbol_size(),
         listener.local_addr()?,
@@ -535,7 +536,7 @@ fn source_command(args: SourceArgs) -> Result<()> {
     let clock = fanout_io::Clock::new();
     let want = args.children;
     let mut seen = Seen::default();
-    let mut bars = crate::overlay_progress::HostBars::new(Some(data.len() as u64));
+    let mut bars = crate::overlay_progress::HostBars::new(Some(file_bytes));
     let progress =
         fanout_io::overlay::run_overlay(&mut source, Some((listener, &sockets)), None, |_, p| {
             bars.suspend(|| seen.report("overlay source", p));
@@ -544,10 +545,10 @@ fn source_command(args: SourceArgs) -> Result<()> {
                 || (want > 0 && p.children_left + p.children_refused >= want)
         })?;
     bars.clear();
-    let per_child = children_summary(&progress, data.len() as u64);
+    let per_child = children_summary(&progress, file_bytes);
     let summary = SourceSummary {
         name,
-        bytes: data.len() as u64,
+        bytes: file_bytes,
         symbol_size: layout.symbol_size(),
         blocks: layout.blocks(),
         children_joined: progress.children_joined,

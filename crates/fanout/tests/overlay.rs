@@ -40,7 +40,7 @@ fn start(args: &[&str]) -> Proc {
 }
 
 /// The address after `marker` in the first stderr line that has it
-/// (within 60 s: the source codes the file first).
+/// (within 60 s).
 fn address(p: &Proc, marker: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
