@@ -103,6 +103,7 @@ mod tests {
                 loss: 0.0,
                 loss_burst: None,
                 slow: None,
+                hosts: Vec::new(),
                 competing_tcp: None,
                 queue_packets: None,
                 timeout: None,

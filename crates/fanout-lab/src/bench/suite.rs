@@ -36,6 +36,10 @@
 //! loss = 0.01              # Bernoulli loss on every receiver link, both ways
 //! loss_burst = 3.0         # … in bursts of 3 packets on average (Gilbert–Elliott)
 //! slow = { receivers = 1, rate = "20Mbit" }   # the first receivers' links
+//! # … or each receiver's link in groups, in order (r1.. first), instead of
+//! # receiver_rate and slow; delay and loss default to the scenario's:
+//! hosts = [{ count = 4, rate = "100Mbit" }, { count = 1, rate = "20Mbit", delay = "40ms" },
+//!          { count = 1, rate = "50Mbit", loss = 0.02 }]
 //! competing_tcp = { bottleneck_rate = "100Mbit", delay = "10ms", cc = "cubic" }
 //! queue_packets = 100      # DropTail length of every link (default 100)
 //! timeout = "900s"         # this scenario's per-run timeout (default: the suite's)
@@ -225,6 +229,24 @@ pub struct Slow {
     pub rate: String,
 }
 
+/// A group of receivers whose links are alike (`hosts = [...]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostGroup {
+    /// How many receivers (the next ones in order: r1, r2, …).
+    pub count: usize,
+    /// Their links' rate, both directions.
+    pub rate: String,
+    /// Their links' one-way delay (default: the scenario's
+    /// `receiver_delay`, else `delay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    /// Their links' loss probability, both directions (default: the
+    /// scenario's `loss`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+}
+
 /// A kernel TCP flow sharing a bottleneck with the transfer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -267,7 +289,9 @@ pub struct ScenarioSpec {
     pub receivers: usize,
     /// Rate of the sender's link to its switch.
     pub sender_rate: String,
-    /// Rate of each receiver's link to its switch.
+    /// Rate of each receiver's link to its switch (required unless `hosts`
+    /// gives every receiver's).
+    #[serde(default)]
     pub receiver_rate: String,
     /// One-way delay of every link.
     #[serde(default = "default_delay")]
@@ -288,6 +312,10 @@ pub struct ScenarioSpec {
     /// Slower receivers.
     #[serde(default)]
     pub slow: Option<Slow>,
+    /// Each receiver's link, in groups in receiver order (instead of
+    /// `receiver_rate` and `slow`); their counts add up to `receivers`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostGroup>,
     /// A competing TCP flow over a shared bottleneck (a dumbbell topology).
     #[serde(default)]
     pub competing_tcp: Option<Competing>,
@@ -461,6 +489,7 @@ pub fn validate_network(s: &ScenarioSpec) -> Result<(), String> {
     if s.loss_burst.is_some_and(|b| !(1.0..=1000.0).contains(&b)) {
         return Err("loss_burst: want 1 to 1000 packets".into());
     }
+    validate_hosts(s)?;
     if let Some(slow) = &s.slow {
         if slow.receivers > s.receivers {
             return Err("more slow receivers than receivers".into());
@@ -476,6 +505,40 @@ pub fn validate_network(s: &ScenarioSpec) -> Result<(), String> {
     super::scenario::topology(s)
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Checks the `hosts` groups against the rest of the scenario.
+fn validate_hosts(s: &ScenarioSpec) -> Result<(), String> {
+    if s.hosts.is_empty() {
+        if s.receiver_rate.is_empty() {
+            return Err("receiver_rate: required unless hosts gives each receiver's".into());
+        }
+        return Ok(());
+    }
+    if s.slow.is_some() {
+        return Err("hosts and slow: give the slow receivers as a group of hosts instead".into());
+    }
+    let total: usize = s.hosts.iter().map(|g| g.count).sum();
+    if total != s.receivers {
+        return Err(format!(
+            "hosts: the groups' counts add up to {total}, receivers = {}",
+            s.receivers
+        ));
+    }
+    for (i, g) in s.hosts.iter().enumerate() {
+        let at = format!("hosts[{i}]");
+        if g.count == 0 {
+            return Err(format!("{at}: count: want at least 1"));
+        }
+        parse_rate_bps(&g.rate).map_err(|e| format!("{at}: rate: {e}"))?;
+        if let Some(d) = &g.delay {
+            parse_duration(d).map_err(|e| format!("{at}: delay: {e}"))?;
+        }
+        if g.loss.is_some_and(|l| !(0.0..1.0).contains(&l)) {
+            return Err(format!("{at}: loss outside [0, 1)"));
+        }
+    }
+    Ok(())
 }
 
 /// A file size: `"200MiB"`, `"4MiB"`, `"1GB"`, at least 1 byte and at
@@ -555,5 +618,43 @@ mod tests {
             "name = \"udpcast\"\nkind = \"udpcast\"\nstream_s = 5.0",
         );
         assert!(e(&file_tool_with_stream).contains("media"));
+    }
+
+    #[test]
+    fn host_groups_are_checked_against_the_scenario() {
+        let suite = |scenario: &str| {
+            format!(
+                "[[tool]]\nname = \"t\"\nkind = \"fanout\"\nrate = \"r\"\n\
+                 [[scenario]]\nname = \"h\"\ntitle = \"t\"\nsender_rate = \"100Mbit\"\n{scenario}"
+            )
+        };
+        let ok = suite(
+            "receivers = 3\nhosts = [{ count = 2, rate = \"100Mbit\" }, \
+             { count = 1, rate = \"10Mbit\", delay = \"20ms\", loss = 0.01 }]",
+        );
+        let s = Suite::parse(&ok, "s.toml").unwrap();
+        assert_eq!(s.scenarios[0].hosts[1].delay.as_deref(), Some("20ms"));
+        let e = |t: &str| Suite::parse(&suite(t), "s.toml").unwrap_err().to_string();
+        assert!(
+            e("receivers = 3\nhosts = [{ count = 2, rate = \"100Mbit\" }]")
+                .contains("add up to 2, receivers = 3")
+        );
+        assert!(
+            e("receivers = 1\nhosts = [{ count = 1, rate = \"fast\" }]").contains("hosts[0]: rate")
+        );
+        assert!(
+            e("receivers = 1\nhosts = [{ count = 1, rate = \"1Mbit\", loss = 2.0 }]")
+                .contains("hosts[0]: loss")
+        );
+        assert!(
+            e("receivers = 1\nhosts = [{ count = 1, rate = \"1Mbit\", delay = \"x\" }]")
+                .contains("hosts[0]: delay")
+        );
+        assert!(e("receivers = 1").contains("receiver_rate: required"));
+        assert!(e(
+            "receivers = 1\nslow = { receivers = 1, rate = \"1Mbit\" }\n\
+                   hosts = [{ count = 1, rate = \"1Mbit\" }]"
+        )
+        .contains("hosts and slow"));
     }
 }
