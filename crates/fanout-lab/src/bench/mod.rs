@@ -14,6 +14,7 @@ pub mod live;
 pub mod measure;
 pub mod media;
 pub mod merge;
+pub mod overlay_tree;
 pub mod payload;
 pub mod peers;
 pub mod plot;
