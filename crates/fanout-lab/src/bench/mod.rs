@@ -18,6 +18,7 @@ pub mod overlay_tree;
 pub mod payload;
 pub mod peers;
 pub mod plot;
+pub mod race_tools;
 pub mod reference;
 pub mod report;
 pub mod results;

@@ -706,6 +706,9 @@ mod tests {
             exit_code: Some(0),
             cpu_s: None,
             problem: None,
+            bound_s: None,
+            predicted_mbps: None,
+            parent: None,
         };
         r.receivers = vec![rx("r1", Some(10)), rx("r2", Some(0))];
         assert!(

@@ -14,6 +14,14 @@
 //! rate = "fixed 95 Mbit/s (-R 95000)"   # how its rate is set, for the report
 //! scenarios = ["d"]        # run only in these scenarios (default: all)
 //!
+//! [[tool]]                 # the overlay race (kinds overlay, tcp_unicast, bittorrent)
+//! name = "overlay"
+//! kind = "overlay"         # fanout overlay source / node, a tree planned from the links
+//! max_children = 1         # children per host in the tree (default: the best of 1-4)
+//! bound_target = 0.1       # every receiver within 1.1× file bits / its link rate
+//! predicted_target = 0.1   # … and at least 0.9× its predicted rate on the tree
+//! finish_within = { bittorrent = 1.0, "tcp-unicast" = 0.5 }   # all done by then
+//!
 //! [[tool]]                 # a live stream instead of a file
 //! name = "media-asmp"
 //! kind = "media"           # fanout media send / recv
@@ -49,6 +57,7 @@ use crate::error::LabError;
 use crate::topo::check_name;
 use fanout_sim::units::{parse_bytes, parse_duration, parse_rate_bps};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Largest file a suite may ask for (each receiver writes a copy).
@@ -75,6 +84,24 @@ pub enum ToolKind {
     /// `fanout media send` / `fanout media recv`: a live MPEG-TS stream
     /// over RTP instead of a file ([`super::media`]).
     Media,
+    /// `fanout overlay source` / `fanout overlay node` (ROMA): a tree of
+    /// TCP hops planned from the scenario's link rates
+    /// ([`super::overlay_tree`]).
+    Overlay,
+    /// One kernel TCP download per receiver from the sender, all at once
+    /// (`python3 -m http.server` and `curl`).
+    TcpUnicast,
+    /// BitTorrent: `opentracker` and a seeding `aria2c` on the sender,
+    /// `aria2c` on every receiver (torrent made with `mktorrent`).
+    Bittorrent,
+}
+
+impl ToolKind {
+    /// Whether its sender serves until the bench stops it (once every
+    /// receiver is done) rather than exiting by itself.
+    pub fn sender_serves(self) -> bool {
+        matches!(self, ToolKind::TcpUnicast | ToolKind::Bittorrent)
+    }
 }
 
 /// One tool of the comparison.
@@ -135,6 +162,29 @@ pub struct ToolSpec {
     /// compared where that tool never finished).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub closer_than: Vec<String>,
+    /// Overlay tools: children per host at most in the planned tree
+    /// (`None`: the best bound of 1 to
+    /// [`super::overlay_tree::MAX_CHILDREN_TRIED`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_children: Option<usize>,
+    /// Every receiver must be done within this fraction above its physical
+    /// bound (file bits over the lesser of its link's and the sender's
+    /// link's rate; 0.1: within 1.1× the bound), in every scenario it runs
+    /// in: the bench exits non-zero otherwise (`None`: no target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_target: Option<f64>,
+    /// Overlay tools: every receiver's rate (file bits over its time) must
+    /// be at least this fraction below its predicted rate on the planned
+    /// tree (0.1: at least 0.9× the prediction), else non-zero exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_target: Option<f64>,
+    /// Tools whose time until every receiver is done it must match: each
+    /// of its runs at most the factor times the mean of the named tool's
+    /// successful runs in the same scenario of the same invocation (not
+    /// compared where that tool did not finish), in every scenario it
+    /// runs in; `{ bittorrent = 1.0, "tcp-unicast" = 0.5 }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finish_within: BTreeMap<String, f64>,
 }
 
 /// Stands, in a tool's arguments, for a pre-shared key file the lab writes
@@ -158,6 +208,10 @@ impl ToolSpec {
             input_rate: None,
             share_target: None,
             closer_than: Vec::new(),
+            max_children: None,
+            bound_target: None,
+            predicted_target: None,
+            finish_within: BTreeMap::new(),
         }
     }
 
@@ -201,6 +255,40 @@ impl ToolSpec {
                     "{at}: share_target: want [least, most], 0 < least <= most"
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the race keys: `max_children` for overlay tools only, at
+    /// least 1; fractions in [0, 1); factors positive.
+    fn validate_race(&self) -> Result<(), String> {
+        let at = format!("tool {:?}", self.name);
+        if self.kind != ToolKind::Overlay
+            && (self.max_children.is_some() || self.predicted_target.is_some())
+        {
+            return Err(format!(
+                "{at}: max_children and predicted_target are for kind = \"overlay\""
+            ));
+        }
+        if self.max_children == Some(0) {
+            return Err(format!("{at}: max_children: want at least 1"));
+        }
+        for (key, v) in [
+            ("bound_target", self.bound_target),
+            ("predicted_target", self.predicted_target),
+        ] {
+            if v.is_some_and(|v| !(0.0..1.0).contains(&v)) {
+                return Err(format!("{at}: {key}: want a fraction in [0, 1)"));
+            }
+        }
+        if let Some((o, f)) = self
+            .finish_within
+            .iter()
+            .find(|(_, f)| !(f.is_finite() && **f > 0.0))
+        {
+            return Err(format!(
+                "{at}: finish_within.{o}: want a positive factor, not {f}"
+            ));
         }
         Ok(())
     }
@@ -431,6 +519,13 @@ impl Suite {
         check_tools(&tools, &scenarios)?;
         for t in &self.tools {
             t.validate_media()?;
+            t.validate_race()?;
+            if let Some(o) = t.finish_within.keys().find(|o| self.tool(o).is_none()) {
+                return Err(format!(
+                    "tool {:?}: finish_within names no tool {o:?}",
+                    t.name
+                ));
+            }
             if let Some(o) = t.closer_than.iter().find(|o| self.tool(o).is_none()) {
                 return Err(format!(
                     "tool {:?}: closer_than names no tool {o:?}",
@@ -561,7 +656,12 @@ mod tests {
         let s = Suite::parse(text, "benchmarks/suite.toml").unwrap();
         assert_eq!(s.size, 200 << 20);
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g"]);
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "o", "o5"]);
+        // The overlay race runs on its own stars only, with its targets.
+        let overlay = s.tool("overlay").unwrap();
+        assert!(overlay.runs_in("o5") && !overlay.runs_in("b"));
+        assert_eq!(overlay.finish_within["tcp-unicast"], 0.5);
+        assert_eq!(s.scenarios[8].hosts.len(), 5);
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
         // (d)'s TCP-friendly runs need minutes; the fair-window variant of
