@@ -257,6 +257,7 @@ pub(crate) fn failed(error: String) -> RunResult {
         load_before: [0.0; 3],
         load_after: [0.0; 3],
         tcp: None,
+        sender_setup_s: None,
         sender_log_tail: String::new(),
     }
 }
@@ -299,9 +300,10 @@ fn measure(
             .map_err(|e| LabError::io(format!("creating {}", d.display()), e))?;
     }
     let psk = dir.join("session.psk");
-    if tool.uses_psk() {
+    if tool.uses_psk() || tool.kind == ToolKind::Overlay {
         write_psk(&psk)?;
     }
+    let receiver_bps = scenario::receiver_rates_bps(scn);
     let plan = plan(
         tool,
         &Endpoints {
@@ -310,18 +312,55 @@ fn measure(
             receiver_ips: &ips,
             receiver_dirs: &out_dirs,
             psk: &psk,
+            run_dir: dir,
+            sender_bps: scenario::sender_rate_bps(scn),
+            receiver_bps: &receiver_bps,
         },
     );
-    let flow = start_competing(&lab, scn.competing_tcp.as_ref())?;
-    let mut receivers = Vec::with_capacity(names.len());
-    for (name, cmd) in names.iter().zip(&plan.receivers) {
-        receivers.push(spawn(&lab, name, &dir.join(name), &cmd.argv, ctx)?);
+    if let Some(script) = &plan.setup {
+        run_setup(dir, script, ctx)?;
     }
-    std::thread::sleep(RECEIVER_HEAD_START);
-    let t0 = clock.now().as_secs_f64();
+    let flow = start_competing(&lab, scn.competing_tcp.as_ref())?;
     let tcp_bytes = || flow.as_ref().map_or(0, |(_, sink)| sink.bytes());
-    let mut tcp_at_start = tcp_bytes();
-    let mut sender = spawn(&lab, SENDER, &dir.join(SENDER), &plan.sender, ctx)?;
+    let mut tcp_at_start;
+    let t0;
+    let mut sender_setup_s = None;
+    let mut sender;
+    let mut started: Vec<Option<Proc>> = (0..names.len()).map(|_| None).collect();
+    if let Some(port) = plan.sender_port {
+        // A server: up and listening before the receivers (and the clock)
+        // start.
+        let spawned = clock.now().as_secs_f64();
+        sender = spawn(&lab, SENDER, &dir.join(SENDER), &plan.sender, ctx)?;
+        wait_listening(&lab, &mut sender, port, &clock, ctx)?;
+        t0 = clock.now().as_secs_f64();
+        sender_setup_s = Some(t0 - spawned);
+        tcp_at_start = tcp_bytes();
+        for &i in &plan.start_order {
+            started[i] = Some(spawn(
+                &lab,
+                &names[i],
+                &dir.join(&names[i]),
+                &plan.receivers[i].argv,
+                ctx,
+            )?);
+        }
+    } else {
+        for (i, (name, cmd)) in names.iter().zip(&plan.receivers).enumerate() {
+            started[i] = Some(spawn(&lab, name, &dir.join(name), &cmd.argv, ctx)?);
+        }
+        std::thread::sleep(RECEIVER_HEAD_START);
+        t0 = clock.now().as_secs_f64();
+        tcp_at_start = tcp_bytes();
+        sender = spawn(&lab, SENDER, &dir.join(SENDER), &plan.sender, ctx)?;
+    }
+    let mut receivers: Vec<Proc> = started.into_iter().flatten().collect();
+    if receivers.len() != names.len() {
+        return Err(LabError::io(
+            "a receiver the plan never started",
+            std::io::ErrorKind::NotFound.into(),
+        ));
+    }
     // A media run: the stream, and when it started and ended.
     let mut stream = None;
     if tool.kind == ToolKind::Media {
@@ -351,9 +390,10 @@ fn measure(
             if d.is_some() {
                 continue;
             }
-            match (cmd.done_by, r.exit) {
+            match (&cmd.done_by, r.exit) {
                 (DoneBy::Exit, Some((st, at))) if st.success() => *d = Some(at - t0),
                 (DoneBy::FileAppears, _) if cmd.output.exists() => *d = Some(now - t0),
+                (DoneBy::Marker(m), _) if m.exists() => *d = Some(now - t0),
                 _ => {}
             }
         }
@@ -364,6 +404,10 @@ fn measure(
             .iter()
             .zip(&done)
             .all(|(r, d)| d.is_some() || r.exit.is_some());
+        if plan.sender_serves && sender.exit.is_none() && done.iter().all(Option::is_some) {
+            // The server has served everyone; the bench stops it.
+            break None;
+        }
         if let Some((_, at)) = sender.exit {
             if receivers_over {
                 break None;
@@ -390,9 +434,18 @@ fn measure(
         }
         std::thread::sleep(POLL);
     };
-    sender.stop(&clock);
     for r in &mut receivers {
         r.stop(&clock);
+    }
+    sender.stop(&clock);
+    if plan.sender_port.is_some() {
+        // Whatever the race tools' scripts left behind in the lab's
+        // namespaces (a tracker, a seed) goes with them.
+        for host in names.iter().map(String::as_str).chain([SENDER]) {
+            if let Ok(ns) = lab.netns_of(host) {
+                let _ = ns.kill_processes();
+            }
+        }
     }
     let stream_s = stream.and_then(|(source, start, end)| {
         drop(source);
@@ -419,8 +472,96 @@ fn measure(
             names: &names,
             emu,
             tcp,
+            sender_serves: plan.sender_serves,
+            sender_setup_s,
+            predicted_bps: plan.tree.as_ref().map(|t| t.predicted_bps[1..].to_vec()),
+            parents: plan.tree.as_ref().map(|t| {
+                t.parent[1..]
+                    .iter()
+                    .map(|p| match p {
+                        Some(0) | None => SENDER.to_owned(),
+                        Some(h) => receiver_name(h - 1),
+                    })
+                    .collect()
+            }),
+            bound_bps: receiver_bps
+                .iter()
+                .map(|&r| r.min(scenario::sender_rate_bps(scn)))
+                .collect(),
         },
         error,
+    ))
+}
+
+/// Longest a serving sender may take to listen.
+const SENDER_READY: Duration = Duration::from_secs(60);
+
+/// Waits until `sender`, in the sender's namespace, listens on TCP `port`
+/// (asked of `ss` there), failing if it exits first or takes longer than
+/// [`SENDER_READY`].
+fn wait_listening(
+    lab: &Lab,
+    sender: &mut Proc,
+    port: u16,
+    clock: &Clock,
+    ctx: &Context,
+) -> Result<(), LabError> {
+    let start = clock.now();
+    let ns = lab.netns_of(SENDER)?;
+    loop {
+        let out = ns
+            .exec("ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .map_err(|e| LabError::io("running ss in the sender's namespace", e))?;
+        if out.status.success() && !out.stdout.is_empty() {
+            return Ok(());
+        }
+        sender.poll(clock.now().as_secs_f64())?;
+        let gave_up = if sender.exit.is_some() {
+            Some("exited")
+        } else if clock.now() - start > SENDER_READY || ctx.cancelled() {
+            Some("timed out")
+        } else {
+            None
+        };
+        if let Some(why) = gave_up {
+            sender.stop(clock);
+            return Err(LabError::io(
+                format!(
+                    "the sender {why} before listening on port {port}; stderr: {}",
+                    tail(&sender.dir.join("stderr.log"), 3)
+                ),
+                std::io::ErrorKind::TimedOut.into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a plan's setup script in `dir` (outside the clock and the lab's
+/// namespaces), failing with its stderr.
+fn run_setup(dir: &Path, script: &str, ctx: &Context) -> Result<(), LabError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LabError::io(format!("creating {}", dir.display()), e))?;
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env("PATH", &ctx.path)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| LabError::io("running the setup script", e))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(LabError::io(
+        format!(
+            "the setup script failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        std::io::ErrorKind::Other.into(),
     ))
 }
 
@@ -499,6 +640,17 @@ struct Figures<'a> {
     names: &'a [String],
     emu: Option<EmuReport>,
     tcp: Option<u64>,
+    /// The sender served until stopped (its exit status says nothing).
+    sender_serves: bool,
+    /// Seconds the sender took to listen, where it started first.
+    sender_setup_s: Option<f64>,
+    /// The overlay's predicted rate per receiver, bit/s.
+    predicted_bps: Option<Vec<f64>>,
+    /// The overlay's parent per receiver.
+    parents: Option<Vec<String>>,
+    /// Per receiver, the lesser of its link's and the sender's link's
+    /// rate, bit/s.
+    bound_bps: Vec<u64>,
 }
 
 /// A media run's receiver: the bytes of stream it reported, over the
@@ -528,6 +680,9 @@ fn stream_receiver(
         exit_code: r.exit.and_then(|(st, _)| st.code()),
         cpu_s: cpu_of(&r.dir),
         problem,
+        bound_s: None,
+        predicted_mbps: None,
+        parent: None,
     }
 }
 
@@ -558,6 +713,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
                 format!("{p}; stderr: {log}")
             }
         });
+        let i = receivers.len();
         receivers.push(ReceiverResult {
             host: name.clone(),
             done_s: *d,
@@ -567,6 +723,17 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
             exit_code: r.exit.and_then(|(st, _)| st.code()),
             cpu_s: cpu_of(&r.dir),
             problem,
+            bound_s: f
+                .bound_bps
+                .get(i)
+                .filter(|b| **b > 0)
+                .map(|b| bits / *b as f64),
+            predicted_mbps: f
+                .predicted_bps
+                .as_ref()
+                .and_then(|p| p.get(i))
+                .map(|p| p / 1e6),
+            parent: f.parents.as_ref().and_then(|p| p.get(i)).cloned(),
         });
     }
     let all_done = f.done.iter().all(Option::is_some);
@@ -591,7 +758,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         bits
     };
     let sender_exit_code = f.sender.exit.and_then(|(st, _)| st.code());
-    if error.is_none() && sender_exit_code != Some(0) {
+    if error.is_none() && sender_exit_code != Some(0) && !f.sender_serves {
         error = Some(format!(
             "sender exited with {:?}",
             f.sender.exit.map(|(st, _)| st)
@@ -662,6 +829,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         emulator_cpu_s: f.emu.as_ref().map(|e| e.cpu_s),
         drops,
         tcp,
+        sender_setup_s: f.sender_setup_s,
         sender_log_tail: format!(
             "{}\n{}",
             tail(&f.sender.dir.join("stdout.log"), LOG_TAIL_LINES),

@@ -103,6 +103,7 @@ mod tests {
                 loss: 0.0,
                 loss_burst: None,
                 slow: None,
+                hosts: Vec::new(),
                 competing_tcp: None,
                 queue_packets: None,
                 timeout: None,
@@ -113,6 +114,63 @@ mod tests {
             results: Vec::new(),
             tcp_references: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_overlay_race_targets_miss_where_they_should() {
+        let mut r = part("15:00", "0.1.0", "o", &["overlay", "bt", "tcp"]);
+        let rx = |host: &str, done: Option<f64>, bound: f64, predicted: Option<f64>| {
+            crate::bench::results::ReceiverResult {
+                host: host.into(),
+                done_s: done,
+                goodput_mbps: done.map(|d| 8.0 * 1.048576 / d),
+                verified: done.is_some(),
+                stream_bytes: None,
+                exit_code: Some(0),
+                cpu_s: None,
+                problem: None,
+                bound_s: Some(bound),
+                predicted_mbps: predicted,
+                parent: None,
+            }
+        };
+        for (tool, wall) in [("overlay", 2.0), ("bt", 2.5), ("tcp", 5.0)] {
+            let mut run = crate::bench::measure::failed(String::new());
+            run.scenario = "o".into();
+            run.tool = tool.into();
+            run.ok = true;
+            run.wall_s = Some(wall);
+            r.results.push(run);
+        }
+        // r1 within 10% of its 1.0 s bound and its predicted 8 Mbit/s; r2
+        // 1.5× its bound and under its prediction; r3 never done.
+        r.results[0].receivers = vec![
+            rx("r1", Some(1.05), 1.0, Some(8.0)),
+            rx("r2", Some(2.0), 4.0 / 3.0, Some(8.0)),
+        ];
+        let o = &mut r.tools[0];
+        o.bound_target = Some(0.1);
+        o.predicted_target = Some(0.1);
+        o.finish_within = [("bt".to_owned(), 1.0), ("tcp".to_owned(), 0.5)].into();
+        let whats = |r: &Results| -> Vec<String> {
+            r.target_misses().iter().map(|m| m.what.clone()).collect()
+        };
+        let missed = whats(&r);
+        assert_eq!(missed.len(), 2, "{missed:?}");
+        assert!(missed[0].starts_with("r2 done at 2.0 s") && missed[1].starts_with("r2 at 4.2"));
+        // Slower than half the unicast copies' time, and a host that never
+        // finished.
+        r.results[0].wall_s = Some(2.6);
+        r.results[0].receivers.push(rx("r3", None, 1.0, Some(8.0)));
+        let missed = whats(&r);
+        assert!(missed.iter().any(|m| m.starts_with("r3 done at never")));
+        assert!(missed.iter().any(|m| m.contains("1× bt's 2.5 s")));
+        assert!(missed.iter().any(|m| m.contains("0.5× tcp's 5.0 s")));
+        // Where the others did not finish nothing is compared.
+        for run in &mut r.results[1..] {
+            run.ok = false;
+        }
+        assert!(!whats(&r).iter().any(|m| m.starts_with("all done")));
     }
 
     #[test]

@@ -9,13 +9,19 @@ use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-/// The programs a tool of `kind` runs, and the Debian package holding them
-/// (`None` for fanout: the lab runs the binary running the bench).
-pub fn programs(kind: ToolKind) -> (&'static [&'static str], Option<&'static str>) {
+/// The programs a tool of `kind` runs, each group with the Debian package
+/// holding it (none for fanout: the lab runs the binary running the bench).
+pub fn programs(kind: ToolKind) -> &'static [(&'static [&'static str], &'static str)] {
     match kind {
-        ToolKind::Fanout | ToolKind::Media => (&[], None),
-        ToolKind::Uftp => (&["uftp", "uftpd"], Some("uftp")),
-        ToolKind::Udpcast => (&["udp-sender", "udp-receiver"], Some("udpcast")),
+        ToolKind::Fanout | ToolKind::Media | ToolKind::Overlay => &[],
+        ToolKind::Uftp => &[(&["uftp", "uftpd"], "uftp")],
+        ToolKind::Udpcast => &[(&["udp-sender", "udp-receiver"], "udpcast")],
+        ToolKind::TcpUnicast => &[(&["python3"], "python3"), (&["curl"], "curl")],
+        ToolKind::Bittorrent => &[
+            (&["aria2c"], "aria2"),
+            (&["opentracker"], "opentracker"),
+            (&["mktorrent"], "mktorrent"),
+        ],
     }
 }
 
@@ -33,10 +39,7 @@ fn on_path(name: &str, path: &OsStr) -> bool {
 fn needs_of(tools: &[ToolSpec]) -> Vec<(&'static [&'static str], &'static str)> {
     tools
         .iter()
-        .filter_map(|t| {
-            let (names, package) = programs(t.kind);
-            package.map(|p| (names, p))
-        })
+        .flat_map(|t| programs(t.kind).iter().copied())
         .collect()
 }
 

@@ -182,14 +182,37 @@ pub fn one_line(r: &RunResult) -> String {
 
 /// One line describing the network of `s`.
 pub fn describe(s: &ScenarioSpec) -> String {
-    let mut d = format!(
-        "{} receivers; sender link {} ({} one-way), receiver links {} ({} one-way)",
-        s.receivers,
-        s.sender_rate,
-        s.delay,
-        s.receiver_rate,
-        s.receiver_delay.as_deref().unwrap_or(&s.delay)
-    );
+    let receiver_delay = s.receiver_delay.as_deref().unwrap_or(&s.delay);
+    let mut d = if s.hosts.is_empty() {
+        format!(
+            "{} receivers; sender link {} ({} one-way), receiver links {} ({receiver_delay} one-way)",
+            s.receivers, s.sender_rate, s.delay, s.receiver_rate,
+        )
+    } else {
+        let groups: Vec<String> = s
+            .hosts
+            .iter()
+            .map(|g| {
+                let mut t = format!(
+                    "{}× {} ({} one-way",
+                    g.count,
+                    g.rate,
+                    g.delay.as_deref().unwrap_or(receiver_delay)
+                );
+                if let Some(l) = g.loss.filter(|l| *l > 0.0) {
+                    let _ = write!(t, ", {:.1}% loss", l * 100.0);
+                }
+                t + ")"
+            })
+            .collect();
+        format!(
+            "{} receivers; sender link {} ({} one-way), receiver links {}",
+            s.receivers,
+            s.sender_rate,
+            s.delay,
+            groups.join(", ")
+        )
+    };
     if let Some(slow) = &s.slow {
         let _ = write!(d, "; {} receiver(s) behind {}", slow.receivers, slow.rate);
     }
@@ -683,6 +706,9 @@ mod tests {
             exit_code: Some(0),
             cpu_s: None,
             problem: None,
+            bound_s: None,
+            predicted_mbps: None,
+            parent: None,
         };
         r.receivers = vec![rx("r1", Some(10)), rx("r2", Some(0))];
         assert!(

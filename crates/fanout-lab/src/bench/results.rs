@@ -28,6 +28,16 @@ pub struct ReceiverResult {
     pub cpu_s: Option<f64>,
     /// Why it failed, when it did.
     pub problem: Option<String>,
+    /// Its physical bound: file bits over the lesser of its link's and the
+    /// sender's link's rate, seconds (`None` for a stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_s: Option<f64>,
+    /// Overlay runs: its predicted rate on the planned tree, Mbit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_mbps: Option<f64>,
+    /// Overlay runs: the host it joined in the planned tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// The competing TCP flow of a fairness scenario, over the transfer.
@@ -100,6 +110,10 @@ pub struct RunResult {
     pub load_after: [f64; 3],
     /// The competing TCP flow, in fairness scenarios.
     pub tcp: Option<TcpShare>,
+    /// Seconds a serving sender took to listen before the receivers (and
+    /// the clock) started (race tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_setup_s: Option<f64>,
     /// Last lines of the sender's output (for failures).
     pub sender_log_tail: String,
 }
@@ -246,6 +260,75 @@ impl Results {
             }
         }
         out.extend(self.share_misses());
+        out.extend(self.race_misses());
+        out
+    }
+
+    /// Runs of tools with a `bound_target`, `predicted_target` or
+    /// `finish_within` that missed them, in every scenario they ran in (a
+    /// receiver without the file misses the first two).
+    fn race_misses(&self) -> Vec<TargetMiss<'_>> {
+        let mut out = Vec::new();
+        for run in &self.results {
+            let Some(tool) = self.tools.iter().find(|t| t.name == run.tool) else {
+                continue;
+            };
+            for r in &run.receivers {
+                let done = r.done_s.filter(|_| r.verified);
+                if let (Some(x), Some(bound)) = (tool.bound_target, r.bound_s) {
+                    if done.is_none_or(|d| d > bound * (1.0 + x)) {
+                        out.push(TargetMiss {
+                            run,
+                            what: format!(
+                                "{} done at {}, over {:.0}% above its bound {bound:.1} s",
+                                r.host,
+                                done.map_or("never".into(), |d| format!("{d:.1} s")),
+                                x * 100.0
+                            ),
+                        });
+                    }
+                }
+                if let (Some(x), Some(want)) = (tool.predicted_target, r.predicted_mbps) {
+                    let got = r.goodput_mbps.filter(|_| done.is_some());
+                    if got.is_none_or(|g| g < want * (1.0 - x)) {
+                        out.push(TargetMiss {
+                            run,
+                            what: format!(
+                                "{} at {} Mbit/s, over {:.0}% below its predicted {want:.1}",
+                                r.host,
+                                got.map_or("–".into(), |g| format!("{g:.1}")),
+                                x * 100.0
+                            ),
+                        });
+                    }
+                }
+            }
+            for (other, factor) in &tool.finish_within {
+                let walls: Vec<f64> = self
+                    .results
+                    .iter()
+                    .filter(|r| r.ok && r.scenario == run.scenario && &r.tool == other)
+                    .filter_map(|r| r.wall_s)
+                    .collect();
+                if walls.is_empty() {
+                    continue;
+                }
+                let theirs = walls.iter().sum::<f64>() / walls.len() as f64;
+                if run
+                    .wall_s
+                    .filter(|_| run.ok)
+                    .is_none_or(|w| w > factor * theirs)
+                {
+                    out.push(TargetMiss {
+                        run,
+                        what: format!(
+                            "all done at {} s, target at most {factor}× {other}'s {theirs:.1} s",
+                            run.wall_s.map_or("–".into(), |w| format!("{w:.1}"))
+                        ),
+                    });
+                }
+            }
+        }
         out
     }
 

@@ -16,6 +16,7 @@
 use super::suite::ScenarioSpec;
 use crate::error::LabError;
 use crate::topo::Topology;
+use fanout_sim::units::parse_rate_bps;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
@@ -50,6 +51,56 @@ pub const TCP_SINK: &str = "tsink";
 /// Name of receiver `i` (0-based): `r1`, `r2`, ….
 pub fn receiver_name(i: usize) -> String {
     format!("r{}", i + 1)
+}
+
+/// One receiver's link to its switch (both directions).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReceiverLink<'a> {
+    /// Rate, as written in the suite (`"100Mbit"`).
+    pub rate: &'a str,
+    /// One-way delay, as written.
+    pub delay: &'a str,
+    /// Loss probability.
+    pub loss: f64,
+}
+
+/// Receiver `i`'s link (0-based): its `hosts` group's, else `slow`'s rate
+/// for the first slow receivers, else the scenario's.
+pub fn receiver_link(s: &ScenarioSpec, i: usize) -> ReceiverLink<'_> {
+    let delay = s.receiver_delay.as_deref().unwrap_or(&s.delay);
+    let mut first = 0;
+    for g in &s.hosts {
+        if i < first + g.count {
+            return ReceiverLink {
+                rate: &g.rate,
+                delay: g.delay.as_deref().unwrap_or(delay),
+                loss: g.loss.unwrap_or(s.loss),
+            };
+        }
+        first += g.count;
+    }
+    let rate = match &s.slow {
+        Some(slow) if i < slow.receivers => slow.rate.as_str(),
+        _ => s.receiver_rate.as_str(),
+    };
+    ReceiverLink {
+        rate,
+        delay,
+        loss: s.loss,
+    }
+}
+
+/// Each receiver's link rate, bit/s (0 where it does not parse; the
+/// suite's validation rejects those).
+pub fn receiver_rates_bps(s: &ScenarioSpec) -> Vec<u64> {
+    (0..s.receivers)
+        .map(|i| parse_rate_bps(receiver_link(s, i).rate).unwrap_or(0))
+        .collect()
+}
+
+/// The sender's link rate, bit/s (0 where it does not parse).
+pub fn sender_rate_bps(s: &ScenarioSpec) -> u64 {
+    parse_rate_bps(&s.sender_rate).unwrap_or(0)
 }
 
 /// The scenario's topology (no commands; the bench starts them itself).
@@ -103,7 +154,6 @@ pub fn text(s: &ScenarioSpec) -> String {
         .queue_packets
         .map(|p| format!("queue = {{ kind = \"drop_tail\", packets = {p} }}\n"))
         .unwrap_or_default();
-    let lossy = loss_text(s.loss, s.loss_burst);
     let (near, far) = match &s.competing_tcp {
         None => {
             out.push_str("[[router]]\nname = \"sw\"\n");
@@ -133,13 +183,9 @@ pub fn text(s: &ScenarioSpec) -> String {
     };
     link(&mut out, SENDER, near, &s.sender_rate, &s.delay, &queue);
     for i in 0..s.receivers {
-        let rate = match &s.slow {
-            Some(slow) if i < slow.receivers => slow.rate.as_str(),
-            _ => s.receiver_rate.as_str(),
-        };
-        let extra = format!("{queue}{lossy}");
-        let delay = s.receiver_delay.as_deref().unwrap_or(&s.delay);
-        link(&mut out, &receiver_name(i), far, rate, delay, &extra);
+        let l = receiver_link(s, i);
+        let extra = format!("{queue}{}", loss_text(l.loss, s.loss_burst));
+        link(&mut out, &receiver_name(i), far, l.rate, l.delay, &extra);
     }
     let members = hosts
         .iter()
@@ -155,7 +201,7 @@ pub fn text(s: &ScenarioSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::suite::{Competing, Slow};
+    use crate::bench::suite::{Competing, HostGroup, Slow};
 
     fn spec() -> ScenarioSpec {
         ScenarioSpec {
@@ -172,6 +218,7 @@ mod tests {
                 receivers: 1,
                 rate: "20Mbit".into(),
             }),
+            hosts: Vec::new(),
             competing_tcp: None,
             queue_packets: Some(50),
             timeout: None,
@@ -219,6 +266,50 @@ mod tests {
         assert_eq!(from_snd.config.loss.stationary_loss_rate(), 0.0);
         assert_eq!(t.groups.len(), GROUPS.len());
         assert_eq!(t.groups[0].members.len(), 4);
+    }
+
+    #[test]
+    fn host_groups_give_each_receiver_its_link() {
+        let mut s = spec();
+        s.slow = None;
+        s.receivers = 4;
+        s.hosts = vec![
+            HostGroup {
+                count: 2,
+                rate: "100Mbit".into(),
+                delay: None,
+                loss: Some(0.0),
+            },
+            HostGroup {
+                count: 1,
+                rate: "10Mbit".into(),
+                delay: Some("40ms".into()),
+                loss: None,
+            },
+            HostGroup {
+                count: 1,
+                rate: "50Mbit".into(),
+                delay: None,
+                loss: Some(0.05),
+            },
+        ];
+        assert_eq!(
+            receiver_rates_bps(&s),
+            [100_000_000, 100_000_000, 10_000_000, 50_000_000]
+        );
+        assert_eq!(receiver_link(&s, 2).delay, "40ms");
+        assert_eq!(receiver_link(&s, 1).delay, "1ms");
+        let t = topology(&s).unwrap();
+        let into = |h: &str| {
+            let h = t.host_by_name(h).unwrap();
+            t.links.iter().find(|l| l.to == h).unwrap().config
+        };
+        assert_eq!(into("r3").rate_bps, 10_000_000);
+        assert_eq!(into("r1").loss.stationary_loss_rate(), 0.0);
+        // The scenario's loss where the group names none.
+        assert!((into("r3").loss.stationary_loss_rate() - 0.01).abs() < 1e-9);
+        assert!((into("r4").loss.stationary_loss_rate() - 0.05).abs() < 1e-9);
+        assert_eq!(sender_rate_bps(&s), 1_000_000_000);
     }
 
     #[test]

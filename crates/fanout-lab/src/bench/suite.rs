@@ -14,6 +14,14 @@
 //! rate = "fixed 95 Mbit/s (-R 95000)"   # how its rate is set, for the report
 //! scenarios = ["d"]        # run only in these scenarios (default: all)
 //!
+//! [[tool]]                 # the overlay race (kinds overlay, tcp_unicast, bittorrent)
+//! name = "overlay"
+//! kind = "overlay"         # fanout overlay source / node, a tree planned from the links
+//! max_children = 1         # children per host in the tree (default: the best of 1-4)
+//! bound_target = 0.1       # every receiver within 1.1× file bits / its link rate
+//! predicted_target = 0.1   # … and at least 0.9× its predicted rate on the tree
+//! finish_within = { bittorrent = 1.0, "tcp-unicast" = 0.5 }   # all done by then
+//!
 //! [[tool]]                 # a live stream instead of a file
 //! name = "media-asmp"
 //! kind = "media"           # fanout media send / recv
@@ -36,6 +44,10 @@
 //! loss = 0.01              # Bernoulli loss on every receiver link, both ways
 //! loss_burst = 3.0         # … in bursts of 3 packets on average (Gilbert–Elliott)
 //! slow = { receivers = 1, rate = "20Mbit" }   # the first receivers' links
+//! # … or each receiver's link in groups, in order (r1.. first), instead of
+//! # receiver_rate and slow; delay and loss default to the scenario's:
+//! hosts = [{ count = 4, rate = "100Mbit" }, { count = 1, rate = "20Mbit", delay = "40ms" },
+//!          { count = 1, rate = "50Mbit", loss = 0.02 }]
 //! competing_tcp = { bottleneck_rate = "100Mbit", delay = "10ms", cc = "cubic" }
 //! queue_packets = 100      # DropTail length of every link (default 100)
 //! timeout = "900s"         # this scenario's per-run timeout (default: the suite's)
@@ -45,6 +57,7 @@ use crate::error::LabError;
 use crate::topo::check_name;
 use fanout_sim::units::{parse_bytes, parse_duration, parse_rate_bps};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Largest file a suite may ask for (each receiver writes a copy).
@@ -71,6 +84,24 @@ pub enum ToolKind {
     /// `fanout media send` / `fanout media recv`: a live MPEG-TS stream
     /// over RTP instead of a file ([`super::media`]).
     Media,
+    /// `fanout overlay source` / `fanout overlay node` (ROMA): a tree of
+    /// TCP hops planned from the scenario's link rates
+    /// ([`super::overlay_tree`]).
+    Overlay,
+    /// One kernel TCP download per receiver from the sender, all at once
+    /// (`python3 -m http.server` and `curl`).
+    TcpUnicast,
+    /// BitTorrent: `opentracker` and a seeding `aria2c` on the sender,
+    /// `aria2c` on every receiver (torrent made with `mktorrent`).
+    Bittorrent,
+}
+
+impl ToolKind {
+    /// Whether its sender serves until the bench stops it (once every
+    /// receiver is done) rather than exiting by itself.
+    pub fn sender_serves(self) -> bool {
+        matches!(self, ToolKind::TcpUnicast | ToolKind::Bittorrent)
+    }
 }
 
 /// One tool of the comparison.
@@ -131,6 +162,29 @@ pub struct ToolSpec {
     /// compared where that tool never finished).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub closer_than: Vec<String>,
+    /// Overlay tools: children per host at most in the planned tree
+    /// (`None`: the best bound of 1 to
+    /// [`super::overlay_tree::MAX_CHILDREN_TRIED`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_children: Option<usize>,
+    /// Every receiver must be done within this fraction above its physical
+    /// bound (file bits over the lesser of its link's and the sender's
+    /// link's rate; 0.1: within 1.1× the bound), in every scenario it runs
+    /// in: the bench exits non-zero otherwise (`None`: no target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_target: Option<f64>,
+    /// Overlay tools: every receiver's rate (file bits over its time) must
+    /// be at least this fraction below its predicted rate on the planned
+    /// tree (0.1: at least 0.9× the prediction), else non-zero exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_target: Option<f64>,
+    /// Tools whose time until every receiver is done it must match: each
+    /// of its runs at most the factor times the mean of the named tool's
+    /// successful runs in the same scenario of the same invocation (not
+    /// compared where that tool did not finish), in every scenario it
+    /// runs in; `{ bittorrent = 1.0, "tcp-unicast" = 0.5 }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finish_within: BTreeMap<String, f64>,
 }
 
 /// Stands, in a tool's arguments, for a pre-shared key file the lab writes
@@ -154,6 +208,10 @@ impl ToolSpec {
             input_rate: None,
             share_target: None,
             closer_than: Vec::new(),
+            max_children: None,
+            bound_target: None,
+            predicted_target: None,
+            finish_within: BTreeMap::new(),
         }
     }
 
@@ -201,6 +259,40 @@ impl ToolSpec {
         Ok(())
     }
 
+    /// Checks the race keys: `max_children` for overlay tools only, at
+    /// least 1; fractions in [0, 1); factors positive.
+    fn validate_race(&self) -> Result<(), String> {
+        let at = format!("tool {:?}", self.name);
+        if self.kind != ToolKind::Overlay
+            && (self.max_children.is_some() || self.predicted_target.is_some())
+        {
+            return Err(format!(
+                "{at}: max_children and predicted_target are for kind = \"overlay\""
+            ));
+        }
+        if self.max_children == Some(0) {
+            return Err(format!("{at}: max_children: want at least 1"));
+        }
+        for (key, v) in [
+            ("bound_target", self.bound_target),
+            ("predicted_target", self.predicted_target),
+        ] {
+            if v.is_some_and(|v| !(0.0..1.0).contains(&v)) {
+                return Err(format!("{at}: {key}: want a fraction in [0, 1)"));
+            }
+        }
+        if let Some((o, f)) = self
+            .finish_within
+            .iter()
+            .find(|(_, f)| !(f.is_finite() && **f > 0.0))
+        {
+            return Err(format!(
+                "{at}: finish_within.{o}: want a positive factor, not {f}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether its arguments name a pre-shared key ([`PSK_PLACEHOLDER`]).
     pub fn uses_psk(&self) -> bool {
         self.args
@@ -223,6 +315,24 @@ pub struct Slow {
     pub receivers: usize,
     /// Their links' rate.
     pub rate: String,
+}
+
+/// A group of receivers whose links are alike (`hosts = [...]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostGroup {
+    /// How many receivers (the next ones in order: r1, r2, …).
+    pub count: usize,
+    /// Their links' rate, both directions.
+    pub rate: String,
+    /// Their links' one-way delay (default: the scenario's
+    /// `receiver_delay`, else `delay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    /// Their links' loss probability, both directions (default: the
+    /// scenario's `loss`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
 }
 
 /// A kernel TCP flow sharing a bottleneck with the transfer.
@@ -267,7 +377,9 @@ pub struct ScenarioSpec {
     pub receivers: usize,
     /// Rate of the sender's link to its switch.
     pub sender_rate: String,
-    /// Rate of each receiver's link to its switch.
+    /// Rate of each receiver's link to its switch (required unless `hosts`
+    /// gives every receiver's).
+    #[serde(default)]
     pub receiver_rate: String,
     /// One-way delay of every link.
     #[serde(default = "default_delay")]
@@ -288,6 +400,10 @@ pub struct ScenarioSpec {
     /// Slower receivers.
     #[serde(default)]
     pub slow: Option<Slow>,
+    /// Each receiver's link, in groups in receiver order (instead of
+    /// `receiver_rate` and `slow`); their counts add up to `receivers`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostGroup>,
     /// A competing TCP flow over a shared bottleneck (a dumbbell topology).
     #[serde(default)]
     pub competing_tcp: Option<Competing>,
@@ -403,6 +519,13 @@ impl Suite {
         check_tools(&tools, &scenarios)?;
         for t in &self.tools {
             t.validate_media()?;
+            t.validate_race()?;
+            if let Some(o) = t.finish_within.keys().find(|o| self.tool(o).is_none()) {
+                return Err(format!(
+                    "tool {:?}: finish_within names no tool {o:?}",
+                    t.name
+                ));
+            }
             if let Some(o) = t.closer_than.iter().find(|o| self.tool(o).is_none()) {
                 return Err(format!(
                     "tool {:?}: closer_than names no tool {o:?}",
@@ -461,6 +584,7 @@ pub fn validate_network(s: &ScenarioSpec) -> Result<(), String> {
     if s.loss_burst.is_some_and(|b| !(1.0..=1000.0).contains(&b)) {
         return Err("loss_burst: want 1 to 1000 packets".into());
     }
+    validate_hosts(s)?;
     if let Some(slow) = &s.slow {
         if slow.receivers > s.receivers {
             return Err("more slow receivers than receivers".into());
@@ -476,6 +600,40 @@ pub fn validate_network(s: &ScenarioSpec) -> Result<(), String> {
     super::scenario::topology(s)
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Checks the `hosts` groups against the rest of the scenario.
+fn validate_hosts(s: &ScenarioSpec) -> Result<(), String> {
+    if s.hosts.is_empty() {
+        if s.receiver_rate.is_empty() {
+            return Err("receiver_rate: required unless hosts gives each receiver's".into());
+        }
+        return Ok(());
+    }
+    if s.slow.is_some() {
+        return Err("hosts and slow: give the slow receivers as a group of hosts instead".into());
+    }
+    let total: usize = s.hosts.iter().map(|g| g.count).sum();
+    if total != s.receivers {
+        return Err(format!(
+            "hosts: the groups' counts add up to {total}, receivers = {}",
+            s.receivers
+        ));
+    }
+    for (i, g) in s.hosts.iter().enumerate() {
+        let at = format!("hosts[{i}]");
+        if g.count == 0 {
+            return Err(format!("{at}: count: want at least 1"));
+        }
+        parse_rate_bps(&g.rate).map_err(|e| format!("{at}: rate: {e}"))?;
+        if let Some(d) = &g.delay {
+            parse_duration(d).map_err(|e| format!("{at}: delay: {e}"))?;
+        }
+        if g.loss.is_some_and(|l| !(0.0..1.0).contains(&l)) {
+            return Err(format!("{at}: loss outside [0, 1)"));
+        }
+    }
+    Ok(())
 }
 
 /// A file size: `"200MiB"`, `"4MiB"`, `"1GB"`, at least 1 byte and at
@@ -498,7 +656,12 @@ mod tests {
         let s = Suite::parse(text, "benchmarks/suite.toml").unwrap();
         assert_eq!(s.size, 200 << 20);
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g"]);
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "o", "o5"]);
+        // The overlay race runs on its own stars only, with its targets.
+        let overlay = s.tool("overlay").unwrap();
+        assert!(overlay.runs_in("o5") && !overlay.runs_in("b"));
+        assert_eq!(overlay.finish_within["tcp-unicast"], 0.5);
+        assert_eq!(s.scenarios[8].hosts.len(), 5);
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
         // (d)'s TCP-friendly runs need minutes; the fair-window variant of
@@ -555,5 +718,43 @@ mod tests {
             "name = \"udpcast\"\nkind = \"udpcast\"\nstream_s = 5.0",
         );
         assert!(e(&file_tool_with_stream).contains("media"));
+    }
+
+    #[test]
+    fn host_groups_are_checked_against_the_scenario() {
+        let suite = |scenario: &str| {
+            format!(
+                "[[tool]]\nname = \"t\"\nkind = \"fanout\"\nrate = \"r\"\n\
+                 [[scenario]]\nname = \"h\"\ntitle = \"t\"\nsender_rate = \"100Mbit\"\n{scenario}"
+            )
+        };
+        let ok = suite(
+            "receivers = 3\nhosts = [{ count = 2, rate = \"100Mbit\" }, \
+             { count = 1, rate = \"10Mbit\", delay = \"20ms\", loss = 0.01 }]",
+        );
+        let s = Suite::parse(&ok, "s.toml").unwrap();
+        assert_eq!(s.scenarios[0].hosts[1].delay.as_deref(), Some("20ms"));
+        let e = |t: &str| Suite::parse(&suite(t), "s.toml").unwrap_err().to_string();
+        assert!(
+            e("receivers = 3\nhosts = [{ count = 2, rate = \"100Mbit\" }]")
+                .contains("add up to 2, receivers = 3")
+        );
+        assert!(
+            e("receivers = 1\nhosts = [{ count = 1, rate = \"fast\" }]").contains("hosts[0]: rate")
+        );
+        assert!(
+            e("receivers = 1\nhosts = [{ count = 1, rate = \"1Mbit\", loss = 2.0 }]")
+                .contains("hosts[0]: loss")
+        );
+        assert!(
+            e("receivers = 1\nhosts = [{ count = 1, rate = \"1Mbit\", delay = \"x\" }]")
+                .contains("hosts[0]: delay")
+        );
+        assert!(e("receivers = 1").contains("receiver_rate: required"));
+        assert!(e(
+            "receivers = 1\nslow = { receivers = 1, rate = \"1Mbit\" }\n\
+                   hosts = [{ count = 1, rate = \"1Mbit\" }]"
+        )
+        .contains("hosts and slow"));
     }
 }

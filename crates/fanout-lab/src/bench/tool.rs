@@ -6,6 +6,8 @@
 //! announcements use 239.x groups (see [`super::scenario::GROUPS`]), and
 //! every tool is bound to the hosts' one interface, [`crate::TUN_IF`].
 
+use super::overlay_tree::OverlayTree;
+use super::race_tools as race;
 use super::scenario::{FANOUT_GROUP, UDPCAST_DATA, UDPCAST_RDV, UFTP_PRIVATE, UFTP_PUBLIC};
 use super::suite::{ToolKind, ToolSpec, PSK_PLACEHOLDER};
 use crate::lab::TUN_IF;
@@ -20,7 +22,7 @@ const FANOUT_SENDER_PORT: u16 = 6000;
 const FANOUT_WAIT_S: &str = "60";
 
 /// How the bench knows a receiver is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DoneBy {
     /// The receiver exits (fanout, udp-receiver).
     Exit,
@@ -28,6 +30,9 @@ pub enum DoneBy {
     /// runs with `-t`, receiving into a temporary name and renaming it to
     /// the final one once complete.
     FileAppears,
+    /// This file appears: written by a hook the receiver runs once it has
+    /// the whole file (aria2c, which then keeps seeding).
+    Marker(PathBuf),
 }
 
 /// One receiver's command.
@@ -48,6 +53,20 @@ pub struct Plan {
     pub sender: Vec<String>,
     /// Per receiver, in receiver order.
     pub receivers: Vec<ReceiverCmd>,
+    /// A `sh` script run before anything starts, outside the clock (a
+    /// torrent made from the file, say).
+    pub setup: Option<String>,
+    /// The sender starts first, and the receivers (and the clock) once it
+    /// listens on this TCP port (`None`: the receivers first, then the
+    /// sender, the clock with it).
+    pub sender_port: Option<u16>,
+    /// The sender serves until the bench stops it once every receiver is
+    /// done, rather than exiting by itself.
+    pub sender_serves: bool,
+    /// Receiver indices in the order they start (parents before children).
+    pub start_order: Vec<usize>,
+    /// The overlay's planned tree.
+    pub tree: Option<OverlayTree>,
 }
 
 /// Where things are for one run.
@@ -64,6 +83,12 @@ pub struct Endpoints<'a> {
     /// The run's pre-shared key file, for arguments naming
     /// [`PSK_PLACEHOLDER`] (written by the run if any does).
     pub psk: &'a Path,
+    /// The run's directory (the setup's files go there).
+    pub run_dir: &'a Path,
+    /// The sender's link rate, bit/s.
+    pub sender_bps: u64,
+    /// Each receiver's link rate, bit/s, in order.
+    pub receiver_bps: &'a [u64],
 }
 
 /// uftp's client ID of a host: its IPv4 address (uftp's own default).
@@ -71,12 +96,15 @@ fn uftp_id(ip: Ipv4Addr) -> String {
     format!("0x{:08x}", u32::from(ip))
 }
 
-fn s(x: impl ToString) -> String {
+pub(crate) fn s(x: impl ToString) -> String {
     x.to_string()
 }
 
 /// The commands of `tool` for a run at `at`.
 pub fn plan(tool: &ToolSpec, at: &Endpoints<'_>) -> Plan {
+    if let Some(p) = race::plan(tool, at) {
+        return p;
+    }
     let n = at.receiver_ips.len();
     let name = at.source.file_name().map_or_else(
         || std::ffi::OsString::from("file"),
@@ -239,6 +267,9 @@ pub fn plan(tool: &ToolSpec, at: &Endpoints<'_>) -> Plan {
                 .collect();
             (sender, receivers)
         }
+        ToolKind::Overlay | ToolKind::TcpUnicast | ToolKind::Bittorrent => {
+            unreachable!("planned by race::plan")
+        }
     };
     let psk = at.psk.display().to_string();
     let with_psk = |a: &String| a.replace(PSK_PLACEHOLDER, &psk);
@@ -251,7 +282,15 @@ pub fn plan(tool: &ToolSpec, at: &Endpoints<'_>) -> Plan {
         // uftp takes the files last.
         sender.push(at.source.display().to_string());
     }
-    Plan { sender, receivers }
+    Plan {
+        sender,
+        start_order: (0..receivers.len()).collect(),
+        receivers,
+        setup: None,
+        sender_port: None,
+        sender_serves: false,
+        tree: None,
+    }
 }
 
 /// `argv` as one `sh` word list (each word single-quoted).
@@ -284,6 +323,9 @@ mod tests {
             receiver_ips: &ips,
             receiver_dirs: &dirs,
             psk: Path::new("/w/session.psk"),
+            run_dir: Path::new("/w"),
+            sender_bps: 100_000_000,
+            receiver_bps: &[100_000_000, 10_000_000],
         };
         let p = plan(&tool(ToolKind::Uftp, &["-R", "95000"]), &at);
         let h = p.sender.iter().position(|a| a == "-H").unwrap();

@@ -232,6 +232,7 @@ impl LiveScenario {
             loss: self.loss,
             loss_burst: self.loss_burst,
             slow: None,
+            hosts: Vec::new(),
             competing_tcp: self.competing_tcp.clone(),
             queue_packets: self.queue_packets,
             timeout: None,
