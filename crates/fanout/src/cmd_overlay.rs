@@ -305,14 +305,15 @@ impl Seen {
 
 /// Puts a decoded node's object in place under `output`: its sanitised
 /// name and path.
+/// Where a node writes the decoded file: `object` named `name` (the
+/// source's, sanitised) under `output`, synced, then put in place.
 fn write_object(
-    node: &fanout_overlay::OverlayNode,
+    name: &str,
+    object: &[u8],
     output: &std::path::Path,
     overwrite: bool,
 ) -> Result<(String, PathBuf)> {
-    let manifest = node.manifest().expect("decoded");
-    let object = node.object().expect("decoded");
-    let name = fanout_app::manifest::sanitize_name(&manifest.name)
+    let name = fanout_app::manifest::sanitize_name(name)
         .map_err(|e| anyhow::anyhow!("the source's file name: {e}"))?;
     let existing = if overwrite {
         fanout_io::Existing::Replace
@@ -330,6 +331,55 @@ fn write_object(
     out.commit()
         .with_context(|| format!("cannot put {} in place", out.path().display()))?;
     Ok((name, out.path().to_path_buf()))
+}
+
+/// The decoded file on its way to disk in a thread of its own, so a relay
+/// goes on forwarding to its children while the file is written and
+/// synced (seconds for a large file; each relay of a chain stalled its
+/// subtree that long when it wrote in its event loop).
+struct FileWriter {
+    handle: Option<std::thread::JoinHandle<Result<(String, PathBuf)>>>,
+    result: Option<Result<(String, PathBuf)>>,
+}
+
+impl FileWriter {
+    fn idle() -> Self {
+        FileWriter {
+            handle: None,
+            result: None,
+        }
+    }
+
+    /// Starts writing a copy of `node`'s decoded object.
+    fn start(
+        &mut self,
+        node: &fanout_overlay::OverlayNode,
+        output: &std::path::Path,
+        overwrite: bool,
+    ) {
+        let name = node.manifest().expect("decoded").name.clone();
+        let object = node.object().expect("decoded").to_vec();
+        let output = output.to_owned();
+        self.handle = Some(std::thread::spawn(move || {
+            write_object(&name, &object, &output, overwrite)
+        }));
+    }
+
+    /// The outcome once the file is written (waiting for it if `wait`).
+    fn poll(&mut self, wait: bool) -> Option<&Result<(String, PathBuf)>> {
+        if self
+            .handle
+            .as_ref()
+            .is_some_and(|h| wait || h.is_finished())
+        {
+            let h = self.handle.take().expect("checked");
+            self.result = Some(
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the file writer panicked"))),
+            );
+        }
+        self.result.as_ref()
+    }
 }
 
 /// A node's journal: the manifest and the symbols it accepted, kept beside
@@ -634,7 +684,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let relays = listener.is_some();
     let mut seen = Seen::default();
     let mut journal_error = None;
-    let mut written = None;
+    let mut writer = FileWriter::idle();
     let mut bars = crate::overlay_progress::HostBars::new(None);
     let run = fanout_io::overlay::run_overlay(
         &mut node,
@@ -655,17 +705,19 @@ fn node_command(args: NodeArgs) -> Result<()> {
                 decoded_at = Some(clock.now().as_secs_f64());
                 // The file goes in place at once; a relay stays for its
                 // children after.
-                let w = write_object(n, &output, args.overwrite);
-                if w.is_ok() {
-                    journal.remove();
-                }
-                written = Some(w);
+                writer.start(n, &output, args.overwrite);
             }
+            let written = match writer.poll(false) {
+                Some(Ok(_)) => {
+                    journal.remove();
+                    true
+                }
+                Some(Err(_)) => return true,
+                None => false,
+            };
             let children_done = !relays || p.children_left + p.children_refused >= want;
-            let failed = matches!(written, Some(Err(_)));
             crate::interrupt::interrupted()
-                || failed
-                || (decoded_at.is_some() && children_done)
+                || (written && children_done)
                 || (p.upstream_closed && decoded_at.is_none())
         },
     );
@@ -699,7 +751,13 @@ fn node_command(args: NodeArgs) -> Result<()> {
             journal.kept_note(&node)
         );
     };
-    let (name, path) = written.expect("written once decoded")?;
+    let (name, path) = match writer.poll(true).expect("started once decoded") {
+        Ok(w) => {
+            journal.remove();
+            w.clone()
+        }
+        Err(e) => bail!("{e:#}"),
+    };
     let object = node.object().expect("decoded");
     let bytes_to_decode = node.bytes_to_decode().unwrap_or(node.upstream_bytes());
     let summary = NodeSummary {
