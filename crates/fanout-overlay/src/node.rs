@@ -117,6 +117,11 @@ impl OverlayNode {
         r
     }
 
+    /// Journal bytes waiting for [`OverlayNode::drain_journal`].
+    pub fn journal_len(&self) -> usize {
+        self.journal.as_ref().map_or(0, Vec::len)
+    }
+
     /// Replays a journal an earlier run wrote: what it holds comes back
     /// without a byte from the network (the counts of bytes read start
     /// from zero after it), and the next parent's stream starts afresh.

@@ -382,6 +382,9 @@ impl FileWriter {
     }
 }
 
+/// Bytes of journal a node gathers before it writes them.
+const JOURNAL_BATCH: usize = 1 << 20;
+
 /// A node's journal: the manifest and the symbols it accepted, kept beside
 /// its output until the file is in place, so a restarted node reads only
 /// what it lacks.
@@ -696,7 +699,9 @@ fn node_command(args: NodeArgs) -> Result<()> {
                 .manifest()
                 .map(|m| (n.upstream_bytes(), m.layout.length()));
             bars.update(own, p);
-            if decoded_at.is_none() {
+            // In batches: a write per wake-up cost more than the rest of
+            // a node's work; a node killed loses at most a batch.
+            if decoded_at.is_none() && n.journal_len() >= JOURNAL_BATCH {
                 if let Err(e) = n.drain_journal(|b| journal.append(b)) {
                     journal_error.get_or_insert(e);
                 }
