@@ -476,7 +476,7 @@ fn measure(
             sender_setup_s,
             predicted_bps: plan.tree.as_ref().map(|t| t.predicted_bps[1..].to_vec()),
             parents: plan.tree.as_ref().map(|t| {
-                t.parent[1..]
+                t.tree.parent[1..]
                     .iter()
                     .map(|p| match p {
                         Some(0) | None => SENDER.to_owned(),

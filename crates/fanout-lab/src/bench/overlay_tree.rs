@@ -12,7 +12,7 @@
 //! bounds 1 to [`MAX_CHILDREN_TRIED`] are tried and the tree whose worst
 //! host gets the largest share of its own link is taken.
 
-use fanout_overlay::tree::widest_path_tree;
+use fanout_overlay::tree::{widest_path_tree, Tree};
 
 /// Largest bound on children tried when the tool names none.
 pub const MAX_CHILDREN_TRIED: usize = 4;
@@ -20,26 +20,12 @@ pub const MAX_CHILDREN_TRIED: usize = 4;
 /// A planned tree: host 0 is the source, host `i` ≥ 1 receiver `i − 1`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OverlayTree {
-    /// Each host's parent (`None` for the source).
-    pub parent: Vec<Option<usize>>,
-    /// Hosts in the order they joined, the source first (parents before
-    /// their children).
-    pub order: Vec<usize>,
+    /// The widest-path tree (parents, join order, children).
+    pub tree: Tree,
     /// Each host's predicted rate, bit/s (the source's is its link's).
     pub predicted_bps: Vec<f64>,
     /// The bound on children the tree was built with.
     pub max_children: usize,
-}
-
-impl OverlayTree {
-    /// `host`'s children, in the order they joined.
-    pub fn children(&self, host: usize) -> Vec<usize> {
-        self.order
-            .iter()
-            .copied()
-            .filter(|&c| self.parent[c] == Some(host))
-            .collect()
-    }
 }
 
 /// Each host's rate on `parent`'s tree over hosts with `link_bps` (host 0
@@ -92,8 +78,7 @@ pub fn plan(sender_bps: u64, receiver_bps: &[u64], max_children: Option<usize>) 
         let t = widest_path_tree(n, 0, hop, Some(m.max(1)));
         let predicted_bps = predict(&t.parent, &t.order, &link);
         OverlayTree {
-            parent: t.parent,
-            order: t.order,
+            tree: t,
             predicted_bps,
             max_children: m.max(1),
         }
@@ -130,15 +115,15 @@ mod tests {
         assert_eq!(t.max_children, 1);
         for h in 1..=8 {
             assert_eq!(t.predicted_bps[h], r[h - 1] as f64, "host {h}: {t:?}");
-            assert_eq!(t.parent[h], Some(h - 1));
+            assert_eq!(t.tree.parent[h], Some(h - 1));
         }
-        assert_eq!(t.children(0), vec![1]);
+        assert_eq!(t.tree.children(0), vec![1]);
         // One more 5 Mbit/s host joins at the end and takes from nobody.
         let mut r5 = r.to_vec();
         r5.push(5 * M);
         let t5 = plan(100 * M, &r5, None);
         assert_eq!(t5.predicted_bps[..9], t.predicted_bps[..]);
-        assert_eq!(t5.parent[9], Some(8));
+        assert_eq!(t5.tree.parent[9], Some(8));
     }
 
     #[test]
@@ -163,6 +148,6 @@ mod tests {
         // A given bound is kept.
         let t = plan(100 * M, &[100 * M; 5], Some(2));
         assert_eq!(t.max_children, 2);
-        assert!((0..6).all(|h| t.children(h).len() <= 2));
+        assert!((0..6).all(|h| t.tree.children(h).len() <= 2));
     }
 }

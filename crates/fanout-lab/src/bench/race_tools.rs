@@ -155,7 +155,7 @@ fn overlay(tool: &ToolSpec, at: &Endpoints<'_>, src: &str, psk: &str) -> Plan {
         s("--psk-file"),
         s(psk),
         s("--children"),
-        s(tree.children(0).len()),
+        s(tree.tree.children(0).len()),
     ];
     let receivers = at
         .receiver_dirs
@@ -164,7 +164,7 @@ fn overlay(tool: &ToolSpec, at: &Endpoints<'_>, src: &str, psk: &str) -> Plan {
         .map(|(i, dir)| {
             let h = i + 1;
             // An unreached host (a link of no rate) joins the source.
-            let parent = tree.parent[h].unwrap_or(0);
+            let parent = tree.tree.parent[h].unwrap_or(0);
             let mut argv = vec![
                 s("fanout"),
                 s("overlay"),
@@ -176,7 +176,7 @@ fn overlay(tool: &ToolSpec, at: &Endpoints<'_>, src: &str, psk: &str) -> Plan {
                 s("-o"),
                 dir.display().to_string(),
             ];
-            let children = tree.children(h).len();
+            let children = tree.tree.children(h).len();
             if children > 0 {
                 argv.extend([
                     s("--listen"),
@@ -199,6 +199,7 @@ fn overlay(tool: &ToolSpec, at: &Endpoints<'_>, src: &str, psk: &str) -> Plan {
         sender_port: Some(OVERLAY_PORT),
         sender_serves: false,
         start_order: tree
+            .tree
             .order
             .iter()
             .filter(|&&h| h > 0)
