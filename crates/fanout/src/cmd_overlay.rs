@@ -350,14 +350,22 @@ impl FileWriter {
         }
     }
 
-    /// Starts writing a copy of `node`'s decoded object.
+    /// Writes `node`'s decoded object: a relay (`relays`) a copy of it in
+    /// the thread, a leaf (which has nobody to stall) at once, without
+    /// the copy.
     fn start(
         &mut self,
         node: &fanout_overlay::OverlayNode,
         output: &std::path::Path,
         overwrite: bool,
+        relays: bool,
     ) {
         let name = node.manifest().expect("decoded").name.clone();
+        if !relays {
+            let object = node.object().expect("decoded");
+            self.result = Some(write_object(&name, object, output, overwrite));
+            return;
+        }
         let object = node.object().expect("decoded").to_vec();
         let output = output.to_owned();
         self.handle = Some(std::thread::spawn(move || {
@@ -710,7 +718,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
                 decoded_at = Some(clock.now().as_secs_f64());
                 // The file goes in place at once; a relay stays for its
                 // children after.
-                writer.start(n, &output, args.overwrite);
+                writer.start(n, &output, args.overwrite, relays);
             }
             let written = match writer.poll(false) {
                 Some(Ok(_)) => {
