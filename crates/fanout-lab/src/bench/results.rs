@@ -208,6 +208,17 @@ impl Results {
             .map(|s| self.size as f64 * 8.0 / s / 1e6)
     }
 
+    /// The mean wall time of `tool`'s successful runs in `scenario`, s.
+    fn mean_wall_s(&self, scenario: &str, tool: &str) -> Option<f64> {
+        let walls: Vec<f64> = self
+            .results
+            .iter()
+            .filter(|r| r.ok && r.scenario == scenario && r.tool == tool)
+            .filter_map(|r| r.wall_s)
+            .collect();
+        (!walls.is_empty()).then(|| walls.iter().sum::<f64>() / walls.len() as f64)
+    }
+
     /// Successful runs above their tool's `wire_target`, or not faster
     /// than a tool it names in `faster_than` (compared only where that
     /// tool finished in the same scenario), in the scenarios that measured
@@ -238,16 +249,9 @@ impl Results {
                 }
             }
             for other in &tool.faster_than {
-                let walls: Vec<f64> = self
-                    .results
-                    .iter()
-                    .filter(|r| r.ok && r.scenario == run.scenario && &r.tool == other)
-                    .filter_map(|r| r.wall_s)
-                    .collect();
-                if walls.is_empty() {
+                let Some(theirs) = self.mean_wall_s(&run.scenario, other) else {
                     continue;
-                }
-                let theirs = walls.iter().sum::<f64>() / walls.len() as f64;
+                };
                 if run.wall_s.is_none_or(|w| w >= theirs) {
                     out.push(TargetMiss {
                         run,
@@ -304,16 +308,9 @@ impl Results {
                 }
             }
             for (other, factor) in &tool.finish_within {
-                let walls: Vec<f64> = self
-                    .results
-                    .iter()
-                    .filter(|r| r.ok && r.scenario == run.scenario && &r.tool == other)
-                    .filter_map(|r| r.wall_s)
-                    .collect();
-                if walls.is_empty() {
+                let Some(theirs) = self.mean_wall_s(&run.scenario, other) else {
                     continue;
-                }
-                let theirs = walls.iter().sum::<f64>() / walls.len() as f64;
+                };
                 if run
                     .wall_s
                     .filter(|_| run.ok)
