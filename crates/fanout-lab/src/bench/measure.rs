@@ -1,6 +1,7 @@
 //! One measured run: build the scenario's lab, start the receivers, then
 //! the sender, watch for completion, tear down, verify every file, and
-//! turn the emulator's counters into figures.
+//! turn the network's counters (the emulator's, or with the kernel profile
+//! the kernel's) into figures.
 //!
 //! Each program runs under a small `sh` wrapper in its host that sends its
 //! output to files and records the program's CPU time with the shell's
@@ -15,10 +16,10 @@ use super::results::{load_average, ReceiverResult, RunResult, TcpReference, TcpS
 use super::scenario::{self, receiver_name, SENDER, TCP_SINK, TCP_SOURCE};
 use super::suite::{Competing, ScenarioSpec, ToolKind, ToolSpec};
 use super::tool::{plan, shell_words, DoneBy, Endpoints};
+use crate::emu::LinkReport;
 use crate::error::LabError;
 use crate::lab::Lab;
 use crate::tcp::{TcpSink, TcpSource};
-use crate::EmuReport;
 use fanout_io::Clock;
 use fanout_netns::NsChild;
 use nix::sys::signal::{kill, Signal};
@@ -456,7 +457,7 @@ fn measure(
         .then(|| tcp_at_end.map(|end| end.saturating_sub(tcp_at_start)))
         .flatten();
     drop(flow_stop(flow));
-    let emu = lab.stop_emulator();
+    let net = NetReport::take(&mut lab);
     drop(lab);
     Ok(figures(
         Figures {
@@ -470,7 +471,7 @@ fn measure(
             receivers: &receivers,
             outputs: plan.receivers.iter().map(|c| c.output.as_path()).collect(),
             names: &names,
-            emu,
+            net,
             tcp,
             sender_serves: plan.sender_serves,
             sender_setup_s,
@@ -580,9 +581,9 @@ pub fn tcp_reference(scn: &ScenarioSpec, ctx: &Context) -> TcpReference {
         .and_then(|mut lab| {
             let mbps =
                 reference::one_flow(&lab, reference::FILE_SUITE_REFERENCE, ctx.cancel.as_deref())?;
-            let loss = lab
-                .stop_emulator()
-                .map_or(0.0, |emu| reference::loss_toward(&emu, &[receiver_name(0)]));
+            let loss = NetReport::take(&mut lab).map_or(0.0, |net| {
+                reference::loss_toward(&net.links, &[receiver_name(0)])
+            });
             Ok((mbps, loss))
         });
     match measured {
@@ -624,6 +625,56 @@ fn flow_stop(flow: Option<(TcpSource, TcpSink)>) -> Option<TcpSink> {
     })
 }
 
+/// The network's account of a run: the emulator's report, or with the
+/// kernel profile the kernel's qdisc and nftables counters.
+struct NetReport {
+    /// Per directed link, in topology order.
+    links: Vec<LinkReport>,
+    /// False when the emulator fell behind or failed, or the kernel's
+    /// counters could not be read.
+    valid: bool,
+    /// Why the run is invalid.
+    invalid_reason: Option<String>,
+    /// Emulator release lateness, 99th percentile, µs (0 for the kernel).
+    lateness_p99_us: u64,
+    /// The emulator ran under SCHED_FIFO (the kernel's qdiscs always do
+    /// their own timing: true).
+    realtime: bool,
+    /// The emulator steered the hosts' packet input to other CPUs.
+    receive_steering: bool,
+    /// CPU seconds of the emulator thread (`None` for the kernel, whose
+    /// forwarding is charged to whichever process sent or received).
+    emulator_cpu_s: Option<f64>,
+}
+
+impl NetReport {
+    /// Stops the emulator, or reads the kernel's counters, of `lab`.
+    fn take(lab: &mut Lab) -> Option<Self> {
+        if let Some(k) = lab.kernel_report() {
+            return Some(NetReport {
+                links: k.links,
+                valid: k.counters_unavailable.is_none(),
+                invalid_reason: k
+                    .counters_unavailable
+                    .map(|e| format!("the kernel's link counters: {e}")),
+                lateness_p99_us: 0,
+                realtime: true,
+                receive_steering: false,
+                emulator_cpu_s: None,
+            });
+        }
+        lab.stop_emulator().map(|emu| NetReport {
+            links: emu.links,
+            valid: emu.valid,
+            invalid_reason: emu.invalid_reason,
+            lateness_p99_us: emu.lateness.p99_us,
+            realtime: emu.realtime,
+            receive_steering: emu.steering.is_some(),
+            emulator_cpu_s: Some(emu.cpu_s),
+        })
+    }
+}
+
 struct Figures<'a> {
     scn: &'a ScenarioSpec,
     ctx: &'a Context,
@@ -638,7 +689,7 @@ struct Figures<'a> {
     receivers: &'a [Proc],
     outputs: Vec<&'a Path>,
     names: &'a [String],
-    emu: Option<EmuReport>,
+    net: Option<NetReport>,
     tcp: Option<u64>,
     /// The sender served until stopped (its exit status says nothing).
     sender_serves: bool,
@@ -766,10 +817,10 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
     }
     let (mut sender_link_bytes, mut feedback_bytes, mut drops) = (0, 0, BTreeMap::new());
     let (mut valid, mut invalid_reason, mut p99, mut realtime) =
-        (false, Some("no emulator report".to_owned()), 0, false);
+        (false, Some("no network report".to_owned()), 0, false);
     let mut receive_steering = false;
-    if let Some(emu) = &f.emu {
-        for l in &emu.links {
+    if let Some(net) = &f.net {
+        for l in &net.links {
             if l.from == SENDER {
                 sender_link_bytes += l.tx_bytes;
             }
@@ -780,11 +831,11 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
                 *drops.entry(k.clone()).or_insert(0) += v;
             }
         }
-        valid = emu.valid;
-        invalid_reason.clone_from(&emu.invalid_reason);
-        p99 = emu.lateness.p99_us;
-        realtime = emu.realtime;
-        receive_steering = emu.steering.is_some();
+        valid = net.valid;
+        invalid_reason.clone_from(&net.invalid_reason);
+        p99 = net.lateness_p99_us;
+        realtime = net.realtime;
+        receive_steering = net.receive_steering;
     }
     let tcp = match (f.scn.competing_tcp.as_ref(), f.tcp, wall_s) {
         (Some(_), Some(bytes), Some(w)) if w > 0.0 => Some(TcpShare {
@@ -826,7 +877,7 @@ fn figures(f: Figures<'_>, mut error: Option<String>) -> RunResult {
         lateness_p99_us: p99,
         realtime,
         receive_steering,
-        emulator_cpu_s: f.emu.as_ref().map(|e| e.cpu_s),
+        emulator_cpu_s: f.net.as_ref().and_then(|n| n.emulator_cpu_s),
         drops,
         tcp,
         sender_setup_s: f.sender_setup_s,

@@ -110,6 +110,7 @@ mod tests {
                 receive_steering: false,
                 tcp_reference: false,
                 tcp_reference_s: None,
+                profile: Default::default(),
             }],
             results: Vec::new(),
             tcp_references: Vec::new(),

@@ -6,10 +6,10 @@
 //! offer what the host's sysctl allows.
 
 use super::scenario::{receiver_name, SENDER};
+use crate::emu::LinkReport;
 use crate::error::LabError;
 use crate::lab::Lab;
 use crate::tcp::{TcpSink, TcpSource};
-use crate::EmuReport;
 use fanout_io::Clock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -60,11 +60,11 @@ pub fn one_flow(
     Ok(bytes as f64 * 8.0 / secs / 1e6)
 }
 
-/// The loss the emulator drew on the links toward `hosts`, as a share of
-/// the packets offered to them.
-pub fn loss_toward(emu: &EmuReport, hosts: &[String]) -> f64 {
+/// The loss the network drew on `links` toward `hosts`, as a share of the
+/// packets offered to them.
+pub fn loss_toward(links: &[LinkReport], hosts: &[String]) -> f64 {
     let (mut lost, mut offered) = (0u64, 0u64);
-    for l in emu.links.iter().filter(|l| hosts.contains(&l.to)) {
+    for l in links.iter().filter(|l| hosts.contains(&l.to)) {
         lost += l.drops.get("random_loss").copied().unwrap_or(0);
         offered += l.offered_packets;
     }

@@ -246,6 +246,12 @@ pub fn describe(s: &ScenarioSpec) -> String {
              complete)",
         );
     }
+    if s.profile == crate::topo::Profile::Kernel {
+        d.push_str(
+            "; links by the kernel (bridge, tbf, nftables) instead of the user-space emulator: \
+             no emulator thread shares the CPUs, and forwarding is charged to the hosts",
+        );
+    }
     d
 }
 

@@ -139,6 +139,7 @@ pub fn text(s: &ScenarioSpec) -> String {
     let mut out = String::new();
     // Seed of the link models' loss draws: the same for every tool.
     out.push_str("seed = 1\n");
+    let _ = writeln!(out, "profile = \"{}\"", s.profile);
     let _ = writeln!(out, "receive_steering = {}", s.receive_steering);
     let mut hosts = vec![SENDER.to_owned()];
     hosts.extend((0..s.receivers).map(receiver_name));
@@ -202,6 +203,7 @@ pub fn text(s: &ScenarioSpec) -> String {
 mod tests {
     use super::*;
     use crate::bench::suite::{Competing, HostGroup, Slow};
+    use crate::topo::Profile;
 
     fn spec() -> ScenarioSpec {
         ScenarioSpec {
@@ -225,6 +227,7 @@ mod tests {
             receive_steering: false,
             tcp_reference: false,
             tcp_reference_s: None,
+            profile: Default::default(),
         }
     }
 
@@ -239,6 +242,18 @@ mod tests {
         assert!((to_r1.config.loss.stationary_loss_rate() - 0.05).abs() < 1e-9);
         assert!(loss_text(0.05, Some(4.0)).contains("gilbert_elliott"));
         assert!(loss_text(0.0, Some(4.0)).is_empty());
+    }
+
+    #[test]
+    fn the_kernel_profile_is_asked_for_and_refuses_delay() {
+        assert_eq!(topology(&spec()).unwrap().profile, Profile::Emulator);
+        let mut s = spec();
+        s.profile = Profile::Kernel;
+        s.slow = None;
+        let e = topology(&s).unwrap_err().to_string();
+        assert!(e.contains("delay"), "{e}");
+        s.delay = "0ms".into();
+        assert_eq!(topology(&s).unwrap().profile, Profile::Kernel);
     }
 
     #[test]

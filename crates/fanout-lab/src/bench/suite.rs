@@ -51,10 +51,11 @@
 //! competing_tcp = { bottleneck_rate = "100Mbit", delay = "10ms", cc = "cubic" }
 //! queue_packets = 100      # DropTail length of every link (default 100)
 //! timeout = "900s"         # this scenario's per-run timeout (default: the suite's)
+//! profile = "kernel"       # links by the kernel's bridge + tbf, no emulator (delay 0)
 //! ```
 
 use crate::error::LabError;
-use crate::topo::check_name;
+use crate::topo::{check_name, Profile};
 use fanout_sim::units::{parse_bytes, parse_duration, parse_rate_bps};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -431,6 +432,16 @@ pub struct ScenarioSpec {
     /// [`super::reference::FILE_SUITE_REFERENCE`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_reference_s: Option<f64>,
+    /// What carries the links: the user-space emulator (default), or the
+    /// kernel's bridge, tbf and nftables (`"kernel"`: zero delay and
+    /// Bernoulli loss only, one switch; no emulator thread to share the
+    /// machine's CPUs with the tools).
+    #[serde(default, skip_serializing_if = "is_emulator")]
+    pub profile: Profile,
+}
+
+fn is_emulator(p: &Profile) -> bool {
+    *p == Profile::Emulator
 }
 
 impl ScenarioSpec {
@@ -656,12 +667,16 @@ mod tests {
         let s = Suite::parse(text, "benchmarks/suite.toml").unwrap();
         assert_eq!(s.size, 200 << 20);
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "o", "o5"]);
+        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ok"]);
         // The overlay race runs on its own stars only, with its targets.
         let overlay = s.tool("overlay").unwrap();
         assert!(overlay.runs_in("o5") && !overlay.runs_in("b"));
         assert_eq!(overlay.finish_within["tcp-unicast"], 0.5);
         assert_eq!(s.scenarios[8].hosts.len(), 5);
+        // (ok) is (o) on the kernel profile.
+        assert_eq!(s.scenarios[9].profile, Profile::Kernel);
+        assert_eq!(s.scenarios[9].hosts, s.scenarios[7].hosts);
+        assert!(overlay.runs_in("ok"));
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
         // (d)'s TCP-friendly runs need minutes; the fair-window variant of

@@ -148,9 +148,9 @@ fn measure_tcp(
 ) -> Result<(f64, f64), LabError> {
     let mut lab = Lab::build(&scenario::topology(&scn.network())?)?;
     let mbps = reference::one_flow(&lab, suite.duration, ctx.cancel.as_deref())?;
-    let loss = lab
-        .stop_emulator()
-        .map_or(0.0, |emu| reference::loss_toward(&emu, &[receiver_name(0)]));
+    let loss = lab.stop_emulator().map_or(0.0, |emu| {
+        reference::loss_toward(&emu.links, &[receiver_name(0)])
+    });
     Ok((mbps, loss))
 }
 
@@ -370,7 +370,7 @@ fn measure(
             .filter(|l| l.from == SENDER)
             .map(|l| l.tx_bytes)
             .sum();
-        result.network_loss = reference::loss_toward(emu, &names);
+        result.network_loss = reference::loss_toward(&emu.links, &names);
         let written = u64::from(count) * suite.message as u64;
         result.wire_per_byte = wire as f64 / written.max(1) as f64;
         result.valid = emu.valid;

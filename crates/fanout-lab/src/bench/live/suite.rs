@@ -239,6 +239,7 @@ impl LiveScenario {
             receive_steering: false,
             tcp_reference: self.tcp_reference,
             tcp_reference_s: None,
+            profile: Default::default(),
         }
     }
 
