@@ -4,6 +4,9 @@
 
 use crate::hop::{HopError, HELLO};
 use crate::relay::{Downstream, DownstreamCounts, Relay};
+use crate::sent::SentSource;
+use crate::symbol::HEADER_LEN;
+use raptorq::PayloadId;
 
 /// A child connection's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -17,6 +20,8 @@ struct Child {
     record_at: usize,
     /// Its place in the relay, once it greeted and the object is known.
     downstream: Option<Downstream>,
+    /// The source symbols it was given, when the host keeps that record.
+    sent: Option<SentSource>,
 }
 
 /// A host's children.
@@ -26,6 +31,9 @@ pub struct Children {
     /// The manifest record and the relay, once the object is known.
     object: Option<(Vec<u8>, Relay)>,
     kids: Vec<Option<Child>>,
+    /// Each block's source symbol count, when every child's source
+    /// symbols are recorded.
+    track: Option<Vec<u32>>,
 }
 
 impl Children {
@@ -35,6 +43,7 @@ impl Children {
             buffer_bytes,
             object: None,
             kids: Vec::new(),
+            track: None,
         }
     }
 
@@ -44,9 +53,57 @@ impl Children {
         for c in self.kids.iter_mut().flatten() {
             if c.hello.len() == HELLO.len() {
                 c.downstream = Some(relay.add_downstream());
+                c.sent = self.track.as_deref().map(SentSource::new);
             }
         }
         self.object = Some((record, relay));
+    }
+
+    /// Records from now on which source symbols each child is given, for
+    /// an object whose blocks have `k` source symbols each (see
+    /// [`crate::sent`]).
+    pub fn track_source_symbols(&mut self, k: &[u32]) {
+        for c in self.kids.iter_mut().flatten() {
+            if c.downstream.is_some() {
+                c.sent = Some(SentSource::new(k));
+            }
+        }
+        self.track = Some(k.to_vec());
+    }
+
+    /// The next source symbol `id` was not given (recorded as given now),
+    /// when its source symbols are recorded.
+    pub fn next_unsent(&mut self, id: ChildId) -> Option<PayloadId> {
+        let sent = self.kids.get_mut(id.0)?.as_mut()?.sent.as_mut()?;
+        sent.take_next().map(|(sbn, esi)| PayloadId::new(sbn, esi))
+    }
+
+    /// A frame for `id` alone, once it has had every frame held (see
+    /// [`Relay::inject`]).
+    pub fn push_to(&mut self, id: ChildId, frame: Vec<u8>) -> bool {
+        let Some((_, relay)) = &mut self.object else {
+            return false;
+        };
+        match self.kids.get(id.0).and_then(Option::as_ref) {
+            Some(Child {
+                downstream: Some(d),
+                ..
+            }) => relay.inject(*d, frame),
+            _ => false,
+        }
+    }
+
+    /// Whether some child waits for frames that only the parent can give:
+    /// it has had every frame held, and no source symbol is left that it
+    /// was not given (or none are recorded).
+    pub fn any_waiting_for_parent(&mut self) -> bool {
+        (0..self.kids.len()).any(|i| {
+            self.caught_up(ChildId(i))
+                && self.kids[i]
+                    .as_ref()
+                    .and_then(|c| c.sent.as_ref())
+                    .is_none_or(|s| s.left() == 0)
+        })
     }
 
     /// A new child connection.
@@ -55,6 +112,7 @@ impl Children {
             hello: Vec::with_capacity(HELLO.len()),
             record_at: 0,
             downstream: None,
+            sent: None,
         };
         ChildId(crate::slots::insert(&mut self.kids, child))
     }
@@ -92,6 +150,7 @@ impl Children {
         if c.hello.len() == HELLO.len() && c.downstream.is_none() {
             if let Some((_, relay)) = &mut self.object {
                 c.downstream = Some(relay.add_downstream());
+                c.sent = self.track.as_deref().map(SentSource::new);
             }
         }
         Ok(())
@@ -147,6 +206,19 @@ impl Children {
         if c.record_at < record.len() {
             c.record_at = (c.record_at + n).min(record.len());
         } else if let Some(d) = c.downstream {
+            if let Some(sent) = &mut c.sent {
+                // A frame begun is a frame given (the rest follows before
+                // anything else): its payload id is in its header.
+                let frame_len = relay.frame_len();
+                if let Some(frame) = relay.writable(d).filter(|f| f.len() == frame_len) {
+                    if n > 0 {
+                        let id = PayloadId::deserialize(
+                            frame[8..HEADER_LEN].try_into().expect("4 bytes"),
+                        );
+                        sent.mark(id.source_block_number(), id.encoding_symbol_id());
+                    }
+                }
+            }
             relay.wrote(d, n);
         }
     }

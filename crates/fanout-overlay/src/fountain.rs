@@ -140,6 +140,40 @@ impl Layout {
             .chain(std::iter::repeat_n(u64::from(ks) * t, zs as usize))
             .collect()
     }
+
+    /// Each source block's first byte in the object and its source symbol
+    /// count (K), in block order.
+    pub fn block_spans(&self) -> Vec<(usize, u32)> {
+        let t = u64::from(self.symbol_size);
+        self.block_bytes()
+            .iter()
+            .scan(0usize, |at, &n| {
+                let here = *at;
+                *at += n as usize;
+                Some((here, (n / t) as u32))
+            })
+            .collect()
+    }
+}
+
+/// Source symbol `esi` of the block starting at byte `start` of `data`,
+/// sealed: a slice of the object, zero-padded past its end.
+pub fn seal_source_symbol(
+    key: &SymbolKey,
+    object: u64,
+    data: &[u8],
+    (start, symbol_size): (usize, usize),
+    id: PayloadId,
+) -> Vec<u8> {
+    let from = start + id.encoding_symbol_id() as usize * symbol_size;
+    let to = from + symbol_size;
+    if to <= data.len() {
+        seal(key, object, &id, &data[from..to])
+    } else {
+        let mut symbol = data[from.min(data.len())..].to_vec();
+        symbol.resize(symbol_size, 0);
+        seal(key, object, &id, &symbol)
+    }
 }
 
 /// The source's endless run of sealed symbols. Source symbols are slices
@@ -190,19 +224,11 @@ impl FountainSource {
     pub fn new(data: Vec<u8>, layout: Layout, object: u64, key: SymbolKey) -> Self {
         assert_eq!(layout.length, data.len() as u64, "the layout is data's");
         let symbol_size = usize::from(layout.symbol_size);
-        let spans: Vec<(usize, usize)> = layout
-            .block_bytes()
-            .iter()
-            .scan(0usize, |at, &n| {
-                let here = *at;
-                *at += n as usize;
-                Some((here, n as usize))
-            })
-            .collect();
-        let k = spans
-            .iter()
-            .map(|&(_, n)| (n / symbol_size) as u32)
-            .collect();
+        let (spans, k): (Vec<(usize, usize)>, Vec<u32>) = layout
+            .block_spans()
+            .into_iter()
+            .map(|(start, k)| ((start, k as usize * symbol_size), k))
+            .unzip();
         let n = spans.len();
         FountainSource {
             object,
@@ -260,17 +286,14 @@ impl FountainSource {
         self.next_esi[b] = if esi >= MAX_ESI { k } else { esi + 1 };
         let (start, len) = self.spans[b];
         if esi < k {
-            // A source symbol: the object's bytes, zero-padded past its end.
-            let from = start + esi as usize * self.symbol_size;
-            let to = from + self.symbol_size;
             let id = PayloadId::new(b as u8, esi);
-            return if to <= self.data.len() {
-                seal(&self.key, self.object, &id, &self.data[from..to])
-            } else {
-                let mut symbol = self.data[from.min(self.data.len())..].to_vec();
-                symbol.resize(self.symbol_size, 0);
-                seal(&self.key, self.object, &id, &symbol)
-            };
+            return seal_source_symbol(
+                &self.key,
+                self.object,
+                &self.data,
+                (start, self.symbol_size),
+                id,
+            );
         }
         let (data, oti) = (&self.data, &self.oti);
         let encoder = self.encoders[b].get_or_insert_with(|| {

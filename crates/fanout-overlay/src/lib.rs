@@ -17,6 +17,8 @@
 //! - [`relay`]: forward-when-feasible — a circular buffer of frames and a
 //!   cursor per downstream connection, which takes what it can now and
 //!   skips what it could not;
+//! - [`sent`]: which source symbols each child was given, so a host that
+//!   decoded serves its children those it lacks itself;
 //! - [`children`], [`source::OverlaySource`], [`node::OverlayNode`]: the
 //!   hosts, sans IO: the source feeds its children the fountain; a node
 //!   reads its parent's stream, decodes, and relays to its own children;
@@ -33,6 +35,7 @@ pub mod hop;
 pub mod node;
 pub mod probe;
 pub mod relay;
+pub mod sent;
 mod slots;
 pub mod source;
 pub mod symbol;

@@ -4,7 +4,7 @@
 
 use crate::children::ChildId;
 use crate::children::Children;
-use crate::fountain::{FountainSink, FountainSource, SinkCounts, SinkError};
+use crate::fountain::{seal_source_symbol, FountainSink, FountainSource, SinkCounts, SinkError};
 use crate::hop::{HopError, Manifest, UpstreamReader};
 use crate::symbol::{check, SymbolKey};
 
@@ -57,6 +57,8 @@ pub struct OverlayNode {
     /// Frames refused when relaying only (a decoding node's sink counts
     /// its own).
     refused: u64,
+    /// Each block's first byte in the object (from the manifest).
+    block_starts: Vec<usize>,
 }
 
 impl OverlayNode {
@@ -78,6 +80,7 @@ impl OverlayNode {
             journal: None,
             relay_only: false,
             refused: 0,
+            block_starts: Vec::new(),
         }
     }
 
@@ -168,6 +171,10 @@ impl OverlayNode {
                     self.key.clone(),
                     m.hash,
                 ));
+                let (starts, k): (Vec<usize>, Vec<u32>) =
+                    m.layout.block_spans().into_iter().unzip();
+                self.block_starts = starts;
+                self.children.track_source_symbols(&k);
             }
             self.children.start(record, m.layout.frame_len());
         }
@@ -277,16 +284,18 @@ impl OverlayNode {
     }
 
     /// Whether to read more of its parent's stream now: always until it
-    /// decoded; after that only while a child waits for frames, so the
-    /// parent (and the source above it) sends no faster than the fastest
-    /// child below takes, and nothing for a subtree that is done.
+    /// decoded; after that only while a child waits for frames it cannot
+    /// give from its own copy (every source symbol the child lacks is
+    /// given from there first), so the parent (and the source above it)
+    /// sends no faster than the fastest such child below takes, and
+    /// nothing for a subtree it can finish itself.
     /// A relay-only host reads the manifest, then only while a child
     /// waits.
     pub fn wants_upstream(&mut self) -> bool {
         if self.relay_only {
             return self.manifest.is_none() || self.children.any_waiting();
         }
-        self.needs_parent() || self.children.any_waiting()
+        self.needs_parent() || self.children.any_waiting_for_parent()
     }
 
     /// Its parent went away after it decoded: its children get fresh
@@ -296,27 +305,36 @@ impl OverlayNode {
         self.orphan = true;
     }
 
-    /// The bytes for child `id` next: relayed frames, and once it decoded
-    /// and lost its parent, fresh symbols of its own whenever the child has
-    /// had every frame held. Its repair symbols start 2²⁰ past the source's
-    /// first, at a point of its own, so they do not repeat what the child
-    /// had. (Coding them costs about what decoding did, so a node that
-    /// still has its parent relays instead.)
+    /// The bytes for child `id` next: relayed frames; once it decoded,
+    /// whenever the child has had every frame held, the source symbols it
+    /// was not given, from its own copy (slices of the object, no coding);
+    /// and once those are all given and its parent is gone, fresh repair
+    /// symbols of its own. Those start 2²⁰ past the source's first, at a
+    /// point of its own, so they do not repeat what the child had. (Coding
+    /// them costs about what decoding did, so a node that still has its
+    /// parent relays instead.)
     pub fn writable(&mut self, id: ChildId) -> Option<&[u8]> {
-        if self.orphan && self.children.caught_up(id) {
+        if !self.relay_only && self.children.caught_up(id) {
             if let (Some(object), Some(m)) =
                 (self.sink.as_ref().and_then(|s| s.object()), &self.manifest)
             {
-                let own = self.own.get_or_insert_with(|| {
-                    // Its own offset: the id of the object and the bytes it
-                    // read, so siblings that decoded differ.
-                    let seed = m.object ^ self.whole_bytes.rotate_left(17);
-                    let first = (1 << 20) + (seed % (1 << 22)) as u32;
-                    FountainSource::new(object.to_vec(), m.layout, m.object, self.key.clone())
-                        .repair_only_from(first, seed)
-                });
-                let frame = own.next_frame();
-                self.children.push(frame);
+                if let Some(pid) = self.children.next_unsent(id) {
+                    let start = self.block_starts[usize::from(pid.source_block_number())];
+                    let size = usize::from(m.layout.symbol_size());
+                    let frame = seal_source_symbol(&self.key, m.object, object, (start, size), pid);
+                    self.children.push_to(id, frame);
+                } else if self.orphan {
+                    let own = self.own.get_or_insert_with(|| {
+                        // Its own offset: the id of the object and the
+                        // bytes it read, so siblings that decoded differ.
+                        let seed = m.object ^ self.whole_bytes.rotate_left(17);
+                        let first = (1 << 20) + (seed % (1 << 22)) as u32;
+                        FountainSource::new(object.to_vec(), m.layout, m.object, self.key.clone())
+                            .repair_only_from(first, seed)
+                    });
+                    let frame = own.next_frame();
+                    self.children.push(frame);
+                }
             }
         }
         self.children.writable(id)

@@ -65,6 +65,11 @@ impl Relay {
         }
     }
 
+    /// A frame's length, bytes.
+    pub fn frame_len(&self) -> usize {
+        self.frame_len
+    }
+
     /// Frames the buffer holds at most.
     pub fn capacity_frames(&self) -> usize {
         self.capacity
@@ -129,6 +134,20 @@ impl Relay {
             return None;
         }
         Some(&self.ring[(c.next - first) as usize])
+    }
+
+    /// A frame for `d` alone, written before anything else it gets (for
+    /// a connection that has had every frame held; refused, returning
+    /// false, while `d` has a frame partly written or does not exist).
+    pub fn inject(&mut self, d: Downstream, frame: Vec<u8>) -> bool {
+        assert_eq!(frame.len(), self.frame_len, "whole frames only");
+        match self.downstream.get_mut(d.0).and_then(Option::as_mut) {
+            Some(c) if c.overflow.is_none() => {
+                c.overflow = Some((frame, 0));
+                true
+            }
+            _ => false,
+        }
     }
 
     /// `n` bytes of what [`Relay::writable`] gave for `d` were written.

@@ -278,6 +278,68 @@ fn a_relay_whose_parent_goes_after_it_decoded_feeds_its_children_its_own_symbols
     assert!(per_byte < 1.05, "{per_byte}");
 }
 
+/// A relay that decoded gives its slow child the source symbols the
+/// child was never given from its own copy, and stops reading its parent:
+/// the source sends about one copy, not one for as long as the slowest
+/// host below is at it.
+#[test]
+fn a_relay_that_decoded_finishes_its_slow_child_itself_and_stops_reading_its_parent() {
+    let data = object(2_000_000);
+    let key = SymbolKey::derive(&[6; 32]);
+    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
+    let mut src = OverlaySource::new(
+        data.clone(),
+        "s.bin",
+        9,
+        (layout, 1 << 20),
+        key.clone(),
+        256 << 10,
+    );
+    let mut relay = OverlayNode::new(key.clone(), 256 << 10);
+    let mut leaf = OverlayNode::new(key, 256 << 10);
+    let c = src.children().add();
+    src.children().on_bytes(c, &HELLO).unwrap();
+    let to_leaf = relay.children().add();
+    relay.children().on_bytes(to_leaf, &HELLO).unwrap();
+    let (mut steps, mut decoded_at) = (0, None);
+    while leaf.object().is_none() {
+        // The relay reads its parent only when it wants to, as the
+        // runtime does; the leaf takes a tenth of the relay's rate.
+        if relay.wants_upstream() {
+            relay
+                .on_upstream(&from_source(&mut src, c, 40_000))
+                .unwrap();
+        }
+        if decoded_at.is_none() && relay.object().is_some() {
+            decoded_at = Some((steps, leaf.upstream_bytes(), relay.upstream_bytes()));
+        }
+        leaf.on_upstream(&from_node(&mut relay, to_leaf, 4_000))
+            .unwrap();
+        steps += 1;
+        assert!(steps < 2_000, "the leaf never decoded");
+    }
+    assert_eq!(leaf.object(), Some(&data[..]));
+    let (at, leaf_then, relay_then) = decoded_at.unwrap();
+    let per = |n: u64| n as f64 / data.len() as f64;
+    eprintln!(
+        "relay decoded at step {at} (leaf then at {:.3} of the object), leaf at step {steps}; \
+         source sent {:.3}, leaf read {:.3} per object byte",
+        per(leaf_then),
+        per(relay.upstream_bytes()),
+        per(leaf.bytes_to_decode().unwrap())
+    );
+    // The relay read about one copy (frames of 8 KiB symbols carry 0.5%
+    // more, the last symbol is padded, and its last read of 40 kB is 2% of
+    // the object) and nothing once it decoded.
+    assert!(per(relay_then) < 1.03, "{}", per(relay_then));
+    assert_eq!(relay.upstream_bytes(), relay_then);
+    assert!(!relay.wants_upstream());
+    // The leaf needed no more than a copy and its frames' overhead, at
+    // its own pace throughout: 2 MB at 4 kB a step.
+    assert!(per(leaf.bytes_to_decode().unwrap()) < 1.02);
+    assert!(steps < 520, "{steps}");
+}
+
 /// A relay that only relays: its leaf decodes the object through it,
 /// corrupted frames stop at the relay (counted), it decodes nothing, and
 /// it reads its parent only while its child waits.
