@@ -67,12 +67,13 @@ fn join_distinct(a: &str, b: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::bench::results::{Machine, TcpReference};
     use crate::bench::suite::{ScenarioSpec, ToolKind, ToolSpec};
 
-    fn part(date: &str, fanout: &str, scenario: &str, tools: &[&str]) -> Results {
+    /// Results of one invocation: `tools` in `scenario`, no runs yet.
+    pub(crate) fn part(date: &str, fanout: &str, scenario: &str, tools: &[&str]) -> Results {
         Results {
             suite: "s.toml".into(),
             command: format!("fanout lab bench --only {scenario}"),

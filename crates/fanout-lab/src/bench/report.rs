@@ -594,7 +594,87 @@ fn scenario_section(md: &mut String, res: &Results, s: &ScenarioSpec) {
         }
     }
     reference_table(md, res, s);
+    host_table(md, res, s);
     let _ = writeln!(md);
+}
+
+/// Where receivers sit behind links of different rates (`hosts`): each
+/// host's link, its physical bound, and the seconds until each tool's
+/// runs had the verified file there (median, with the spread), the
+/// overlay's parent beside its time.
+fn host_table(md: &mut String, res: &Results, s: &ScenarioSpec) {
+    if s.hosts.is_empty() {
+        return;
+    }
+    fn runs<'a>(
+        res: &'a Results,
+        s: &'a ScenarioSpec,
+        tool: &'a str,
+    ) -> impl Iterator<Item = &'a RunResult> {
+        res.results
+            .iter()
+            .filter(move |r| r.scenario == s.name && r.tool == tool)
+    }
+    let tools: Vec<&str> = res
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|t| runs(res, s, t).next().is_some())
+        .collect();
+    if tools.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\nPer host: seconds until it held the verified file (median of the runs; never = not in \
+         that run), against its physical bound (file bits over the lesser of its link's and the \
+         sender's rate); `← p`: its parent in the overlay's tree.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| host | link | bound s | {} |\n| --- | --- | --- |{}",
+        tools.join(" | "),
+        " --- |".repeat(tools.len())
+    );
+    for i in 0..s.receivers {
+        let host = super::scenario::receiver_name(i);
+        let of = |r: &'_ RunResult| r.receivers.iter().find(|x| x.host == host).cloned();
+        let bound = tools
+            .iter()
+            .flat_map(|t| runs(res, s, t))
+            .filter_map(|r| of(r)?.bound_s)
+            .next()
+            .map_or("–".into(), |b| format!("{b:.1}"));
+        let cells: Vec<String> = tools
+            .iter()
+            .map(|t| {
+                let got: Vec<_> = runs(res, s, t).filter_map(of).collect();
+                let done: Vec<f64> = got.iter().filter_map(|x| x.done_s).collect();
+                let mut cell = if done.len() == got.len() && !done.is_empty() {
+                    spread(&done, 1)
+                } else if done.is_empty() {
+                    "never".into()
+                } else {
+                    format!(
+                        "{} ({} of {} runs)",
+                        spread(&done, 1),
+                        done.len(),
+                        got.len()
+                    )
+                };
+                if let Some(p) = got.iter().find_map(|x| x.parent.as_deref()) {
+                    let _ = write!(cell, " ← {p}");
+                }
+                cell
+            })
+            .collect();
+        let _ = writeln!(
+            md,
+            "| {host} | {} | {bound} | {} |",
+            super::scenario::receiver_link(s, i).rate,
+            cells.join(" | ")
+        );
+    }
 }
 
 /// The scenario's reference flow beside each tool's rate to every receiver.
@@ -724,6 +804,76 @@ mod tests {
         );
         r.receivers = vec![rx("r1", None)];
         assert!(one_line(&r).contains("0/1 verified"), "{}", one_line(&r));
+    }
+
+    #[test]
+    fn hosts_behind_different_links_get_a_row_each() {
+        let mut res = crate::bench::merge::tests::part("15:00", "0.1.0", "o", &["overlay", "bt"]);
+        let s = &mut res.scenarios[0];
+        s.receivers = 2;
+        s.hosts = vec![
+            crate::bench::suite::HostGroup {
+                count: 1,
+                rate: "100Mbit".into(),
+                delay: None,
+                loss: None,
+            },
+            crate::bench::suite::HostGroup {
+                count: 1,
+                rate: "10Mbit".into(),
+                delay: None,
+                loss: None,
+            },
+        ];
+        let rx = |host: &str, done: Option<f64>, parent: Option<&str>| {
+            crate::bench::results::ReceiverResult {
+                host: host.into(),
+                done_s: done,
+                goodput_mbps: None,
+                verified: done.is_some(),
+                stream_bytes: None,
+                exit_code: Some(0),
+                cpu_s: None,
+                problem: None,
+                bound_s: Some(if host == "r1" { 0.1 } else { 0.8 }),
+                predicted_mbps: None,
+                parent: parent.map(Into::into),
+            }
+        };
+        for (tool, r1, r2) in [
+            ("overlay", 0.2, Some(1.0)),
+            ("overlay", 0.4, None),
+            ("bt", 0.3, Some(2.0)),
+        ] {
+            let mut run = crate::bench::measure::failed(String::new());
+            run.scenario = "o".into();
+            run.tool = tool.into();
+            let parent = (tool == "overlay").then_some("snd");
+            run.receivers = vec![
+                rx("r1", Some(r1), parent),
+                rx("r2", r2, parent.map(|_| "r1")),
+            ];
+            res.results.push(run);
+        }
+        let mut md = String::new();
+        host_table(&mut md, &res, &res.scenarios[0]);
+        assert!(
+            md.contains("| host | link | bound s | overlay | bt |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| r1 | 100Mbit | 0.1 | 0.3 (0.2–0.4) ← snd | 0.3 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| r2 | 10Mbit | 0.8 | 1.0 (1 of 2 runs) ← r1 | 2.0 |"),
+            "{md}"
+        );
+        // A scenario without host groups has no such table.
+        res.scenarios[0].hosts.clear();
+        let mut md = String::new();
+        host_table(&mut md, &res, &res.scenarios[0]);
+        assert!(md.is_empty());
     }
 
     #[test]
