@@ -314,8 +314,7 @@ fn measure(
             receiver_dirs: &out_dirs,
             psk: &psk,
             run_dir: dir,
-            sender_bps: scenario::sender_rate_bps(scn),
-            receiver_bps: &receiver_bps,
+            links: &scenario::star_links(scn),
         },
     );
     if let Some(script) = &plan.setup {

@@ -2,7 +2,10 @@
 //! receivers, each behind its own duplex link to one switch.
 //!
 //! On a star a hop from `a` to `b` can carry at most min(`a`'s link,
-//! `b`'s link), so that is the hop rate given to the widest-path tree
+//! `b`'s link), and where the links delay or lose packets, no more than
+//! one TCP connection gets over their round trip and loss (ROMA §V,
+//! equation 1, [`fanout_overlay::chain::Hop::rate`]); that is the hop rate
+//! given to the widest-path tree
 //! ([`fanout_overlay::tree::widest_path_tree`], ROMA §VI-C). A parent's
 //! uplink is shared by all its children, which the tree's hop rates do not
 //! see; the prediction does ([`predict`]): each parent's uplink is split
@@ -12,7 +15,46 @@
 //! bounds 1 to [`MAX_CHILDREN_TRIED`] are tried and the tree whose worst
 //! host gets the largest share of its own link is taken.
 
+use fanout_overlay::chain::Hop;
 use fanout_overlay::tree::{widest_path_tree, Tree};
+
+/// TCP segment bytes in the hop equation (Ethernet's MSS with timestamps).
+const SEGMENT: f64 = 1448.0;
+
+/// A host's own link to the star's switch (both directions alike).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StarLink {
+    /// Rate, bit/s.
+    pub bps: u64,
+    /// One-way delay, seconds.
+    pub one_way_s: f64,
+    /// Loss probability, each direction.
+    pub loss: f64,
+}
+
+impl StarLink {
+    /// A link of `bps` that neither delays nor loses.
+    pub fn clean(bps: u64) -> Self {
+        StarLink {
+            bps,
+            one_way_s: 0.0,
+            loss: 0.0,
+        }
+    }
+
+    /// The rate of one TCP connection from a host behind `self` to one
+    /// behind `to`, bit/s: their links' lesser rate, and where they lose
+    /// packets the TCP equation over their round trip (twice both one-way
+    /// delays) and the data direction's loss.
+    pub fn hop_bps(&self, to: &StarLink) -> f64 {
+        let hop = Hop {
+            rtt: 2.0 * (self.one_way_s + to.one_way_s),
+            loss: 1.0 - (1.0 - self.loss) * (1.0 - to.loss),
+            capacity: self.bps.min(to.bps) as f64 / 8.0,
+        };
+        hop.rate(SEGMENT) * 8.0
+    }
+}
 
 /// Largest bound on children tried when the tool names none.
 pub const MAX_CHILDREN_TRIED: usize = 4;
@@ -28,26 +70,26 @@ pub struct OverlayTree {
     pub max_children: usize,
 }
 
-/// Each host's rate on `parent`'s tree over hosts with `link_bps` (host 0
+/// Each host's rate on `parent`'s tree over hosts behind `links` (host 0
 /// the source): top-down, a parent's link split max-min fairly among its
-/// children's demands (each child's own link, capped by the parent's
-/// rate). `order` lists parents before children.
-pub fn predict(parent: &[Option<usize>], order: &[usize], link_bps: &[u64]) -> Vec<f64> {
-    let n = link_bps.len();
+/// children's demands (each child's hop rate from it, capped by the
+/// parent's rate). `order` lists parents before children.
+pub fn predict(parent: &[Option<usize>], order: &[usize], links: &[StarLink]) -> Vec<f64> {
+    let n = links.len();
     let mut rate = vec![0.0f64; n];
     if let Some(&root) = order.first() {
-        rate[root] = link_bps[root] as f64;
+        rate[root] = links[root].bps as f64;
     }
     for &p in order {
         let mut kids: Vec<(f64, usize)> = order
             .iter()
             .copied()
             .filter(|&c| parent[c] == Some(p))
-            .map(|c| ((link_bps[c] as f64).min(rate[p]), c))
+            .map(|c| (links[p].hop_bps(&links[c]).min(rate[p]), c))
             .collect();
         // Max-min fair: the smallest demands are met first.
         kids.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut left = link_bps[p] as f64;
+        let mut left = links[p].bps as f64;
         let mut k = kids.len();
         for (demand, c) in kids {
             let share = demand.min(left / k as f64);
@@ -59,24 +101,22 @@ pub fn predict(parent: &[Option<usize>], order: &[usize], link_bps: &[u64]) -> V
     rate
 }
 
-/// The tree for a source behind `sender_bps` and receivers behind
-/// `receiver_bps`, at most `max_children` children a host (`None`: the best
-/// of 1 to [`MAX_CHILDREN_TRIED`] by the least predicted rate over link
-/// rate, then the larger total).
-pub fn plan(sender_bps: u64, receiver_bps: &[u64], max_children: Option<usize>) -> OverlayTree {
-    let mut link = vec![sender_bps];
-    link.extend_from_slice(receiver_bps);
-    let n = link.len();
+/// The tree for hosts behind `links` (host 0 the source), at most
+/// `max_children` children a host (`None`: the best of 1 to
+/// [`MAX_CHILDREN_TRIED`] by the least predicted rate over link rate, then
+/// the larger total).
+pub fn plan(links: &[StarLink], max_children: Option<usize>) -> OverlayTree {
+    let n = links.len();
     let build = |m: usize| {
         let hop = |a: usize, b: usize| {
             if a == b || b == 0 {
                 0.0
             } else {
-                link[a].min(link[b]) as f64
+                links[a].hop_bps(&links[b])
             }
         };
         let t = widest_path_tree(n, 0, hop, Some(m.max(1)));
-        let predicted_bps = predict(&t.parent, &t.order, &link);
+        let predicted_bps = predict(&t.parent, &t.order, links);
         OverlayTree {
             tree: t,
             predicted_bps,
@@ -85,7 +125,7 @@ pub fn plan(sender_bps: u64, receiver_bps: &[u64], max_children: Option<usize>) 
     };
     let score = |t: &OverlayTree| {
         let worst = (1..n)
-            .map(|h| t.predicted_bps[h] / link[h].max(1) as f64)
+            .map(|h| t.predicted_bps[h] / links[h].bps.max(1) as f64)
             .fold(f64::INFINITY, f64::min);
         (worst, t.predicted_bps[1..].iter().sum::<f64>())
     };
@@ -107,11 +147,42 @@ mod tests {
 
     const M: u64 = 1_000_000;
 
+    /// A source behind `sender` and receivers behind `receivers`, bit/s,
+    /// none delaying or losing.
+    fn clean(sender: u64, receivers: &[u64]) -> Vec<StarLink> {
+        std::iter::once(sender)
+            .chain(receivers.iter().copied())
+            .map(StarLink::clean)
+            .collect()
+    }
+
+    #[test]
+    fn a_lossy_or_distant_host_is_planned_at_its_tcp_rate_and_below_no_one() {
+        // Source 100; 3×100 Mbit/s, one of them 1% lossy, one 40 ms away.
+        let mut links = clean(100 * M, &[100 * M; 4]);
+        for l in &mut links {
+            l.one_way_s = 0.001;
+        }
+        links[2].loss = 0.01;
+        links[3].one_way_s = 0.040;
+        let t = plan(&links, None);
+        // One TCP connection over a 4 ms round trip at 1% loss: about 30
+        // Mbit/s (equation 1); over 82 ms without loss, the link's rate.
+        let lossy = links[1].hop_bps(&links[2]);
+        assert!((20e6..40e6).contains(&lossy), "{lossy}");
+        assert_eq!(links[1].hop_bps(&links[3]), 100e6);
+        // Nobody is below the lossy host: every hop from it is as lossy.
+        assert!(t.tree.children(2).is_empty(), "{t:?}");
+        assert!((t.predicted_bps[2] - lossy).abs() < 1.0, "{t:?}");
+        assert_eq!(t.predicted_bps[1], 100e6);
+        assert_eq!(t.predicted_bps[4], 100e6);
+    }
+
     #[test]
     fn the_issues_star_is_a_chain_in_decreasing_rate() {
         // Source 100; 4×100, 2×50, 20, 10 Mbit/s.
         let r = [100, 100, 100, 100, 50, 50, 20, 10].map(|x| x * M);
-        let t = plan(100 * M, &r, None);
+        let t = plan(&clean(100 * M, &r), None);
         assert_eq!(t.max_children, 1);
         for h in 1..=8 {
             assert_eq!(t.predicted_bps[h], r[h - 1] as f64, "host {h}: {t:?}");
@@ -121,7 +192,7 @@ mod tests {
         // One more 5 Mbit/s host joins at the end and takes from nobody.
         let mut r5 = r.to_vec();
         r5.push(5 * M);
-        let t5 = plan(100 * M, &r5, None);
+        let t5 = plan(&clean(100 * M, &r5), None);
         assert_eq!(t5.predicted_bps[..9], t.predicted_bps[..]);
         assert_eq!(t5.tree.parent[9], Some(8));
     }
@@ -132,21 +203,21 @@ mod tests {
         // 20 Mbit/s child leaves 80 to its 100 Mbit/s sibling.
         let parent = [None, Some(0), Some(0)];
         assert_eq!(
-            predict(&parent, &[0, 1, 2], &[100, 100, 100]),
+            predict(&parent, &[0, 1, 2], &clean(100, &[100, 100])),
             [100.0, 50.0, 50.0]
         );
         assert_eq!(
-            predict(&parent, &[0, 1, 2], &[100, 100, 20]),
+            predict(&parent, &[0, 1, 2], &clean(100, &[100, 20])),
             [100.0, 80.0, 20.0]
         );
         // Below a 50 Mbit/s host no one gets more than 50.
         let chain = [None, Some(0), Some(1)];
         assert_eq!(
-            predict(&chain, &[0, 1, 2], &[100, 50, 100]),
+            predict(&chain, &[0, 1, 2], &clean(100, &[50, 100])),
             [100.0, 50.0, 50.0]
         );
         // A given bound is kept.
-        let t = plan(100 * M, &[100 * M; 5], Some(2));
+        let t = plan(&clean(100 * M, &[100 * M; 5]), Some(2));
         assert_eq!(t.max_children, 2);
         assert!((0..6).all(|h| t.tree.children(h).len() <= 2));
     }

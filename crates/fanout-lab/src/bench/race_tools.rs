@@ -19,6 +19,8 @@
 use super::suite::{ToolKind, ToolSpec, PSK_PLACEHOLDER};
 use super::tool::{s, shell_words, DoneBy, Endpoints, Plan, ReceiverCmd};
 use super::{overlay_tree, scenario::SENDER};
+#[cfg(test)]
+use overlay_tree::StarLink;
 use std::path::Path;
 
 /// Port of the overlay's source and relays.
@@ -136,7 +138,7 @@ fn base(sender: Vec<String>, receivers: Vec<ReceiverCmd>, port: u16) -> Plan {
 }
 
 fn overlay(tool: &ToolSpec, at: &Endpoints<'_>, src: &str, psk: &str) -> Plan {
-    let tree = overlay_tree::plan(at.sender_bps, at.receiver_bps, tool.max_children);
+    let tree = overlay_tree::plan(at.links, tool.max_children);
     // Host 0 is the sender, host i receiver i - 1.
     let ip = |h: usize| {
         if h == 0 {
@@ -284,7 +286,7 @@ mod tests {
 
     const M: u64 = 1_000_000;
 
-    fn at<'a>(ips: &'a [Ipv4Addr], dirs: &'a [PathBuf], rates: &'a [u64]) -> Endpoints<'a> {
+    fn at<'a>(ips: &'a [Ipv4Addr], dirs: &'a [PathBuf], links: &'a [StarLink]) -> Endpoints<'a> {
         Endpoints {
             source: Path::new("/w/payload.bin"),
             sender_ip: Ipv4Addr::new(10, 0, 0, 1),
@@ -292,8 +294,7 @@ mod tests {
             receiver_dirs: dirs,
             psk: Path::new("/w/run/session.psk"),
             run_dir: Path::new("/w/run"),
-            sender_bps: 100 * M,
-            receiver_bps: rates,
+            links,
         }
     }
 
@@ -312,7 +313,7 @@ mod tests {
     fn overlay_nodes_join_their_parents_in_the_planned_tree() {
         let (ips, dirs) = three();
         // r3 (10 Mbit/s) is slowest: the chain is snd -> r2 -> r1 -> r3.
-        let rates = [50 * M, 100 * M, 10 * M];
+        let rates = [100 * M, 50 * M, 100 * M, 10 * M].map(StarLink::clean);
         let p = plan_of(
             &ToolSpec::new("o", ToolKind::Overlay, "r"),
             &at(&ips, &dirs, &rates),
@@ -348,7 +349,7 @@ mod tests {
     #[test]
     fn tcp_unicast_downloads_from_the_senders_server() {
         let (ips, dirs) = three();
-        let rates = [100 * M; 3];
+        let rates = [100 * M; 4].map(StarLink::clean);
         let p = plan_of(
             &ToolSpec::new("t", ToolKind::TcpUnicast, "r"),
             &at(&ips, &dirs, &rates),
@@ -369,7 +370,7 @@ mod tests {
     #[test]
     fn bittorrent_whitelists_its_torrent_and_marks_completion() {
         let (ips, dirs) = three();
-        let rates = [100 * M; 3];
+        let rates = [100 * M; 4].map(StarLink::clean);
         let p = plan_of(
             &ToolSpec::new("b", ToolKind::Bittorrent, "r"),
             &at(&ips, &dirs, &rates),

@@ -13,10 +13,11 @@
 //! `sw1 – sw2` has the bottleneck rate and delay, the TCP hosts' links the
 //! sender's and receivers' rates.
 
+use super::overlay_tree::StarLink;
 use super::suite::ScenarioSpec;
 use crate::error::LabError;
 use crate::topo::Topology;
-use fanout_sim::units::parse_rate_bps;
+use fanout_sim::units::{parse_duration, parse_rate_bps};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
@@ -95,6 +96,28 @@ pub fn receiver_link(s: &ScenarioSpec, i: usize) -> ReceiverLink<'_> {
 pub fn receiver_rates_bps(s: &ScenarioSpec) -> Vec<u64> {
     (0..s.receivers)
         .map(|i| parse_rate_bps(receiver_link(s, i).rate).unwrap_or(0))
+        .collect()
+}
+
+/// Each host's link, the sender's first, then every receiver's (rates 0
+/// and delays 0 where they do not parse; the suite's validation rejects
+/// those).
+pub fn star_links(s: &ScenarioSpec) -> Vec<StarLink> {
+    let secs = |d: &str| parse_duration(d).map_or(0.0, |d| d.as_secs_f64());
+    let sender = StarLink {
+        bps: sender_rate_bps(s),
+        one_way_s: secs(&s.delay),
+        loss: 0.0,
+    };
+    std::iter::once(sender)
+        .chain((0..s.receivers).map(|i| {
+            let l = receiver_link(s, i);
+            StarLink {
+                bps: parse_rate_bps(l.rate).unwrap_or(0),
+                one_way_s: secs(l.delay),
+                loss: l.loss,
+            }
+        }))
         .collect()
 }
 

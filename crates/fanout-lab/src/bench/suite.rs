@@ -667,16 +667,21 @@ mod tests {
         let s = Suite::parse(text, "benchmarks/suite.toml").unwrap();
         assert_eq!(s.size, 200 << 20);
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ok"]);
+        assert_eq!(
+            names,
+            ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ol", "ok"]
+        );
         // The overlay race runs on its own stars only, with its targets.
         let overlay = s.tool("overlay").unwrap();
         assert!(overlay.runs_in("o5") && !overlay.runs_in("b"));
         assert_eq!(overlay.finish_within["tcp-unicast"], 0.5);
         assert_eq!(s.scenarios[8].hosts.len(), 5);
-        // (ok) is (o) on the kernel profile.
-        assert_eq!(s.scenarios[9].profile, Profile::Kernel);
-        assert_eq!(s.scenarios[9].hosts, s.scenarios[7].hosts);
-        assert!(overlay.runs_in("ok"));
+        // (ol) adds a lossy and a distant host; (ok) is (o) on the kernel
+        // profile.
+        assert_eq!(s.scenarios[9].hosts[4].loss, Some(0.01));
+        assert_eq!(s.scenarios[10].profile, Profile::Kernel);
+        assert_eq!(s.scenarios[10].hosts, s.scenarios[7].hosts);
+        assert!(overlay.runs_in("ok") && overlay.runs_in("ol"));
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
         // (d)'s TCP-friendly runs need minutes; the fair-window variant of

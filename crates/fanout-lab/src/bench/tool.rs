@@ -6,7 +6,7 @@
 //! announcements use 239.x groups (see [`super::scenario::GROUPS`]), and
 //! every tool is bound to the hosts' one interface, [`crate::TUN_IF`].
 
-use super::overlay_tree::OverlayTree;
+use super::overlay_tree::{OverlayTree, StarLink};
 use super::race_tools as race;
 use super::scenario::{FANOUT_GROUP, UDPCAST_DATA, UDPCAST_RDV, UFTP_PRIVATE, UFTP_PUBLIC};
 use super::suite::{ToolKind, ToolSpec, PSK_PLACEHOLDER};
@@ -85,10 +85,9 @@ pub struct Endpoints<'a> {
     pub psk: &'a Path,
     /// The run's directory (the setup's files go there).
     pub run_dir: &'a Path,
-    /// The sender's link rate, bit/s.
-    pub sender_bps: u64,
-    /// Each receiver's link rate, bit/s, in order.
-    pub receiver_bps: &'a [u64],
+    /// Each host's link to the switch, the sender's first, then the
+    /// receivers' in order.
+    pub links: &'a [StarLink],
 }
 
 /// uftp's client ID of a host: its IPv4 address (uftp's own default).
@@ -324,8 +323,7 @@ mod tests {
             receiver_dirs: &dirs,
             psk: Path::new("/w/session.psk"),
             run_dir: Path::new("/w"),
-            sender_bps: 100_000_000,
-            receiver_bps: &[100_000_000, 10_000_000],
+            links: &[100_000_000, 100_000_000, 10_000_000].map(StarLink::clean),
         };
         let p = plan(&tool(ToolKind::Uftp, &["-R", "95000"]), &at);
         let h = p.sender.iter().position(|a| a == "-H").unwrap();
