@@ -2,7 +2,7 @@
 //! connections, each greeted with the manifest record and then fed frames
 //! from the host's [`Relay`] as fast as it takes them.
 
-use crate::hop::{HopError, HELLO};
+use crate::hop::{hello_len, HopError, HELLO};
 use crate::relay::{Downstream, DownstreamCounts, Relay};
 use crate::sent::SentSource;
 use crate::symbol::HEADER_LEN;
@@ -12,10 +12,25 @@ use raptorq::PayloadId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ChildId(usize);
 
+/// Who a child said it is, and where it connected from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Greeting {
+    /// The name in its hello (`None`: anonymous, or not UTF-8).
+    pub name: Option<String>,
+    /// Its peer address's IP, when the runtime said.
+    pub peer: Option<std::net::IpAddr>,
+}
+
 #[derive(Debug)]
 struct Child {
-    /// Its hello so far (8 bytes when whole).
+    /// Its hello so far.
     hello: Vec<u8>,
+    /// Its hello is whole.
+    greeted: bool,
+    /// Its peer's IP, when the runtime said.
+    peer: Option<std::net::IpAddr>,
+    /// Its greeting was handed out ([`Children::take_greeting`]).
+    greeting_taken: bool,
     /// Bytes of the manifest record written.
     record_at: usize,
     /// Its place in the relay, once it greeted and the object is known.
@@ -51,7 +66,7 @@ impl Children {
     pub fn start(&mut self, record: Vec<u8>, frame_len: usize) {
         let mut relay = Relay::new(frame_len, self.buffer_bytes);
         for c in self.kids.iter_mut().flatten() {
-            if c.hello.len() == HELLO.len() {
+            if c.greeted {
                 c.downstream = Some(relay.add_downstream());
                 c.sent = self.track.as_deref().map(SentSource::new);
             }
@@ -110,6 +125,9 @@ impl Children {
     pub fn add(&mut self) -> ChildId {
         let child = Child {
             hello: Vec::with_capacity(HELLO.len()),
+            greeted: false,
+            peer: None,
+            greeting_taken: false,
             record_at: 0,
             downstream: None,
             sent: None,
@@ -134,20 +152,46 @@ impl Children {
         self.len() == 0
     }
 
+    /// Where child `id` connected from (its IP, for a source that plans
+    /// joins by address).
+    pub fn set_peer(&mut self, id: ChildId, ip: std::net::IpAddr) {
+        if let Some(c) = self.kids.get_mut(id.0).and_then(Option::as_mut) {
+            c.peer = Some(ip);
+        }
+    }
+
+    /// `id`'s greeting, once its hello is whole: given once per
+    /// connection (`None` after, and before the hello is whole).
+    pub fn take_greeting(&mut self, id: ChildId) -> Option<Greeting> {
+        let c = self.kids.get_mut(id.0)?.as_mut()?;
+        if !c.greeted || c.greeting_taken {
+            return None;
+        }
+        c.greeting_taken = true;
+        let name = std::str::from_utf8(&c.hello[HELLO.len()..])
+            .ok()
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned);
+        Some(Greeting { name, peer: c.peer })
+    }
+
     /// Bytes from a child: its hello, and nothing after it.
-    pub fn on_bytes(&mut self, id: ChildId, bytes: &[u8]) -> Result<(), HopError> {
+    pub fn on_bytes(&mut self, id: ChildId, mut bytes: &[u8]) -> Result<(), HopError> {
         let Some(c) = self.kids.get_mut(id.0).and_then(Option::as_mut) else {
             return Ok(());
         };
-        let take = (HELLO.len() - c.hello.len()).min(bytes.len());
-        c.hello.extend_from_slice(&bytes[..take]);
-        if c.hello[..] != HELLO[..c.hello.len()] {
-            return Err(HopError::Hello);
+        while !bytes.is_empty() {
+            if c.greeted {
+                return Err(HopError::ChildBytes);
+            }
+            let want = hello_len(&c.hello)?;
+            let take = (want - c.hello.len()).min(bytes.len());
+            c.hello.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            let want = hello_len(&c.hello)?;
+            c.greeted = c.hello.len() == want;
         }
-        if take < bytes.len() {
-            return Err(HopError::ChildBytes);
-        }
-        if c.hello.len() == HELLO.len() && c.downstream.is_none() {
+        if c.greeted && c.downstream.is_none() {
             if let Some((_, relay)) = &mut self.object {
                 c.downstream = Some(relay.add_downstream());
                 c.sent = self.track.as_deref().map(SentSource::new);

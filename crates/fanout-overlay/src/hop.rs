@@ -3,13 +3,21 @@
 //! parent's manifest and an endless run of symbol frames.
 //!
 //! ```text
-//! child -> parent:  "FOVL" | version (1) | 3 bytes 0
+//! child -> parent:  "FOVL" | version (1) | 0 | name length (u16) | name
 //! parent -> child:  "FOVM" | body length (u32) | body | tag (32)
 //!                   frame | frame | ...   (symbol::frame_len bytes each)
 //! body:             object id (u64) | length (u64) | symbol size (u16) |
 //!                   block bytes (u64) | BLAKE3 of the object (32) |
 //!                   name length (u16) | name (UTF-8)
 //! ```
+//!
+//! The name is the child's host name in the source's plan (UTF-8, at most
+//! [`MAX_HELLO_NAME`] bytes; empty: anonymous, the 8-byte [`HELLO`]), so a
+//! source that planned the tree can send the child to its planned parent
+//! (see [`crate::redirect`]). A name, not the peer's address, because
+//! hosts behind one address (NAT, loopback) cannot be told apart by it; it
+//! is a hint, not a credential: a host claiming another's name is only
+//! sent where that host would have been.
 //!
 //! The manifest's tag is BLAKE3 in keyed mode over everything before it,
 //! under the same key as the symbols: a host that does not hold it can
@@ -18,8 +26,39 @@
 use crate::fountain::{Layout, LayoutError};
 use crate::symbol::{SymbolKey, TAG_LEN};
 
-/// The child's hello.
+/// The anonymous child's hello (a name of 0 bytes).
 pub const HELLO: [u8; 8] = *b"FOVL\x01\0\0\0";
+/// The longest name a hello carries, bytes.
+pub const MAX_HELLO_NAME: usize = 255;
+
+/// The hello of a child named `name` (empty: [`HELLO`]); `None` when the
+/// name is longer than [`MAX_HELLO_NAME`] bytes.
+pub fn hello(name: &str) -> Option<Vec<u8>> {
+    if name.len() > MAX_HELLO_NAME {
+        return None;
+    }
+    let mut h = HELLO[..6].to_vec();
+    h.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    h.extend_from_slice(name.as_bytes());
+    Some(h)
+}
+
+/// A hello's whole length from its bytes so far (8 until its header is
+/// whole); refused as soon as a byte does not fit.
+pub fn hello_len(so_far: &[u8]) -> Result<usize, HopError> {
+    let n = so_far.len().min(6);
+    if so_far[..n] != HELLO[..n] {
+        return Err(HopError::Hello);
+    }
+    if so_far.len() < HELLO.len() {
+        return Ok(HELLO.len());
+    }
+    let name = usize::from(u16::from_be_bytes([so_far[6], so_far[7]]));
+    if name > MAX_HELLO_NAME {
+        return Err(HopError::Hello);
+    }
+    Ok(HELLO.len() + name)
+}
 /// The largest manifest body, bytes.
 pub const MAX_MANIFEST_BODY: usize = 4096;
 const MANIFEST_MAGIC: &[u8; 4] = b"FOVM";
@@ -283,5 +322,36 @@ mod tests {
             UpstreamReader::new(key).on_bytes(&resealed),
             Err(HopError::Layout(_))
         ));
+    }
+
+    #[test]
+    fn a_named_hello_reads_in_any_pieces_and_a_bad_one_is_refused() {
+        use crate::Children;
+        let h = hello("r1").unwrap();
+        assert_eq!(hello("").unwrap(), HELLO);
+        assert!(hello(&"x".repeat(MAX_HELLO_NAME + 1)).is_none());
+        for piece in [1, 3, 10] {
+            let mut c = Children::new(1 << 10);
+            let id = c.add();
+            c.set_peer(id, "10.0.0.4".parse().unwrap());
+            for chunk in h.chunks(piece) {
+                assert!(c.take_greeting(id).is_none());
+                c.on_bytes(id, chunk).unwrap();
+            }
+            let g = c.take_greeting(id).unwrap();
+            assert_eq!(g.name.as_deref(), Some("r1"));
+            assert_eq!(g.peer, Some("10.0.0.4".parse().unwrap()));
+            assert!(c.take_greeting(id).is_none(), "once");
+            assert_eq!(c.on_bytes(id, b"x"), Err(HopError::ChildBytes));
+        }
+        let mut c = Children::new(1 << 10);
+        let id = c.add();
+        c.on_bytes(id, &HELLO).unwrap();
+        assert_eq!(c.take_greeting(id).unwrap().name, None);
+        let mut long = HELLO.to_vec();
+        long[6..8].copy_from_slice(&256u16.to_be_bytes());
+        let (x, y) = (c.add(), c.add());
+        assert_eq!(c.on_bytes(x, &long), Err(HopError::Hello));
+        assert_eq!(c.on_bytes(y, b"FOVX"), Err(HopError::Hello));
     }
 }

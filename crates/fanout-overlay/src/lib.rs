@@ -22,6 +22,8 @@
 //! - [`children`], [`source::OverlaySource`], [`node::OverlayNode`]: the
 //!   hosts, sans IO: the source feeds its children the fountain; a node
 //!   reads its parent's stream, decodes, and relays to its own children;
+//! - [`redirect`]: joins that follow the plan: the source's authenticated
+//!   suggestion to a child that its planned parent listens elsewhere;
 //! - [`probe`]: throughput probes between hosts, streamed only to holders
 //!   of the key, the measurements the tree is built from;
 //! - [`tree`]: the widest-path tree (ROMA §VI-C), Dijkstra maximising the
@@ -34,6 +36,7 @@ pub mod fountain;
 pub mod hop;
 pub mod node;
 pub mod probe;
+pub mod redirect;
 pub mod relay;
 pub mod sent;
 mod slots;
@@ -42,8 +45,9 @@ pub mod symbol;
 pub mod tree;
 
 pub use chain::{aggregate_path_rate, min_hop_rate, Hop};
-pub use children::{ChildId, Children};
+pub use children::{ChildId, Children, Greeting};
 pub use node::{NodeError, OverlayNode};
+pub use redirect::Redirects;
 pub use source::OverlaySource;
 pub use symbol::SymbolKey;
 pub use tree::{widest_path_tree, Tree};

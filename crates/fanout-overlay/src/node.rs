@@ -6,7 +6,9 @@ use crate::children::ChildId;
 use crate::children::Children;
 use crate::fountain::{seal_source_symbol, FountainSink, FountainSource, SinkCounts, SinkError};
 use crate::hop::{HopError, Manifest, UpstreamReader};
+use crate::redirect::{is_redirect, open_redirect};
 use crate::symbol::{check, SymbolKey};
+use std::net::SocketAddr;
 
 /// Why a node gave up on its parent's stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +61,8 @@ pub struct OverlayNode {
     refused: u64,
     /// Each block's first byte in the object (from the manifest).
     block_starts: Vec<usize>,
+    /// The parent the source last suggested, not yet taken by the runtime.
+    redirect: Option<SocketAddr>,
 }
 
 impl OverlayNode {
@@ -81,6 +85,7 @@ impl OverlayNode {
             relay_only: false,
             refused: 0,
             block_starts: Vec::new(),
+            redirect: None,
         }
     }
 
@@ -181,27 +186,33 @@ impl OverlayNode {
         self.on_frames(read.frames)
     }
 
-    /// Frames from the parent: checked, decoded, relayed.
+    /// Frames from the parent: checked, decoded, relayed; a redirect is
+    /// checked and kept for [`OverlayNode::take_redirect`], never relayed
+    /// or decoded.
     fn on_frames(&mut self, frames: Vec<Vec<u8>>) -> Result<(), NodeError> {
-        if self.relay_only {
-            let Some(m) = &self.manifest else {
-                return Ok(());
-            };
-            for frame in frames {
-                self.whole_bytes += frame.len() as u64;
-                match check(&self.key, m.object, m.layout.symbol_size(), &frame) {
+        let Some(m) = &self.manifest else {
+            return Ok(());
+        };
+        let (object, symbol_size) = (m.object, m.layout.symbol_size());
+        for frame in frames {
+            self.whole_bytes += frame.len() as u64;
+            if is_redirect(&frame) {
+                match open_redirect(&self.key, object, symbol_size, &frame) {
+                    Ok(to) => self.redirect = Some(to),
+                    Err(_) => self.refused += 1,
+                }
+                continue;
+            }
+            if self.relay_only {
+                match check(&self.key, object, symbol_size, &frame) {
                     Ok(_) => self.children.push(frame),
                     Err(_) => self.refused += 1,
                 }
+                continue;
             }
-            return Ok(());
-        }
-        let sink = match &mut self.sink {
-            Some(s) => s,
-            None => return Ok(()),
-        };
-        for frame in frames {
-            self.whole_bytes += frame.len() as u64;
+            let Some(sink) = &mut self.sink else {
+                continue;
+            };
             match sink.on_frame(&frame) {
                 Ok(done) => {
                     if self.bytes_to_decode.is_none() {
@@ -219,6 +230,20 @@ impl OverlayNode {
             }
         }
         Ok(())
+    }
+
+    /// The parent its source suggested last (a redirect that checked),
+    /// once: the runtime decides whether and when to move there.
+    pub fn take_redirect(&mut self) -> Option<SocketAddr> {
+        self.redirect.take()
+    }
+
+    /// Whether `m` announces the object this node is getting (a
+    /// suggested parent's manifest, before moving to it).
+    pub fn same_object(&self, m: &Manifest) -> bool {
+        self.manifest
+            .as_ref()
+            .is_some_and(|k| (k.object, k.hash, k.layout) == (m.object, m.hash, m.layout))
     }
 
     /// The manifest, once read.
