@@ -4,8 +4,15 @@
 //! each connection gets. A connection to a child takes frames only as
 //! fast as its socket accepts them, so a slow child never holds up the
 //! parent's stream or its siblings (forward-when-feasible).
+//!
+//! A node the source redirects (its plan puts the node under another
+//! host, [`fanout_overlay::redirect`]) keeps its parent, connects to the
+//! suggested one beside it, and moves once that one's manifest announces
+//! the same object; until then it tries again every [`REDIRECT_RETRY`],
+//! so a planned parent that starts later still takes its children over.
 
-use fanout_overlay::{ChildId, Children, NodeError, OverlayNode, OverlaySource};
+use fanout_overlay::hop::{Manifest, UpstreamReader};
+use fanout_overlay::{ChildId, Children, NodeError, OverlayNode, OverlaySource, SymbolKey};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::BTreeMap;
@@ -15,6 +22,11 @@ use std::time::Duration;
 
 const LISTENER: Token = Token(0);
 const UPSTREAM: Token = Token(1);
+const CANDIDATE: Token = Token(2);
+/// Children's tokens start here.
+const FIRST_CHILD: usize = 3;
+/// Pause between attempts to reach a parent the source suggested.
+pub const REDIRECT_RETRY: Duration = Duration::from_secs(2);
 /// Bytes read from the parent at a time.
 const READ_CHUNK: usize = 256 << 10;
 /// A busy host's pause between wake-ups. Without it a node woke for
@@ -44,6 +56,19 @@ pub trait OverlayHost {
     fn rejoin(&mut self) {}
     /// The parent went away and none is needed.
     fn parent_gone(&mut self) {}
+    /// The parent its source suggested, once (see
+    /// [`OverlayNode::take_redirect`]).
+    fn take_redirect(&mut self) -> Option<SocketAddr> {
+        None
+    }
+    /// Whether `m` announces the object it is getting.
+    fn same_object(&self, _m: &Manifest) -> bool {
+        false
+    }
+    /// The key its parents' streams are sealed with (none for the source).
+    fn key(&self) -> Option<&SymbolKey> {
+        None
+    }
 }
 
 impl OverlayHost for OverlaySource {
@@ -80,6 +105,15 @@ impl OverlayHost for OverlayNode {
     fn parent_gone(&mut self) {
         OverlayNode::parent_gone(self)
     }
+    fn take_redirect(&mut self) -> Option<SocketAddr> {
+        OverlayNode::take_redirect(self)
+    }
+    fn same_object(&self, m: &Manifest) -> bool {
+        OverlayNode::same_object(self, m)
+    }
+    fn key(&self) -> Option<&SymbolKey> {
+        Some(OverlayNode::key(self))
+    }
 }
 
 /// What happened to a host's connections so far.
@@ -102,6 +136,23 @@ pub struct OverlayProgress {
     pub orphaned: bool,
     /// Every child that connected, in the order they came.
     pub children: Vec<ChildProgress>,
+    /// Every parent joined, in order.
+    pub parents: Vec<ParentProgress>,
+    /// Moves to a parent the source suggested.
+    pub moves: u64,
+    /// Redirects ignored: to its own address or to its parent already.
+    pub redirects_ignored: u64,
+}
+
+/// One parent a node joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentProgress {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Bytes read from it.
+    pub bytes: u64,
+    /// The source suggested it (a move), rather than the --join list.
+    pub suggested: bool,
 }
 
 /// One child connection of a host.
@@ -176,6 +227,11 @@ pub struct Parents {
     pub addrs: Vec<SocketAddr>,
     /// How long a connection attempt may take.
     pub timeout: Duration,
+    /// The hello it greets a parent with ([`fanout_overlay::hop::hello`]:
+    /// its name in the source's plan, or anonymous).
+    pub hello: Vec<u8>,
+    /// Where it listens for children itself: a redirect there is ignored.
+    pub own: Option<SocketAddr>,
 }
 
 /// Rounds over every parent before giving up.
@@ -199,7 +255,7 @@ impl Parents {
             }
             for k in 0..n {
                 let i = (start + k) % n;
-                match join(self.addrs[i], self.timeout) {
+                match join(self.addrs[i], self.timeout, &self.hello) {
                     Ok(s) => return Ok((i, s)),
                     Err(e) => last = Some(format!("{}: {e}", self.addrs[i])),
                 }
@@ -211,10 +267,11 @@ impl Parents {
     }
 }
 
-/// Connects to a parent at `addr` (within `timeout`) and greets it.
-pub fn join(addr: SocketAddr, timeout: Duration) -> io::Result<std::net::TcpStream> {
+/// Connects to a parent at `addr` (within `timeout`) and greets it with
+/// `hello`.
+pub fn join(addr: SocketAddr, timeout: Duration, hello: &[u8]) -> io::Result<std::net::TcpStream> {
     let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)?;
-    s.write_all(&fanout_overlay::hop::HELLO)?;
+    s.write_all(hello)?;
     Ok(s)
 }
 
@@ -230,7 +287,8 @@ struct Child {
 /// at least every 100 ms). A parent that goes away before the host is done
 /// is replaced by the next that answers; the decoder keeps what it holds.
 /// Dropping the upstream socket (when a node is done) tells the parent
-/// this child has finished.
+/// this child has finished. A parent the source suggests is taken as
+/// described in the module's documentation.
 pub fn run_overlay<H: OverlayHost>(
     host: &mut H,
     listener: Option<(std::net::TcpListener, &ChildSockets)>,
@@ -252,24 +310,23 @@ pub fn run_overlay<H: OverlayHost>(
             Ok(l)
         })
         .transpose()?;
-    let mut link = match parents {
-        Some(p) => {
-            let (i, s) = p.join_next(None)?;
-            ParentLink {
-                parents,
-                at: Some(i),
-                stream: Some(attach(&poll, s)?),
-            }
-        }
-        None => ParentLink {
-            parents: None,
-            at: None,
-            stream: None,
-        },
-    };
-    let mut children: BTreeMap<Token, Child> = BTreeMap::new();
-    let mut next_token = 2usize;
+    let clock = crate::Clock::new();
     let mut progress = OverlayProgress::default();
+    let mut link = ParentLink {
+        parents,
+        at: None,
+        stream: None,
+        suggested: None,
+        redirected: false,
+        candidate: None,
+        next_try: Duration::ZERO,
+    };
+    if let Some(p) = parents {
+        let (i, s) = p.join_next(None)?;
+        link.joined(&poll, i, s, &mut progress)?;
+    }
+    let mut children: BTreeMap<Token, Child> = BTreeMap::new();
+    let mut next_token = FIRST_CHILD;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut busy = false;
     while !done(host, &progress) {
@@ -296,6 +353,7 @@ pub fn run_overlay<H: OverlayHost>(
                                     Interest::READABLE | Interest::WRITABLE,
                                 )?;
                                 let id = host.children().add();
+                                host.children().set_peer(id, peer.ip());
                                 let index = progress.children.len();
                                 progress.children.push(ChildProgress {
                                     peer,
@@ -314,6 +372,9 @@ pub fn run_overlay<H: OverlayHost>(
                 UPSTREAM => {
                     fresh |= read_upstream(host, &poll, &mut link, &mut buf, &mut progress)?;
                     busy |= fresh;
+                }
+                CANDIDATE => {
+                    fresh |= link.on_candidate(host, &poll, &mut buf, &mut progress)?;
                 }
                 token => {
                     let Some(c) = children.get_mut(&token) else {
@@ -369,17 +430,241 @@ pub fn run_overlay<H: OverlayHost>(
                 break;
             }
         }
+        let now = Duration::from_secs_f64(clock.now().as_secs_f64());
+        link.follow(host, &poll, now, &mut progress);
         busy |= progress.bytes_to_children != sent_before;
     }
     Ok(progress)
 }
 
-/// A node's parent: where to find one, which it is, its stream.
+/// A node's parent: where to find one, which it is, its stream; and the
+/// parent its source suggested, while it is not yet the parent.
 struct ParentLink<'a> {
     parents: Option<&'a Parents>,
-    /// Index of the parent joined last.
+    /// Index in the --join list of the parent joined from it last.
     at: Option<usize>,
     stream: Option<TcpStream>,
+    /// The parent the source suggested, until the node moved there.
+    suggested: Option<SocketAddr>,
+    /// The parent now is the suggested one (on its loss the --join list
+    /// is tried from its start).
+    redirected: bool,
+    /// A connection to the suggested parent, until its manifest came.
+    candidate: Option<Candidate>,
+    /// When (on the loop's clock) to try the suggested parent next.
+    next_try: Duration,
+}
+
+/// A connection to a suggested parent, before the node moves to it.
+struct Candidate {
+    addr: SocketAddr,
+    stream: TcpStream,
+    /// Connected and greeted.
+    greeted: bool,
+    reader: UpstreamReader,
+    /// Its bytes so far (the manifest, and what came with it), handed to
+    /// the host when it moves.
+    bytes: Vec<u8>,
+}
+
+impl ParentLink<'_> {
+    /// The parent's address now.
+    fn current(&self, progress: &OverlayProgress) -> Option<SocketAddr> {
+        self.stream.as_ref()?;
+        progress.parents.last().map(|p| p.addr)
+    }
+
+    /// Joined `s`, parent `i` of the --join list.
+    fn joined(
+        &mut self,
+        poll: &Poll,
+        i: usize,
+        s: std::net::TcpStream,
+        progress: &mut OverlayProgress,
+    ) -> io::Result<()> {
+        let addr = s.peer_addr()?;
+        self.at = Some(i);
+        self.redirected = false;
+        self.stream = Some(attach(poll, s)?);
+        progress.parents.push(ParentProgress {
+            addr,
+            bytes: 0,
+            suggested: false,
+        });
+        Ok(())
+    }
+
+    /// Takes a redirect the host holds, and tries the suggested parent
+    /// when it is time.
+    fn follow<H: OverlayHost>(
+        &mut self,
+        host: &mut H,
+        poll: &Poll,
+        now: Duration,
+        progress: &mut OverlayProgress,
+    ) {
+        let Some(parents) = self.parents else {
+            return;
+        };
+        if let Some(to) = host.take_redirect() {
+            let local = self
+                .stream
+                .as_ref()
+                .and_then(|s| s.local_addr().ok())
+                .map(|a| a.ip());
+            if is_own(parents.own, local, to) || self.current(progress) == Some(to) {
+                progress.redirects_ignored += 1;
+            } else if self.suggested != Some(to) {
+                self.suggested = Some(to);
+                self.drop_candidate(poll);
+                self.next_try = now;
+            }
+        }
+        if !host.needs_parent() {
+            self.suggested = None;
+            self.drop_candidate(poll);
+            return;
+        }
+        let Some(to) = self.suggested else { return };
+        if self.candidate.is_some() || now < self.next_try {
+            return;
+        }
+        self.next_try = now + REDIRECT_RETRY;
+        let Some(key) = host.key() else { return };
+        let Ok(mut stream) = TcpStream::connect(to) else {
+            return;
+        };
+        if poll
+            .registry()
+            .register(
+                &mut stream,
+                CANDIDATE,
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            return;
+        }
+        self.candidate = Some(Candidate {
+            addr: to,
+            stream,
+            greeted: false,
+            reader: UpstreamReader::new(key.clone()),
+            bytes: Vec::new(),
+        });
+    }
+
+    fn drop_candidate(&mut self, poll: &Poll) {
+        if let Some(mut c) = self.candidate.take() {
+            let _ = poll.registry().deregister(&mut c.stream);
+        }
+    }
+
+    /// The suggested parent's connection is ready: greets it, reads it
+    /// up to its manifest, and moves there if it serves the same object
+    /// (whether frames came). A parent that cannot be reached is tried
+    /// again later; one that serves something else is forgotten.
+    fn on_candidate<H: OverlayHost>(
+        &mut self,
+        host: &mut H,
+        poll: &Poll,
+        buf: &mut [u8],
+        progress: &mut OverlayProgress,
+    ) -> Result<bool, OverlayError> {
+        let Some(c) = self.candidate.as_mut() else {
+            return Ok(false);
+        };
+        if !c.greeted {
+            if !matches!(c.stream.take_error(), Ok(None)) {
+                self.drop_candidate(poll);
+                return Ok(false);
+            }
+            match c.stream.peer_addr() {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(false),
+                Err(_) => {
+                    self.drop_candidate(poll);
+                    return Ok(false);
+                }
+            }
+            let hello = &self.parents.expect("a node's link").hello;
+            // A few bytes on a fresh connection: the socket takes them
+            // whole, or the parent is not worth waiting for.
+            if !matches!(c.stream.write(hello), Ok(n) if n == hello.len()) {
+                self.drop_candidate(poll);
+                return Ok(false);
+            }
+            c.greeted = true;
+        }
+        let manifest = loop {
+            // Up to the manifest only: the rest stays in the socket for
+            // the host, once it moved.
+            match c.stream.read(&mut buf[..64 << 10]) {
+                Ok(0) => {
+                    self.drop_candidate(poll);
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    c.bytes.extend_from_slice(&buf[..n]);
+                    match c.reader.on_bytes(&buf[..n]) {
+                        Ok(r) => {
+                            if let Some(m) = r.manifest {
+                                break m;
+                            }
+                        }
+                        Err(_) => {
+                            // Not a parent of this overlay: forget it.
+                            self.suggested = None;
+                            self.drop_candidate(poll);
+                            return Ok(false);
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.drop_candidate(poll);
+                    return Ok(false);
+                }
+            }
+        };
+        if !host.same_object(&manifest) {
+            self.suggested = None;
+            self.drop_candidate(poll);
+            return Ok(false);
+        }
+        // Move: the old parent is dropped, the new one's stream starts
+        // with the bytes read from it so far.
+        let mut c = self.candidate.take().expect("present");
+        if let Some(mut old) = self.stream.take() {
+            let _ = poll.registry().deregister(&mut old);
+        }
+        poll.registry()
+            .reregister(&mut c.stream, UPSTREAM, Interest::READABLE)?;
+        host.rejoin();
+        host.on_upstream(&c.bytes)?;
+        progress.parents.push(ParentProgress {
+            addr: c.addr,
+            bytes: c.bytes.len() as u64,
+            suggested: true,
+        });
+        progress.moves += 1;
+        self.stream = Some(c.stream);
+        self.redirected = true;
+        self.suggested = None;
+        Ok(true)
+    }
+}
+
+/// Whether `to` is the node's own listening address `own` (also when it
+/// listens on every address and `to` is a loopback one or `local`, the
+/// address its parent connection leaves from).
+fn is_own(own: Option<SocketAddr>, local: Option<std::net::IpAddr>, to: SocketAddr) -> bool {
+    own.is_some_and(|o| {
+        o.port() == to.port()
+            && (o.ip() == to.ip()
+                || (o.ip().is_unspecified() && (to.ip().is_loopback() || Some(to.ip()) == local)))
+    })
 }
 
 /// A parent's stream, nonblocking, on the loop.
@@ -412,6 +697,9 @@ fn read_upstream<H: OverlayHost>(
                 break;
             }
             Ok(n) => {
+                if let Some(p) = progress.parents.last_mut() {
+                    p.bytes += n as u64;
+                }
                 host.on_upstream(&buf[..n])?;
                 fresh = true;
             }
@@ -430,10 +718,11 @@ fn read_upstream<H: OverlayHost>(
         }
         match link.parents {
             Some(p) if host.needs_parent() => {
-                let (i, s) = p.join_next(link.at)?;
-                link.at = Some(i);
+                // After a suggested parent, the list from its start.
+                let after = if link.redirected { None } else { link.at };
+                let (i, s) = p.join_next(after)?;
                 host.rejoin();
-                link.stream = Some(attach(poll, s)?);
+                link.joined(poll, i, s, progress)?;
                 progress.parent_switches += 1;
             }
             _ => {
@@ -489,5 +778,22 @@ fn flush<H: OverlayHost>(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return Err(false),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_to_its_own_listening_address_is_known_as_such() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let local = Some("10.0.0.5".parse().unwrap());
+        assert!(is_own(Some(a("10.0.0.5:7000")), None, a("10.0.0.5:7000")));
+        assert!(is_own(Some(a("0.0.0.0:7000")), local, a("10.0.0.5:7000")));
+        assert!(is_own(Some(a("0.0.0.0:7000")), None, a("127.0.0.1:7000")));
+        assert!(!is_own(Some(a("0.0.0.0:7000")), local, a("10.0.0.6:7000")));
+        assert!(!is_own(Some(a("10.0.0.5:7000")), local, a("10.0.0.5:7001")));
+        assert!(!is_own(None, local, a("10.0.0.5:7000")));
     }
 }

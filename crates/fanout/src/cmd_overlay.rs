@@ -15,9 +15,11 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   fanout overlay plan scenarios/overlay/chain.toml    # the tree and each host's predicted rate
+  fanout overlay source big.iso --listen 0.0.0.0:7000 --psk-file overlay.psk --plan hops.toml
+  fanout overlay node --join SOURCE:7000 --name B --psk-file overlay.psk -o /data
 
-The overlay's transport (relays forwarding a fountain code over kernel TCP)
-is not built yet; `plan` lays out the tree it will use.")]
+With --plan the source sends each node that joins it to the parent the
+plan's widest-path tree gives it (see `overlay source --help`).")]
 pub struct OverlayArgs {
     #[command(subcommand)]
     command: OverlayCommand,
@@ -64,7 +66,10 @@ path each, data flowing from -> to):
   [[hop]]
   from = \"B\"
   to = \"C\"
-  rate = \"22Mbit\"               # or a measured rate instead")]
+  rate = \"22Mbit\"               # or a measured rate instead
+  [[host]]                      # optional, for `overlay source --plan`:
+  name = \"B\"                    # where a host listens for children
+  addr = \"10.0.0.2:7000\"")]
 pub struct PlanArgs {
     /// Topology file (TOML): the source and the hops between hosts.
     pub topology: PathBuf,
@@ -88,6 +93,19 @@ struct Topology {
     max_children: Option<usize>,
     #[serde(default, rename = "hop")]
     hops: Vec<HopSpec>,
+    /// Where hosts listen, for a source that sends nodes to their planned
+    /// parents (`overlay source --plan`).
+    #[serde(default, rename = "host")]
+    hosts: Vec<HostSpec>,
+}
+
+/// A host of a topology file and where it listens for children.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostSpec {
+    name: String,
+    /// Its `overlay node --listen` address as others reach it.
+    addr: Option<std::net::SocketAddr>,
 }
 
 /// One hop of a topology file.
@@ -150,6 +168,16 @@ pub fn run(args: OverlayArgs) -> Result<()> {
   # on two hosts:   fanout overlay node --join SOURCE:7000 --psk-file overlay.psk -o /data --listen 0.0.0.0:7000 --children 2
   # below them:     fanout overlay node --join RELAY:7000 --psk-file overlay.psk -o /data
 
+  # joins that follow the plan: every node joins the source and is sent on
+  fanout overlay source big.iso --listen 0.0.0.0:7000 --psk-file overlay.psk --plan hops.toml --children 3
+  fanout overlay node --join SOURCE:7000 --name r1 --listen 0.0.0.0:7000 --children 1 --psk-file overlay.psk -o /data
+  fanout overlay node --join SOURCE:7000 --name leaf --psk-file overlay.psk -o /data   # moves below r1
+
+With --plan, each [[host]] of the topology file may give where it listens
+(addr = \"10.0.0.2:7000\"); a node is known by its --name, else by its
+address's IP when no other host has that IP. A node planned under the
+source, or under a host without an addr, stays here.
+
 Every symbol and the manifest carry a keyed BLAKE3 tag under the
 pre-shared key; the file's BLAKE3 is checked after decoding.")]
 pub struct SourceArgs {
@@ -163,9 +191,16 @@ pub struct SourceArgs {
     #[arg(long, value_name = "FILE", value_parser = crate::security_opts::read_secret)]
     pub psk_file: crate::security_opts::Secret,
     /// Exit once this many children have joined and hung up (a node hangs
-    /// up when it and its subtree are done); 0: serve until interrupted.
+    /// up when it and its subtree are done, or when it moved to the parent
+    /// the plan gives it); 0: serve until interrupted.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub children: u64,
+    /// Follow this topology's widest-path tree (the file `overlay plan`
+    /// reads, with `[[host]]` addresses): a node that joins here but is
+    /// planned under another host is sent there (it moves once that host
+    /// serves it, and stays here until then).
+    #[arg(long, value_name = "TOPOLOGY.toml")]
+    pub plan: Option<PathBuf>,
     #[command(flatten)]
     pub coding: CodingArgs,
     /// The kernel's TCP congestion control on connections to children
@@ -209,7 +244,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
 A node relays only symbols whose tag checks; it hangs up on its parent
 once it has the file and its own --children have hung up. With
 --relay-only it keeps no file and decodes nothing: it holds only its
-relay buffer, and reads its parent only while a child waits.")]
+relay buffer, and reads its parent only while a child waits.
+
+A source that follows a plan (overlay source --plan) may suggest another
+parent: the node keeps its parent, connects to the suggested one, and
+moves once it serves the same file (keeping every symbol held); one not
+reachable yet is tried again every 2 s. --name says which host of the plan
+this is (else the source goes by this host's IP).")]
 pub struct NodeArgs {
     /// The parent to join: the source or another node (TCP). Repeat it
     /// for parents to fall back on, in order: when one goes away before
@@ -217,6 +258,11 @@ pub struct NodeArgs {
     /// it holds.
     #[arg(long, value_name = "HOST:PORT", required = true)]
     pub join: Vec<std::net::SocketAddr>,
+    /// This host's name in the source's plan (`overlay source --plan`),
+    /// sent when joining: a source that plans it under another host sends
+    /// it there, and it moves once that host serves it.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// The pre-shared key of the overlay.
     #[arg(long, value_name = "FILE", value_parser = crate::security_opts::read_secret)]
     pub psk_file: crate::security_opts::Secret,
@@ -267,6 +313,7 @@ struct Seen {
     left: u64,
     refused: u64,
     switches: u64,
+    moves: u64,
 }
 
 impl Seen {
@@ -298,6 +345,14 @@ impl Seen {
             eprintln!(
                 "{who}: the parent went away; joined another ({} switches)",
                 p.parent_switches
+            );
+        }
+        if p.moves > self.moves {
+            self.moves = p.moves;
+            let to = p.parents.last().map(|x| x.addr.to_string());
+            eprintln!(
+                "{who}: moved to {}, the parent the source's plan gives it",
+                to.unwrap_or_default()
             );
         }
     }
@@ -519,6 +574,8 @@ struct SourceSummary {
     children_refused: u64,
     bytes_to_children: u64,
     seconds: f64,
+    /// Children sent to their planned parent (--plan).
+    redirected: u64,
     /// Every child that connected, in order.
     children: Vec<ChildSummary>,
 }
@@ -532,6 +589,28 @@ struct ChildSummary {
     copies: f64,
     /// Dropped for breaking the hop's protocol.
     refused: bool,
+}
+
+/// A parent a node joined.
+#[derive(Debug, Serialize)]
+struct ParentSummary {
+    addr: String,
+    /// Bytes read from it.
+    bytes: u64,
+    /// The source suggested it (a move), rather than --join.
+    suggested: bool,
+}
+
+/// A node's parents, in the order it joined them.
+fn parents_summary(p: &fanout_io::overlay::OverlayProgress) -> Vec<ParentSummary> {
+    p.parents
+        .iter()
+        .map(|x| ParentSummary {
+            addr: x.addr.to_string(),
+            bytes: x.bytes,
+            suggested: x.suggested,
+        })
+        .collect()
 }
 
 /// Per-child figures of a host's run.
@@ -564,6 +643,30 @@ fn source_command(args: SourceArgs) -> Result<()> {
     )
     .with_context(|| format!("{}", args.file.display()))?;
     let key = fanout_overlay::SymbolKey::derive(&args.psk_file.0);
+    let redirects = match &args.plan {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let topology: Topology = toml::from_str(&text)
+                .with_context(|| format!("{}: not a topology file", path.display()))?;
+            let plan = plan(&topology, None).with_context(|| format!("{}", path.display()))?;
+            let (r, notes) = redirects(&topology, &plan);
+            for n in notes {
+                eprintln!("overlay source: {}: {n}", path.display());
+            }
+            eprintln!(
+                "overlay source: following the plan of {}: {} hosts, {} of them below another host",
+                path.display(),
+                plan.hosts.len(),
+                plan.hosts
+                    .iter()
+                    .filter(|h| h.parent.as_ref().is_some_and(|p| *p != topology.source))
+                    .count()
+            );
+            r
+        }
+        None => fanout_overlay::Redirects::new(),
+    };
     let object = u64::from_be_bytes(fanout_io::random_seed()[..8].try_into()?);
     let sockets = fanout_io::overlay::ChildSockets {
         tcp_congestion: args.tcp_cc.clone(),
@@ -579,7 +682,8 @@ fn source_command(args: SourceArgs) -> Result<()> {
         (layout, args.coding.block_size),
         key,
         args.coding.buffer as usize,
-    );
+    )
+    .with_redirects(redirects);
     eprintln!(
         "overlay source: {name} ({} bytes, {} blocks of {}-byte symbols) on {}; waiting for {} {}",
         file_bytes,
@@ -617,6 +721,7 @@ fn source_command(args: SourceArgs) -> Result<()> {
         children_refused: progress.children_refused,
         bytes_to_children: progress.bytes_to_children,
         seconds: clock.now().as_secs_f64(),
+        redirected: source.redirected(),
         children: per_child,
     };
     if args.json {
@@ -649,6 +754,10 @@ struct NodeSummary {
     refused_symbols: u64,
     /// Parents joined after the first went away.
     parent_switches: u64,
+    /// Moves to the parent the source's plan gives it.
+    moves: u64,
+    /// Every parent joined, in order.
+    parents: Vec<ParentSummary>,
     /// Bytes of symbols an earlier run kept, replayed from its journal.
     resumed_bytes: u64,
     /// Its parent went away after it decoded; its children got its own
@@ -679,6 +788,15 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let parents = fanout_io::overlay::Parents {
         addrs: args.join.clone(),
         timeout: std::time::Duration::from_secs_f64(args.connect_timeout.max(0.1)),
+        hello: fanout_overlay::hop::hello(args.name.as_deref().unwrap_or_default()).with_context(
+            || {
+                format!(
+                    "--name: at most {} bytes",
+                    fanout_overlay::hop::MAX_HELLO_NAME
+                )
+            },
+        )?,
+        own: listener.as_ref().map(|l| l.local_addr()).transpose()?,
     };
     if args.relay_only {
         return relay_command(&args, key, listener, &sockets, &parents);
@@ -783,6 +901,8 @@ fn node_command(args: NodeArgs) -> Result<()> {
         goodput_bps: object.len() as f64 * 8.0 / decoded_at.max(1e-9),
         refused_symbols: node.counts().refused,
         parent_switches: progress.parent_switches,
+        moves: progress.moves,
+        parents: parents_summary(&progress),
         resumed_bytes,
         orphaned: progress.orphaned,
         children_joined: progress.children_joined,
@@ -814,6 +934,10 @@ struct RelaySummary {
     bytes_to_children: u64,
     refused_symbols: u64,
     parent_switches: u64,
+    /// Moves to the parent the source's plan gives it.
+    moves: u64,
+    /// Every parent joined, in order.
+    parents: Vec<ParentSummary>,
     children_joined: u64,
     children_left: u64,
     /// Seconds it ran.
@@ -859,6 +983,8 @@ fn relay_command(
         bytes_to_children: progress.bytes_to_children,
         refused_symbols: node.counts().refused,
         parent_switches: progress.parent_switches,
+        moves: progress.moves,
+        parents: parents_summary(&progress),
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         elapsed_s: clock.now().as_secs_f64(),
@@ -957,6 +1083,14 @@ fn plan(t: &Topology, max_children: Option<usize>) -> Result<Plan> {
         );
     }
     let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+    for (i, h) in t.hosts.iter().enumerate() {
+        if !index.contains_key(h.name.as_str()) {
+            bail!("host {} ({}): in no hop", i + 1, h.name);
+        }
+        if t.hosts[..i].iter().any(|o| o.name == h.name) {
+            bail!("host {} ({}): listed twice", i + 1, h.name);
+        }
+    }
     let segment = t.segment.map_or(1448, |b| b.0);
     if segment == 0 {
         bail!("segment must be at least 1 byte");
@@ -1008,6 +1142,41 @@ fn plan(t: &Topology, max_children: Option<usize>) -> Result<Plan> {
         max_children,
         hosts: reorder_depth_first(&tree, hosts),
     })
+}
+
+/// Where a source following `plan` (of `t`) sends each node the plan
+/// puts under another host: by the name in the node's hello, and by the
+/// IP of its own `addr` where no other host listed has that IP; and a note
+/// for each node that stays under the source since its planned parent has
+/// no `addr`.
+fn redirects(t: &Topology, plan: &Plan) -> (fanout_overlay::Redirects, Vec<String>) {
+    let addr = |name: &str| t.hosts.iter().find(|h| h.name == name).and_then(|h| h.addr);
+    let mut r = fanout_overlay::Redirects::new();
+    let mut notes = Vec::new();
+    for h in &plan.hosts {
+        let Some(parent) = h.parent.as_deref().filter(|&p| p != t.source) else {
+            continue;
+        };
+        let Some(to) = addr(parent) else {
+            notes.push(format!(
+                "{} is planned under {parent}, whose addr is not given: it stays under the source",
+                h.name
+            ));
+            continue;
+        };
+        r.name(&h.name, to);
+        if let Some(own) = addr(&h.name) {
+            let sharing = t
+                .hosts
+                .iter()
+                .filter(|o| o.addr.is_some_and(|a| a.ip() == own.ip()))
+                .count();
+            if sharing == 1 {
+                r.ip(own.ip(), to);
+            }
+        }
+    }
+    (r, notes)
 }
 
 /// The hosts in depth-first order (each subtree under its parent), for
@@ -1170,5 +1339,62 @@ mod tests {
         let free = plan(&t, Some(2)).unwrap();
         let b = free.hosts.iter().find(|h| h.name == "b").unwrap();
         assert_eq!(b.parent.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn the_plan_sends_each_host_below_another_to_its_planned_parent() {
+        let t = topology(
+            r#"
+            source = "s"
+            [[hop]]
+            from = "s"
+            to = "a"
+            rate = "100Mbit"
+            [[hop]]
+            from = "a"
+            to = "b"
+            rate = "100Mbit"
+            [[hop]]
+            from = "b"
+            to = "c"
+            rate = "100Mbit"
+            [[hop]]
+            from = "s"
+            to = "b"
+            rate = "1Mbit"
+            [[host]]
+            name = "a"
+            addr = "10.0.0.2:7000"
+            [[host]]
+            name = "b"
+            addr = "10.0.0.3:7000"
+            "#,
+        );
+        let p = plan(&t, None).unwrap();
+        let (r, notes) = redirects(&t, &p);
+        let g = |name: Option<&str>, peer: Option<&str>| fanout_overlay::Greeting {
+            name: name.map(str::to_owned),
+            peer: peer.map(|p| p.parse().unwrap()),
+        };
+        let to = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(r.lookup(&g(Some("a"), None)), None, "a is the source's");
+        assert_eq!(r.lookup(&g(Some("b"), None)), to("10.0.0.2:7000"));
+        assert_eq!(r.lookup(&g(None, Some("10.0.0.3"))), to("10.0.0.2:7000"));
+        assert_eq!(r.lookup(&g(Some("c"), None)), to("10.0.0.3:7000"));
+        assert!(notes.is_empty(), "{notes:?}");
+        // Without b's address, c stays under the source, and says so.
+        let mut t = t;
+        t.hosts.pop();
+        let (r, notes) = redirects(&t, &plan(&t, None).unwrap());
+        assert_eq!(r.lookup(&g(Some("c"), None)), None);
+        assert!(notes[0].contains("c is planned under b"), "{notes:?}");
+        t.hosts.push(HostSpec {
+            name: "z".into(),
+            addr: None,
+        });
+        assert!(plan(&t, None)
+            .unwrap_err()
+            .to_string()
+            .contains("in no hop"));
     }
 }

@@ -259,6 +259,167 @@ fn a_leaf_whose_parent_goes_away_finishes_from_the_next_with_what_it_held() {
     assert!(ok);
 }
 
+/// A slow hop to the source (at `src_addr`): it passes the one node that
+/// joins it its hello and relays it the source's stream at `rate` bytes a
+/// second, until the node hangs up. Its address, a signal once bytes
+/// went, and the thread (joined: the bytes it relayed).
+fn slow_hop(
+    src_addr: &str,
+    rate: usize,
+) -> (String, mpsc::Receiver<()>, std::thread::JoinHandle<usize>) {
+    use std::io::{Read, Write};
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = proxy.local_addr().unwrap().to_string();
+    let upstream: std::net::SocketAddr = src_addr.parse().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let (mut node, _) = proxy.accept().unwrap();
+        let mut up = std::net::TcpStream::connect(upstream).unwrap();
+        let (mut from_node, mut to_up) = (node.try_clone().unwrap(), up.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from_node, &mut to_up);
+            let _ = to_up.shutdown(std::net::Shutdown::Write);
+        });
+        let chunk = 16 << 10;
+        let mut buf = vec![0u8; chunk];
+        let mut sent = 0;
+        loop {
+            let n = match up.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if node.write_all(&buf[..n]).is_err() {
+                break;
+            }
+            sent += n;
+            let _ = tx.send(());
+            std::thread::sleep(Duration::from_secs_f64(n as f64 / rate as f64));
+        }
+        sent
+    });
+    (addr, rx, thread)
+}
+
+/// Joins that follow the plan: the source is given the topology, whose
+/// widest-path tree puts A under the source and B under A. B starts first
+/// and joins the source, which sends it to A; A is not up yet, so B is
+/// served by the source (over a slow hop) meanwhile, then moves to A once
+/// A is up and serves the same file, keeping what it held. B reads from
+/// the source well under a copy of the file, and both verify.
+#[test]
+fn a_node_joined_at_the_source_moves_to_its_planned_parent_once_it_appears() {
+    let dir = common::Scratch::new("test-overlay-plan");
+    let d = dir.path();
+    let file = d.join("payload.bin");
+    let len = 4_000_000;
+    let data = write_random(&file, len, 13);
+    let psk = d.join("k.psk");
+    keygen(&psk);
+    let psk = psk.to_str().unwrap();
+    for sub in ["a", "b"] {
+        std::fs::create_dir(d.join(sub)).unwrap();
+    }
+    let path = |s: &str| d.join(s).to_str().unwrap().to_owned();
+    let a_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let plan = d.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"
+            source = "S"
+            [[hop]]
+            from = "S"
+            to = "A"
+            rate = "1Gbit"
+            [[hop]]
+            from = "A"
+            to = "B"
+            rate = "1Gbit"
+            [[hop]]
+            from = "S"
+            to = "B"
+            rate = "10Mbit"
+            [[host]]
+            name = "A"
+            addr = "{a_addr}"
+            "#
+        ),
+    )
+    .unwrap();
+    let source = start(&[
+        "overlay",
+        "source",
+        file.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--psk-file",
+        psk,
+        "--children",
+        "2",
+        "--symbol-size",
+        "4096",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--json",
+    ]);
+    let src_addr = address(&source, " on ");
+    // B reaches the source over a hop of 256 KiB/s.
+    let (hop_addr, flowing, hop) = slow_hop(&src_addr, 256 << 10);
+    let b = start_node(&hop_addr, psk, &["--name", "B", "-o", &path("b"), "--json"]);
+    flowing.recv_timeout(Duration::from_secs(30)).unwrap();
+    let a = start_node(
+        &src_addr,
+        psk,
+        &[
+            "--name",
+            "A",
+            "--listen",
+            &a_addr,
+            "--children",
+            "1",
+            "-o",
+            &path("a"),
+            "--json",
+        ],
+    );
+    let (ok, out) = finish(b);
+    assert!(ok, "B");
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["moves"], 1, "{summary}");
+    let parents = summary["parents"].as_array().unwrap();
+    assert_eq!(parents.len(), 2, "{summary}");
+    assert_eq!(parents[0]["addr"], hop_addr.as_str());
+    assert_eq!(parents[0]["suggested"], false);
+    assert_eq!(parents[1]["addr"], a_addr.as_str());
+    assert_eq!(parents[1]["suggested"], true);
+    let from_source = parents[0]["bytes"].as_u64().unwrap() as usize;
+    assert!(from_source < len / 3, "{summary}");
+    assert_eq!(
+        std::fs::read(d.join("b").join("payload.bin")).unwrap(),
+        data
+    );
+    let (ok, out) = finish(a);
+    assert!(ok, "A");
+    let a_summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(a_summary["moves"], 0, "{a_summary}");
+    assert_eq!(a_summary["children_left"], 1, "{a_summary}");
+    assert_eq!(
+        std::fs::read(d.join("a").join("payload.bin")).unwrap(),
+        data
+    );
+    let relayed = hop.join().unwrap();
+    assert!(relayed < len / 3, "{relayed}");
+    let (ok, out) = finish(source);
+    assert!(ok);
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    // (What it wrote is no measure here: on loopback the kernel buffers
+    // megabytes that a host that decoded never reads.)
+    assert_eq!(summary["redirected"], 1, "{summary}");
+}
+
 /// A node that dies mid-transfer keeps what it held in a journal beside
 /// its output; run again, it replays it and reads only what it lacks.
 #[test]
