@@ -240,6 +240,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
       --listen 0.0.0.0:7000 --children 3     # relay to three nodes below
   fanout overlay node --join 10.0.0.1:7000 --psk-file overlay.psk \
       --relay-only --listen 0.0.0.0:7000 --children 3   # relay, keep nothing
+  fanout overlay node --join 10.0.0.1:7000 --name r1 --psk-file overlay.psk -o /data \\
+      --listen 0.0.0.0:7000 --children 2     # host r1 of the source's --plan
 
 A node relays only symbols whose tag checks; it hangs up on its parent
 once it has the file and its own --children have hung up. With
