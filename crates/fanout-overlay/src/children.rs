@@ -4,7 +4,7 @@
 
 use crate::hop::{hello_len, HopError, HELLO};
 use crate::relay::{Downstream, DownstreamCounts, Relay};
-use crate::sent::SentSource;
+use crate::sent::{have_body_len, SentSource, HAVE_HEADER, HAVE_MAGIC};
 use crate::symbol::HEADER_LEN;
 use raptorq::PayloadId;
 
@@ -37,6 +37,34 @@ struct Child {
     downstream: Option<Downstream>,
     /// The source symbols it was given, when the host keeps that record.
     sent: Option<SentSource>,
+    /// Its have message so far (after the hello), at most
+    /// [`MAX_HAVE_BYTES`].
+    have: Vec<u8>,
+    /// Bytes of its have message read (kept or not).
+    have_got: usize,
+    /// Its have message is whole.
+    had: bool,
+}
+
+/// A have message's body length for blocks of `k` source symbols each.
+fn have_body_bytes(k: &[u32]) -> usize {
+    k.iter().map(|&k| 4 + (k as usize).div_ceil(8)).sum()
+}
+
+/// The largest have message a child may send, bytes: the header and, for
+/// the largest layout, 4 bytes and a bit per source symbol of each of 255
+/// blocks of 56 403 symbols (1.8 MB).
+pub const MAX_HAVE_BYTES: usize = HAVE_HEADER + 255 * (4 + 56_403usize.div_ceil(8));
+
+impl Child {
+    /// Its record for blocks of `k` source symbols: what its have said,
+    /// if anything (a have of another layout says nothing).
+    fn record(&self, k: &[u32]) -> SentSource {
+        (self.had && self.have.len() > HAVE_HEADER)
+            .then(|| SentSource::from_have(k, &self.have[HAVE_HEADER..]))
+            .flatten()
+            .unwrap_or_else(|| SentSource::new(k))
+    }
 }
 
 /// A host's children.
@@ -68,7 +96,7 @@ impl Children {
         for c in self.kids.iter_mut().flatten() {
             if c.greeted {
                 c.downstream = Some(relay.add_downstream());
-                c.sent = self.track.as_deref().map(SentSource::new);
+                c.sent = self.track.as_deref().map(|k| c.record(k));
             }
         }
         self.object = Some((record, relay));
@@ -80,7 +108,7 @@ impl Children {
     pub fn track_source_symbols(&mut self, k: &[u32]) {
         for c in self.kids.iter_mut().flatten() {
             if c.downstream.is_some() {
-                c.sent = Some(SentSource::new(k));
+                c.sent = Some(c.record(k));
             }
         }
         self.track = Some(k.to_vec());
@@ -131,6 +159,9 @@ impl Children {
             record_at: 0,
             downstream: None,
             sent: None,
+            have: Vec::new(),
+            have_got: 0,
+            had: false,
         };
         ChildId(crate::slots::insert(&mut self.kids, child))
     }
@@ -182,7 +213,49 @@ impl Children {
         };
         while !bytes.is_empty() {
             if c.greeted {
-                return Err(HopError::ChildBytes);
+                // Then at most one have message (what it holds).
+                if c.had {
+                    return Err(HopError::ChildBytes);
+                }
+                // Its body is kept only where it can count: by a host
+                // that records what its children hold, or before the
+                // object is known (bounded by its layout once known).
+                let cap = match (&self.track, &self.object) {
+                    (Some(k), _) => have_body_bytes(k),
+                    (None, None) => MAX_HAVE_BYTES - HAVE_HEADER,
+                    (None, Some(_)) => 0,
+                };
+                let header = c.have_got.min(HAVE_HEADER);
+                let take = if header < HAVE_HEADER {
+                    (HAVE_HEADER - header).min(bytes.len())
+                } else {
+                    let body = have_body_len(&c.have, MAX_HAVE_BYTES - HAVE_HEADER)
+                        .ok_or(HopError::ChildBytes)?;
+                    (HAVE_HEADER + body - c.have_got).min(bytes.len())
+                };
+                if header < HAVE_HEADER || c.have.len() - HAVE_HEADER < cap {
+                    c.have.extend_from_slice(&bytes[..take]);
+                }
+                c.have_got += take;
+                bytes = &bytes[take..];
+                let magic = c.have.len().min(HAVE_MAGIC.len());
+                if c.have[..magic] != HAVE_MAGIC[..magic] {
+                    return Err(HopError::ChildBytes);
+                }
+                if c.have_got >= HAVE_HEADER {
+                    let body = have_body_len(&c.have, MAX_HAVE_BYTES - HAVE_HEADER)
+                        .ok_or(HopError::ChildBytes)?;
+                    c.had = c.have_got == HAVE_HEADER + body;
+                }
+                if c.had {
+                    // Heard once its record exists: what it holds counts.
+                    if let (Some(sent), Some(k)) = (&mut c.sent, &self.track) {
+                        if let Some(held) = SentSource::from_have(k, &c.have[HAVE_HEADER..]) {
+                            sent.merge(&held);
+                        }
+                    }
+                }
+                continue;
             }
             let want = hello_len(&c.hello)?;
             let take = (want - c.hello.len()).min(bytes.len());
@@ -194,7 +267,7 @@ impl Children {
         if c.greeted && c.downstream.is_none() {
             if let Some((_, relay)) = &mut self.object {
                 c.downstream = Some(relay.add_downstream());
-                c.sent = self.track.as_deref().map(SentSource::new);
+                c.sent = self.track.as_deref().map(|k| c.record(k));
             }
         }
         Ok(())
@@ -271,5 +344,64 @@ impl Children {
     pub fn counts(&self, id: ChildId) -> Option<DownstreamCounts> {
         let c = self.kids.get(id.0)?.as_ref()?;
         self.object.as_ref()?.1.counts(c.downstream?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sent::HAVE_MAGIC;
+
+    fn have(body: &[u8]) -> Vec<u8> {
+        let mut m = HAVE_MAGIC.to_vec();
+        m.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn a_childs_have_is_read_once_bounded_and_counts_only_where_recorded() {
+        // Blocks of 9 and 3 source symbols: 4 + 2 and 4 + 1 bytes.
+        let k = [9, 3];
+        let mut held = SentSource::new(&k);
+        held.mark(0, 2);
+        held.complete(1);
+        let m = held.have_message();
+        // A recording host, the have before the object is known, in pieces.
+        let mut c = Children::new(1 << 10);
+        c.track_source_symbols(&k);
+        let id = c.add();
+        c.on_bytes(id, &HELLO).unwrap();
+        for piece in m.chunks(3) {
+            c.on_bytes(id, piece).unwrap();
+        }
+        c.start(vec![1, 2, 3], 4);
+        c.wrote(id, 3);
+        // It lacks 8 of block 0 and nothing of block 1.
+        let next: Vec<_> = std::iter::from_fn(|| c.next_unsent(id)).collect();
+        assert_eq!(next.len(), 8);
+        assert!(next.iter().all(|p| p.source_block_number() == 0));
+        assert!(!next.iter().any(|p| p.encoding_symbol_id() == 2));
+        // Nothing after the have.
+        assert_eq!(c.on_bytes(id, b"F"), Err(HopError::ChildBytes));
+        // Another magic, a body over the bound: refused.
+        let mut c = Children::new(1 << 10);
+        let (x, y) = (c.add(), c.add());
+        c.on_bytes(x, &HELLO).unwrap();
+        assert_eq!(c.on_bytes(x, b"FOVX"), Err(HopError::ChildBytes));
+        c.on_bytes(y, &HELLO).unwrap();
+        let mut long = HAVE_MAGIC.to_vec();
+        long.extend_from_slice(&(MAX_HAVE_BYTES as u32).to_be_bytes());
+        assert_eq!(c.on_bytes(y, &long), Err(HopError::ChildBytes));
+        // A host that does not record (the source) reads it and keeps
+        // nothing of its body.
+        let mut c = Children::new(1 << 10);
+        c.start(vec![1], 4);
+        let z = c.add();
+        c.on_bytes(z, &HELLO).unwrap();
+        c.on_bytes(z, &have(&[0; 1000])).unwrap();
+        let kid = c.kids[z.0].as_ref().unwrap();
+        assert!(kid.had && kid.have.len() == HAVE_HEADER);
+        assert_eq!(c.next_unsent(z), None);
     }
 }

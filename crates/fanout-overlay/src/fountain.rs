@@ -9,6 +9,7 @@
 //! decodes from the source symbols alone (no decoding work) and one that
 //! missed some makes up for them with repair symbols of the same block.
 
+use crate::sent::SentSource;
 use crate::symbol::{frame_len, open, seal, SymbolError, SymbolKey};
 use raptorq::{EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder};
 
@@ -364,6 +365,9 @@ pub struct FountainSink {
     open_blocks: usize,
     done: bool,
     counts: SinkCounts,
+    /// What it holds: the source symbols, each block's need (what it
+    /// tells a new parent, [`crate::sent`]).
+    held: SentSource,
 }
 
 impl std::fmt::Debug for FountainSink {
@@ -409,6 +413,13 @@ impl FountainSink {
             bytes: vec![0; layout.length as usize],
             done: false,
             counts: SinkCounts::default(),
+            held: SentSource::new(
+                &layout
+                    .block_spans()
+                    .iter()
+                    .map(|&(_, k)| k)
+                    .collect::<Vec<_>>(),
+            ),
         }
     }
 
@@ -437,14 +448,14 @@ impl FountainSink {
             // A symbol of a block already decoded.
             return Ok(false);
         };
-        let packet = EncodingPacket::new(
-            PayloadId::new(block, symbol.payload_id.encoding_symbol_id()),
-            symbol.data,
-        );
+        let esi = symbol.payload_id.encoding_symbol_id();
+        self.held.mark(block, esi);
+        let packet = EncodingPacket::new(PayloadId::new(block, esi), symbol.data);
         let Some(decoded) = decoder.decode(std::iter::once(packet)) else {
             return Ok(false);
         };
         *slot = None;
+        self.held.complete(block);
         self.open_blocks -= 1;
         let at = self.offsets[usize::from(block)] as usize;
         let n = decoded.len().min(self.bytes.len() - at);
@@ -458,6 +469,11 @@ impl FountainSink {
         }
         self.done = true;
         Ok(true)
+    }
+
+    /// What it holds, as a new parent is told it.
+    pub fn held(&self) -> &SentSource {
+        &self.held
     }
 
     /// The decoded, checked object.

@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! child -> parent:  "FOVL" | version (1) | 0 | name length (u16) | name
+//!                   [ "FOVH" | body length (u32) | body ]   (what it holds,
+//!                   crate::sent: per block, need (u32) | bits held)
 //! parent -> child:  "FOVM" | body length (u32) | body | tag (32)
 //!                   frame | frame | ...   (symbol::frame_len bytes each)
 //! body:             object id (u64) | length (u64) | symbol size (u16) |

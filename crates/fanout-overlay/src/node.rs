@@ -259,6 +259,16 @@ impl OverlayNode {
         self.reader = UpstreamReader::new(self.key.clone());
     }
 
+    /// What it tells a new parent it holds (a have message,
+    /// [`crate::sent`]), so the parent gives it only what it lacks; empty
+    /// before it holds anything or when it only relays.
+    pub fn have(&self) -> Vec<u8> {
+        match &self.sink {
+            Some(sink) if sink.counts().accepted > 0 => sink.held().have_message(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The decoded, checked object.
     pub fn object(&self) -> Option<&[u8]> {
         self.sink.as_ref()?.object()

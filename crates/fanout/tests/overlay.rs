@@ -397,6 +397,10 @@ fn a_node_joined_at_the_source_moves_to_its_planned_parent_once_it_appears() {
     assert_eq!(parents[1]["suggested"], true);
     let from_source = parents[0]["bytes"].as_u64().unwrap() as usize;
     assert!(from_source < len / 3, "{summary}");
+    // It told A what it held: the move cost next to nothing.
+    let read = summary["received_per_byte"].as_f64().unwrap();
+    eprintln!("B read {read:.3} bytes per file byte across the move");
+    assert!(read < 1.05, "{summary}");
     assert_eq!(
         std::fs::read(d.join("b").join("payload.bin")).unwrap(),
         data
