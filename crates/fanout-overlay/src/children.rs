@@ -218,23 +218,24 @@ impl Children {
                     return Err(HopError::ChildBytes);
                 }
                 // Its body is kept only where it can count: by a host
-                // that records what its children hold, or before the
-                // object is known (bounded by its layout once known).
-                let cap = match (&self.track, &self.object) {
-                    (Some(k), _) => have_body_bytes(k),
-                    (None, None) => MAX_HAVE_BYTES - HAVE_HEADER,
-                    (None, Some(_)) => 0,
+                // that records what its children hold (which refuses a body
+                // of another length than its object's), or before the
+                // object is known.
+                let keep = match (&self.track, &self.object) {
+                    (Some(k), _) => Some(have_body_bytes(k)),
+                    (None, None) => None,
+                    (None, Some(_)) => Some(0),
                 };
-                let header = c.have_got.min(HAVE_HEADER);
-                let take = if header < HAVE_HEADER {
-                    (HAVE_HEADER - header).min(bytes.len())
+                let take = if c.have_got < HAVE_HEADER {
+                    (HAVE_HEADER - c.have_got).min(bytes.len())
                 } else {
                     let body = have_body_len(&c.have, MAX_HAVE_BYTES - HAVE_HEADER)
                         .ok_or(HopError::ChildBytes)?;
                     (HAVE_HEADER + body - c.have_got).min(bytes.len())
                 };
-                if header < HAVE_HEADER || c.have.len() - HAVE_HEADER < cap {
-                    c.have.extend_from_slice(&bytes[..take]);
+                let (head, _) = bytes.split_at(take);
+                if c.have_got < HAVE_HEADER || keep.is_none_or(|n| n > 0) {
+                    c.have.extend_from_slice(head);
                 }
                 c.have_got += take;
                 bytes = &bytes[take..];
@@ -245,6 +246,9 @@ impl Children {
                 if c.have_got >= HAVE_HEADER {
                     let body = have_body_len(&c.have, MAX_HAVE_BYTES - HAVE_HEADER)
                         .ok_or(HopError::ChildBytes)?;
+                    if keep.is_some_and(|n| n > 0 && body != n) {
+                        return Err(HopError::ChildBytes);
+                    }
                     c.had = c.have_got == HAVE_HEADER + body;
                 }
                 if c.had {
@@ -271,6 +275,15 @@ impl Children {
             }
         }
         Ok(())
+    }
+
+    /// Bytes of `id`'s have message kept: its header and, where its
+    /// holdings are recorded, its body (at most [`MAX_HAVE_BYTES`]).
+    pub fn kept_have_bytes(&self, id: ChildId) -> usize {
+        self.kids
+            .get(id.0)
+            .and_then(Option::as_ref)
+            .map_or(0, |c| c.have.len())
     }
 
     /// A frame to relay.

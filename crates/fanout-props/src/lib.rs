@@ -7,6 +7,8 @@
 //! * [`protected`] — a protected session's sender and joiner fed arbitrary
 //!   bytes as handshakes and sealed datagrams.
 //! * [`manifest`] — the file protocol's manifest and intake.
+//! * [`overlay`] — an overlay host fed a hostile child's bytes and a
+//!   hostile parent's stream.
 //! * [`drive_session`] — a multicast [`SessionSender`] with two or three
 //!   honest members (real [`Receiver::join`] engines over an in-memory
 //!   network), attacked by strangers.
@@ -47,6 +49,7 @@ pub mod media;
 pub mod merger;
 pub mod model;
 pub mod net;
+pub mod overlay;
 pub mod protected;
 pub mod script;
 pub mod session;
