@@ -27,9 +27,6 @@ const CANDIDATE: Token = Token(2);
 const FIRST_CHILD: usize = 3;
 /// Pause between attempts to reach a parent the source suggested.
 pub const REDIRECT_RETRY: Duration = Duration::from_secs(2);
-/// The most a node writes to a suggested parent's fresh connection at
-/// once (its hello and what it holds), bytes.
-const CANDIDATE_GREETING: usize = 64 << 10;
 /// Bytes read from the parent at a time.
 const READ_CHUNK: usize = 256 << 10;
 /// A busy host's pause between wake-ups. Without it a node woke for
@@ -280,10 +277,14 @@ impl Parents {
 }
 
 /// Connects to a parent at `addr` (within `timeout`) and greets it with
-/// `hello`.
+/// `hello` (and what it holds), written within `timeout` too.
 pub fn join(addr: SocketAddr, timeout: Duration, hello: &[u8]) -> io::Result<std::net::TcpStream> {
     let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    // A have of a large object may not fit the socket's buffer: a parent
+    // that does not read it within the timeout is not one to wait for.
+    s.set_write_timeout(Some(timeout))?;
     s.write_all(hello)?;
+    s.set_write_timeout(None)?;
     Ok(s)
 }
 
@@ -471,8 +472,12 @@ struct ParentLink<'a> {
 struct Candidate {
     addr: SocketAddr,
     stream: TcpStream,
-    /// Connected and greeted.
+    /// Connected and greeted: its hello and have written whole.
     greeted: bool,
+    /// Its hello and what it holds, once connected, and the bytes of it
+    /// written so far (a have of a large object takes more than a fresh
+    /// socket's buffer: it goes out as the socket takes it).
+    greeting: Option<(Vec<u8>, usize)>,
     reader: UpstreamReader,
     /// Its bytes so far (the manifest, and what came with it), handed to
     /// the host when it moves.
@@ -561,6 +566,7 @@ impl ParentLink<'_> {
             addr: to,
             stream,
             greeted: false,
+            greeting: None,
             reader: UpstreamReader::new(key.clone()),
             bytes: Vec::new(),
         });
@@ -599,21 +605,27 @@ impl ParentLink<'_> {
                     return Ok(false);
                 }
             }
-            // The hello and what it holds, when that is small enough for a
-            // fresh socket to take whole (3.2 kB for 200 MiB in 8 KiB
-            // symbols); else the hello alone, and the new parent may give
-            // it symbols it holds.
-            let mut hello = self.parents.expect("a node's link").hello.clone();
-            let have = host.have();
-            if hello.len() + have.len() <= CANDIDATE_GREETING {
-                hello.extend_from_slice(&have);
+            let (greeting, sent) = c.greeting.get_or_insert_with(|| {
+                let mut g = self.parents.expect("a node's link").hello.clone();
+                g.extend_from_slice(&host.have());
+                (g, 0)
+            });
+            while *sent < greeting.len() {
+                match c.stream.write(&greeting[*sent..]) {
+                    Ok(0) => {
+                        self.drop_candidate(poll);
+                        return Ok(false);
+                    }
+                    Ok(n) => *sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        self.drop_candidate(poll);
+                        return Ok(false);
+                    }
+                }
             }
-            // A few bytes on a fresh connection: the socket takes them
-            // whole, or the parent is not worth waiting for.
-            if !matches!(c.stream.write(&hello), Ok(n) if n == hello.len()) {
-                self.drop_candidate(poll);
-                return Ok(false);
-            }
+            c.greeting = None;
             c.greeted = true;
         }
         let manifest = loop {
