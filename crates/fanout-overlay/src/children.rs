@@ -57,6 +57,40 @@ fn have_body_bytes(k: &[u32]) -> usize {
 pub const MAX_HAVE_BYTES: usize = HAVE_HEADER + 255 * (4 + 56_403usize.div_ceil(8));
 
 impl Child {
+    /// Reads what of `bytes` belongs to its have message, keeping the body
+    /// unless `keep` is `Some(0)`: the bytes taken.
+    fn read_have(&mut self, bytes: &[u8], keep: Option<usize>) -> Result<usize, HopError> {
+        let want = if self.have_got < HAVE_HEADER {
+            HAVE_HEADER
+        } else {
+            HAVE_HEADER + self.have_body(keep)?
+        };
+        let take = (want - self.have_got).min(bytes.len());
+        if self.have_got < HAVE_HEADER || keep != Some(0) {
+            self.have.extend_from_slice(&bytes[..take]);
+        }
+        self.have_got += take;
+        let magic = self.have.len().min(HAVE_MAGIC.len());
+        if self.have[..magic] != HAVE_MAGIC[..magic] {
+            return Err(HopError::ChildBytes);
+        }
+        if self.have_got >= HAVE_HEADER {
+            self.had = self.have_got == HAVE_HEADER + self.have_body(keep)?;
+        }
+        Ok(take)
+    }
+
+    /// Its have's body length from its header: refused past the bound, or
+    /// when `keep` gives the object's length and it is another.
+    fn have_body(&self, keep: Option<usize>) -> Result<usize, HopError> {
+        let body =
+            have_body_len(&self.have, MAX_HAVE_BYTES - HAVE_HEADER).ok_or(HopError::ChildBytes)?;
+        match keep {
+            Some(n) if n > 0 && body != n => Err(HopError::ChildBytes),
+            _ => Ok(body),
+        }
+    }
+
     /// Its record for blocks of `k` source symbols: what its have said,
     /// if anything (a have of another layout says nothing).
     fn record(&self, k: &[u32]) -> SentSource {
@@ -226,31 +260,8 @@ impl Children {
                     (None, None) => None,
                     (None, Some(_)) => Some(0),
                 };
-                let take = if c.have_got < HAVE_HEADER {
-                    (HAVE_HEADER - c.have_got).min(bytes.len())
-                } else {
-                    let body = have_body_len(&c.have, MAX_HAVE_BYTES - HAVE_HEADER)
-                        .ok_or(HopError::ChildBytes)?;
-                    (HAVE_HEADER + body - c.have_got).min(bytes.len())
-                };
-                let (head, _) = bytes.split_at(take);
-                if c.have_got < HAVE_HEADER || keep.is_none_or(|n| n > 0) {
-                    c.have.extend_from_slice(head);
-                }
-                c.have_got += take;
-                bytes = &bytes[take..];
-                let magic = c.have.len().min(HAVE_MAGIC.len());
-                if c.have[..magic] != HAVE_MAGIC[..magic] {
-                    return Err(HopError::ChildBytes);
-                }
-                if c.have_got >= HAVE_HEADER {
-                    let body = have_body_len(&c.have, MAX_HAVE_BYTES - HAVE_HEADER)
-                        .ok_or(HopError::ChildBytes)?;
-                    if keep.is_some_and(|n| n > 0 && body != n) {
-                        return Err(HopError::ChildBytes);
-                    }
-                    c.had = c.have_got == HAVE_HEADER + body;
-                }
+                let taken = c.read_have(bytes, keep)?;
+                bytes = &bytes[taken..];
                 if c.had {
                     // Heard once its record exists: what it holds counts.
                     if let (Some(sent), Some(k)) = (&mut c.sent, &self.track) {

@@ -11,6 +11,21 @@ fn object(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 13 + i / 97) as u8).collect()
 }
 
+/// The source of `data` named `name`, object id `object`, in symbols of
+/// 8 KiB and blocks of 1 MiB, through a buffer of 256 KiB; and its layout.
+fn source_of(data: &[u8], name: &str, object: u64, key: &SymbolKey) -> (OverlaySource, Layout) {
+    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
+    let src = OverlaySource::new(
+        data.to_vec(),
+        name,
+        object,
+        (layout, 1 << 20),
+        key.clone(),
+        256 << 10,
+    );
+    (src, layout)
+}
+
 /// Up to `room` bytes from the source to child `id`.
 fn from_source(src: &mut OverlaySource, id: ChildId, mut room: usize) -> Vec<u8> {
     let mut out = Vec::new();
@@ -57,16 +72,8 @@ struct Run {
 fn run(slow_room: usize, forge: bool) -> Run {
     let data = object(2_000_000);
     let key = SymbolKey::derive(&[4; 32]);
-    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
+    let (mut src, layout) = source_of(&data, "x.bin", 5, &key);
     assert_eq!(layout.blocks(), 2);
-    let mut src = OverlaySource::new(
-        data.clone(),
-        "x.bin",
-        5,
-        (layout, 1 << 20),
-        key.clone(),
-        256 << 10,
-    );
     let mut relay = OverlayNode::new(key.clone(), 256 << 10);
     let (mut fast, mut slow) = (
         OverlayNode::new(key.clone(), 256 << 10),
@@ -286,15 +293,7 @@ fn a_relay_whose_parent_goes_after_it_decoded_feeds_its_children_its_own_symbols
 fn a_relay_that_decoded_finishes_its_slow_child_itself_and_stops_reading_its_parent() {
     let data = object(2_000_000);
     let key = SymbolKey::derive(&[6; 32]);
-    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
-    let mut src = OverlaySource::new(
-        data.clone(),
-        "s.bin",
-        9,
-        (layout, 1 << 20),
-        key.clone(),
-        256 << 10,
-    );
+    let (mut src, _) = source_of(&data, "s.bin", 9, &key);
     let mut relay = OverlayNode::new(key.clone(), 256 << 10);
     let mut leaf = OverlayNode::new(key, 256 << 10);
     let c = src.children().add();
@@ -351,18 +350,8 @@ fn a_relay_that_decoded_finishes_its_slow_child_itself_and_stops_reading_its_par
 fn a_leaf_that_moves_to_a_parent_with_the_file_reads_only_what_it_lacks() {
     let data = object(2_000_000);
     let key = SymbolKey::derive(&[5; 32]);
-    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
-    let frame = layout.frame_len() as f64;
-    let source = || {
-        OverlaySource::new(
-            data.clone(),
-            "m.bin",
-            3,
-            (layout, 1 << 20),
-            key.clone(),
-            256 << 10,
-        )
-    };
+    let source = || source_of(&data, "m.bin", 3, &key).0;
+    let frame = source().manifest().layout.frame_len() as f64;
     let after_move = |tell: bool| {
         let mut src = source();
         // The relay decodes the whole object from the source first.
@@ -420,15 +409,7 @@ fn a_leaf_that_moves_to_a_parent_with_the_file_reads_only_what_it_lacks() {
 fn a_relay_only_host_forwards_checked_frames_and_decodes_nothing() {
     let data = object(1_000_000);
     let key = SymbolKey::derive(&[6; 32]);
-    let layout = Layout::new(data.len() as u64, 8192, 1 << 20).unwrap();
-    let mut src = OverlaySource::new(
-        data.clone(),
-        "y.bin",
-        9,
-        (layout, 1 << 20),
-        key.clone(),
-        256 << 10,
-    );
+    let (mut src, _) = source_of(&data, "y.bin", 9, &key);
     let mut relay = OverlayNode::relay_only(key.clone(), 256 << 10);
     let mut leaf = OverlayNode::new(key, 256 << 10);
     let to_relay = src.children().add();
