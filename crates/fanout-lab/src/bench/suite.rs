@@ -669,7 +669,7 @@ mod tests {
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(
             names,
-            ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ol", "ok"]
+            ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ol", "ok", "ok4"]
         );
         // The overlay race runs on its own stars only, with its targets.
         let overlay = s.tool("overlay").unwrap();
@@ -681,7 +681,7 @@ mod tests {
         assert_eq!(s.scenarios[9].hosts[4].loss, Some(0.01));
         assert_eq!(s.scenarios[10].profile, Profile::Kernel);
         assert_eq!(s.scenarios[10].hosts, s.scenarios[7].hosts);
-        assert!(overlay.runs_in("ok") && overlay.runs_in("ol"));
+        assert!(overlay.runs_in("ok") && overlay.runs_in("ol") && overlay.runs_in("ok4"));
         assert!(s.tool("uftp-tfmcc").is_some() && s.tool("udpcast").is_some());
         assert!(s.scenarios[5].competing_tcp.is_some());
         // (d)'s TCP-friendly runs need minutes; the fair-window variant of
