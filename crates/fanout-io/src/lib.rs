@@ -45,6 +45,6 @@ pub use output_file::{target_paths, Existing, OutputFile};
 pub use output_tree::{files_label, OutputTree};
 pub use poller::Waker;
 pub use socket::{is_message_too_long, EndpointConfig, UdpEndpoint, DEFAULT_BUFFER_BYTES};
-pub use socket_tuning::{parse_dscp, BufferGrant};
+pub use socket_tuning::{parse_dscp, set_socket_buffers, BufferGrant};
 pub use source_tree::{SourceTree, TreeReader};
 pub use stats::RunStats;

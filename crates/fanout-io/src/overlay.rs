@@ -197,13 +197,22 @@ pub struct ChildSockets {
     /// `None`: the system's default). The sending side's is the one that
     /// matters, so a host names it for the hops below it.
     pub tcp_congestion: Option<String>,
+    /// Each connection's kernel buffers, bytes each way (`None`: the
+    /// kernel's autotuning, up to `net.ipv4.tcp_wmem` / `tcp_rmem`'s
+    /// largest). A hop runs at its rate only with about twice its
+    /// bandwidth-delay product in flight or queued; `fanout overlay plan`
+    /// prints each hop's.
+    pub buffer: Option<usize>,
 }
 
 impl ChildSockets {
     /// Checks that the kernel takes the congestion control named (on a
     /// throwaway socket), so a bad name fails at the start, not at the
     /// first child.
-    pub fn check(&self) -> io::Result<()> {
+    /// What a connection's buffers would be granted is returned (`None`
+    /// without [`ChildSockets::buffer`]), for the caller to report a
+    /// clamped size.
+    pub fn check(&self) -> io::Result<Option<crate::BufferGrant>> {
         if let Some(cc) = &self.tcp_congestion {
             let probe = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
             probe.set_tcp_congestion(cc.as_bytes()).map_err(|e| {
@@ -216,12 +225,22 @@ impl ChildSockets {
                 )
             })?;
         }
-        Ok(())
+        self.buffer
+            .map(|bytes| {
+                let probe =
+                    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+                crate::set_socket_buffers(&probe, bytes).map_err(io::Error::other)
+            })
+            .transpose()
     }
 
     fn apply(&self, stream: &TcpStream) -> io::Result<()> {
+        let socket = socket2::SockRef::from(stream);
         if let Some(cc) = &self.tcp_congestion {
-            socket2::SockRef::from(stream).set_tcp_congestion(cc.as_bytes())?;
+            socket.set_tcp_congestion(cc.as_bytes())?;
+        }
+        if let Some(bytes) = self.buffer {
+            crate::set_socket_buffers(stream, bytes).map_err(io::Error::other)?;
         }
         Ok(())
     }
@@ -240,12 +259,24 @@ pub struct Parents {
     pub hello: Vec<u8>,
     /// Where it listens for children itself: a redirect there is ignored.
     pub own: Option<SocketAddr>,
+    /// Each parent connection's kernel buffers, bytes each way (`None`:
+    /// the kernel's autotuning), set before it connects so the window
+    /// scale they need is agreed (see [`ChildSockets::buffer`]).
+    pub buffer: Option<usize>,
 }
 
-/// Rounds over every parent before giving up.
-const JOIN_ROUNDS: u32 = 3;
-/// Pause between rounds.
-const JOIN_PAUSE: Duration = Duration::from_millis(500);
+/// Pauses between rounds over every parent, before giving up: short at
+/// first, since the hosts of a tree start at about the same time and a
+/// parent is usually listening within milliseconds of its child's first
+/// try (a pause of 500 ms cost each such child half a second of its
+/// transfer); 1.55 s in all.
+const JOIN_PAUSES: [Duration; 5] = [
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+];
 
 impl Parents {
     /// Joins the first parent that answers, starting after index `after`
@@ -258,13 +289,20 @@ impl Parents {
         let n = self.addrs.len();
         let start = after.map_or(0, |a| a + 1);
         let mut last = None;
-        for round in 0..JOIN_ROUNDS {
-            if round > 0 {
-                std::thread::sleep(JOIN_PAUSE);
+        // Parents that time out rather than refuse: as many rounds as fit
+        // in three connection timeouts.
+        let patience = self.timeout * 3;
+        let began = crate::Clock::new();
+        let pauses = std::iter::once(Duration::ZERO).chain(JOIN_PAUSES);
+        for pause in pauses {
+            if Duration::from_nanos(began.now().as_nanos()) + pause > patience {
+                break;
             }
+            std::thread::sleep(pause);
             for k in 0..n {
                 let i = (start + k) % n;
-                match join(self.addrs[i], self.timeout, &[&self.hello, have].concat()) {
+                let greeting = [&self.hello, have].concat();
+                match join(self.addrs[i], self.timeout, self.buffer, &greeting) {
                     Ok(s) => return Ok((i, s)),
                     Err(e) => last = Some(format!("{}: {e}", self.addrs[i])),
                 }
@@ -276,16 +314,51 @@ impl Parents {
     }
 }
 
-/// Connects to a parent at `addr` (within `timeout`) and greets it with
-/// `hello` (and what it holds), written within `timeout` too.
-pub fn join(addr: SocketAddr, timeout: Duration, hello: &[u8]) -> io::Result<std::net::TcpStream> {
-    let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+/// A TCP socket towards `addr` with its buffers set (if given) before it
+/// connects.
+fn parent_socket(addr: SocketAddr, buffer: Option<usize>) -> io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    if let Some(bytes) = buffer {
+        crate::set_socket_buffers(&socket, bytes).map_err(io::Error::other)?;
+    }
+    Ok(socket)
+}
+
+/// Connects to a parent at `addr` (within `timeout`, with `buffer` as in
+/// [`Parents`]) and greets it with `hello` (and what it holds), written
+/// within `timeout` too.
+pub fn join(
+    addr: SocketAddr,
+    timeout: Duration,
+    buffer: Option<usize>,
+    hello: &[u8],
+) -> io::Result<std::net::TcpStream> {
+    let socket = parent_socket(addr, buffer)?;
+    socket.connect_timeout(&addr.into(), timeout)?;
+    let mut s = std::net::TcpStream::from(socket);
     // A have of a large object may not fit the socket's buffer: a parent
     // that does not read it within the timeout is not one to wait for.
     s.set_write_timeout(Some(timeout))?;
     s.write_all(hello)?;
     s.set_write_timeout(None)?;
     Ok(s)
+}
+
+/// Starts connecting to `addr` without waiting (the socket reports
+/// writable once connected), buffers as in [`Parents`].
+fn connect_nonblocking(addr: SocketAddr, buffer: Option<usize>) -> io::Result<TcpStream> {
+    let socket = parent_socket(addr, buffer)?;
+    socket.set_nonblocking(true)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(socket.into()))
 }
 
 struct Child {
@@ -548,7 +621,7 @@ impl ParentLink<'_> {
         }
         self.next_try = now + REDIRECT_RETRY;
         let Some(key) = host.key() else { return };
-        let Ok(mut stream) = TcpStream::connect(to) else {
+        let Ok(mut stream) = connect_nonblocking(to, parents.buffer) else {
             return;
         };
         if poll
@@ -816,6 +889,36 @@ fn flush<H: OverlayHost>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_sockets_take_the_buffers_asked_for() {
+        let asked = 96 << 10;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let to_parent = join(addr, Duration::from_secs(5), Some(asked), b"hello").unwrap();
+        let (from_child, _) = l.accept().unwrap();
+        from_child.set_nonblocking(true).unwrap();
+        let from_child = TcpStream::from_std(from_child);
+        let sockets = ChildSockets {
+            tcp_congestion: None,
+            buffer: Some(asked),
+        };
+        let grant = sockets.check().unwrap().unwrap();
+        assert!(!grant.clamped(), "{grant}");
+        sockets.apply(&from_child).unwrap();
+        // Linux reports twice what was set (the defaults are other sizes).
+        let nonblocking = connect_nonblocking(addr, Some(asked)).unwrap();
+        for s in [
+            socket2::SockRef::from(&to_parent),
+            socket2::SockRef::from(&from_child),
+            socket2::SockRef::from(&nonblocking),
+        ] {
+            assert_eq!(s.recv_buffer_size().unwrap(), 2 * asked);
+            assert_eq!(s.send_buffer_size().unwrap(), 2 * asked);
+        }
+        let autotuned = ChildSockets::default();
+        assert_eq!(autotuned.check().unwrap(), None);
+    }
 
     #[test]
     fn a_redirect_to_its_own_listening_address_is_known_as_such() {

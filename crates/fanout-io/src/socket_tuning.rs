@@ -3,7 +3,9 @@
 
 use crate::error::IoError;
 use crate::socket::UdpEndpoint;
+use socket2::SockRef;
 use std::fmt;
+use std::os::fd::AsFd;
 
 /// DSCP names (RFC 2474 class selectors, RFC 2597 assured forwarding,
 /// RFC 3246 expedited forwarding, RFC 8622 lower effort) and their code
@@ -105,39 +107,45 @@ impl UdpEndpoint {
         }
     }
 
-    /// Asks for `bytes` of kernel buffer in each direction. Where the
-    /// kernel's limit (`net.core.rmem_max`, `wmem_max`) clamps the request
-    /// and the process may exceed it (`CAP_NET_ADMIN`), asks again past the
-    /// limit (`SO_RCVBUFFORCE`, `SO_SNDBUFFORCE`). Returns what was granted.
+    /// Asks for `bytes` of kernel buffer in each direction
+    /// ([`set_socket_buffers`]).
     pub fn set_buffers(&self, bytes: usize) -> Result<BufferGrant, IoError> {
-        let s = self.sock_ref();
-        s.set_recv_buffer_size(bytes)
-            .map_err(IoError::option("SO_RCVBUF"))?;
-        s.set_send_buffer_size(bytes)
-            .map_err(IoError::option("SO_SNDBUF"))?;
-        let mut grant = self.buffer_grant(bytes)?;
-        if grant.clamped() {
-            // Refused without the capability: the grant stays as it is.
-            if grant.recv < bytes {
-                let _ =
-                    rustix::net::sockopt::set_socket_recv_buffer_size_force(self.socket(), bytes);
-            }
-            if grant.send < bytes {
-                let _ =
-                    rustix::net::sockopt::set_socket_send_buffer_size_force(self.socket(), bytes);
-            }
-            grant = self.buffer_grant(bytes)?;
-        }
-        Ok(grant)
+        set_socket_buffers(self.socket(), bytes)
     }
+}
 
-    fn buffer_grant(&self, asked: usize) -> Result<BufferGrant, IoError> {
+/// Asks for `bytes` of kernel buffer in each direction on `socket` (UDP
+/// or TCP). Where the kernel's limit (`net.core.rmem_max`, `wmem_max`)
+/// clamps the request and the process may exceed it (`CAP_NET_ADMIN`),
+/// asks again past the limit (`SO_RCVBUFFORCE`, `SO_SNDBUFFORCE`). Returns
+/// what was granted. A TCP socket takes a fixed size instead of the
+/// kernel's autotuning; its receive buffer, set before it connects (or
+/// listens), also sets the window scale it offers.
+pub fn set_socket_buffers(socket: impl AsFd, bytes: usize) -> Result<BufferGrant, IoError> {
+    let s = SockRef::from(&socket);
+    s.set_recv_buffer_size(bytes)
+        .map_err(IoError::option("SO_RCVBUF"))?;
+    s.set_send_buffer_size(bytes)
+        .map_err(IoError::option("SO_SNDBUF"))?;
+    let grant = |s: &SockRef<'_>| -> Result<BufferGrant, IoError> {
         Ok(BufferGrant {
-            asked,
-            recv: self.recv_buffer_bytes()? / 2,
-            send: self.send_buffer_bytes()? / 2,
+            asked: bytes,
+            recv: s.recv_buffer_size().map_err(IoError::option("SO_RCVBUF"))? / 2,
+            send: s.send_buffer_size().map_err(IoError::option("SO_SNDBUF"))? / 2,
         })
+    };
+    let mut granted = grant(&s)?;
+    if granted.clamped() {
+        // Refused without the capability: the grant stays as it is.
+        if granted.recv < bytes {
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, bytes);
+        }
+        if granted.send < bytes {
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size_force(&socket, bytes);
+        }
+        granted = grant(&s)?;
     }
+    Ok(granted)
 }
 
 #[cfg(test)]

@@ -139,6 +139,10 @@ struct PlannedHost {
     aggregate_path_bps: Option<f64>,
     /// A direct connection from the source, bit/s, where one is listed.
     direct_bps: Option<f64>,
+    /// The TCP buffer each end of the hop from the parent needs for the
+    /// hop to run at its rate: twice its bandwidth-delay product, bytes,
+    /// where the hop's round trip is listed.
+    hop_buffer_bytes: Option<u64>,
 }
 
 /// A plan: the tree and its hosts, source first, in tree order.
@@ -207,6 +211,11 @@ pub struct SourceArgs {
     /// (cubic, bbr, reno, …; default: the system's).
     #[arg(long, value_name = "NAME")]
     pub tcp_cc: Option<String>,
+    /// Kernel buffers of each connection to a child, each way, e.g.
+    /// `16MiB` (default: the kernel's autotuning); `overlay plan` prints
+    /// each hop's need. With CAP_NET_ADMIN the sysctl limits are passed.
+    #[arg(long, value_name = "BYTES", value_parser = crate::net_opts::parse_buffer)]
+    pub socket_buffer: Option<usize>,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     pub json: bool,
@@ -226,6 +235,18 @@ pub struct CodingArgs {
     /// Each host's relay buffer, bytes (ROMA's 1 MB).
     #[arg(long, default_value = "1MiB", value_name = "SIZE", value_parser = parse_size)]
     pub buffer: u64,
+}
+
+/// The largest buffer the kernel's autotuning gives a TCP socket: the
+/// third field of `sysctl` `name` (`net.ipv4.tcp_wmem` or `tcp_rmem`).
+fn autotune_max(name: &str) -> Option<usize> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -299,6 +320,12 @@ pub struct NodeArgs {
     /// (cubic, bbr, reno, …; default: the system's).
     #[arg(long, value_name = "NAME")]
     pub tcp_cc: Option<String>,
+    /// Kernel buffers of the connection to the parent and of each to a
+    /// child, each way, e.g. `16MiB` (default: the kernel's autotuning);
+    /// `overlay plan` prints each hop's need. With CAP_NET_ADMIN the
+    /// sysctl limits are passed.
+    #[arg(long, value_name = "BYTES", value_parser = crate::net_opts::parse_buffer)]
+    pub socket_buffer: Option<usize>,
     /// Give up joining after this many seconds.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub connect_timeout: f64,
@@ -672,9 +699,14 @@ fn source_command(args: SourceArgs) -> Result<()> {
     let object = u64::from_be_bytes(fanout_io::random_seed()[..8].try_into()?);
     let sockets = fanout_io::overlay::ChildSockets {
         tcp_congestion: args.tcp_cc.clone(),
+        buffer: args.socket_buffer,
     };
-    sockets.check()?;
-    let listener = std::net::TcpListener::bind(args.listen)
+    if let Some(grant) = sockets.check()? {
+        crate::net_opts::warn_if_clamped(&grant);
+    }
+    // The address is taken now, so a bad one fails before the file is
+    // hashed; children are let in once the source can serve them.
+    let bound = bind_unlistened(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let file_bytes = data.len() as u64;
     let mut source = fanout_overlay::OverlaySource::new(
@@ -686,6 +718,10 @@ fn source_command(args: SourceArgs) -> Result<()> {
         args.coding.buffer as usize,
     )
     .with_redirects(redirects);
+    bound
+        .listen(LISTEN_BACKLOG)
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = std::net::TcpListener::from(bound);
     eprintln!(
         "overlay source: {name} ({} bytes, {} blocks of {}-byte symbols) on {}; waiting for {} {}",
         file_bytes,
@@ -740,6 +776,22 @@ fn source_command(args: SourceArgs) -> Result<()> {
     Ok(())
 }
 
+/// Connections a listening source queues before it accepts them.
+const LISTEN_BACKLOG: i32 = 128;
+
+/// A TCP socket bound to `addr` (address reuse as `std`'s listeners have
+/// it) that does not listen yet.
+fn bind_unlistened(addr: std::net::SocketAddr) -> std::io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
 /// What `overlay node` reports at the end.
 #[derive(Debug, Serialize)]
 struct NodeSummary {
@@ -776,8 +828,11 @@ fn node_command(args: NodeArgs) -> Result<()> {
     let key = fanout_overlay::SymbolKey::derive(&args.psk_file.0);
     let sockets = fanout_io::overlay::ChildSockets {
         tcp_congestion: args.tcp_cc.clone(),
+        buffer: args.socket_buffer,
     };
-    sockets.check()?;
+    if let Some(grant) = sockets.check()? {
+        crate::net_opts::warn_if_clamped(&grant);
+    }
     let listener = args
         .listen
         .map(|a| std::net::TcpListener::bind(a).with_context(|| format!("cannot listen on {a}")))
@@ -799,6 +854,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
             },
         )?,
         own: listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        buffer: args.socket_buffer,
     };
     if args.relay_only {
         return relay_command(&args, key, listener, &sockets, &parents);
@@ -1104,6 +1160,18 @@ fn plan(t: &Topology, max_children: Option<usize>) -> Result<Plan> {
         bail!("max_children must be at least 1");
     }
     let rate = |a: usize, b: usize| hops.get(&(a, b)).map_or(0.0, |h| h.rate(s));
+    // Round trips as listed (a measured rate's too, which the models leave
+    // out), for the hops' buffers.
+    let mut rtts = BTreeMap::new();
+    for h in &t.hops {
+        let (a, b) = (index[h.from.as_str()], index[h.to.as_str()]);
+        if let Some(rtt) = h.rtt {
+            rtts.insert((a, b), rtt.0.as_secs_f64());
+            if h.duplex {
+                rtts.insert((b, a), rtt.0.as_secs_f64());
+            }
+        }
+    }
     let tree = widest_path_tree(names.len(), 0, rate, max_children);
     let unreached = tree.unreached();
     if !unreached.is_empty() {
@@ -1135,6 +1203,9 @@ fn plan(t: &Topology, max_children: Option<usize>) -> Result<Plan> {
                 direct_bps: (h != 0)
                     .then(|| hops.get(&(0, h)).map(|d| bps(d.rate(s))))
                     .flatten(),
+                hop_buffer_bytes: tree.parent[h]
+                    .and_then(|p| rtts.get(&(p, h)).map(|rtt| 2.0 * rate(p, h) * rtt))
+                    .map(|b| b.ceil() as u64),
             }
         })
         .collect();
@@ -1219,25 +1290,44 @@ fn render(plan: &Plan) -> String {
         .max(4);
     let _ = writeln!(
         out,
-        "{:width$}  {:>9}  {:>9}  {:>9}  {:>9}   (Mbit/s)",
-        "host", "predicted", "hop", "aggregate", "direct"
+        "{:width$}  {:>9}  {:>9}  {:>9}  {:>9}   (Mbit/s)  {:>9}",
+        "host", "predicted", "hop", "aggregate", "direct", "buffer"
     );
     for h in &plan.hosts {
         let label = format!("{}{}", "  ".repeat(h.depth), h.name);
         let _ = writeln!(
             out,
-            "{label:width$}  {:>9}  {:>9}  {:>9}  {:>9}",
+            "{label:width$}  {:>9}  {:>9}  {:>9}  {:>9}            {:>9}",
             mbit(h.predicted_bps),
             mbit(h.hop_bps),
             mbit(h.aggregate_path_bps),
-            mbit(h.direct_bps)
+            mbit(h.direct_bps),
+            h.hop_buffer_bytes
+                .map_or("-".to_owned(), crate::session_view::human_bytes)
         );
     }
     let _ = writeln!(
         out,
         "predicted: the least hop rate from the source (ROMA eq. 2); aggregate: one TCP connection \
-         over the tree path (eq. 3); direct: a connection from the source"
+         over the tree path (eq. 3); direct: a connection from the source; buffer: twice the hop's \
+         bandwidth-delay product, the TCP buffer each end needs"
     );
+    let largest = plan.hosts.iter().filter_map(|h| h.hop_buffer_bytes).max();
+    let reach = autotune_max("net.ipv4.tcp_wmem")
+        .into_iter()
+        .chain(autotune_max("net.ipv4.tcp_rmem"))
+        .min();
+    if let (Some(largest), Some(reach)) = (largest, reach) {
+        if largest > reach as u64 {
+            let _ = writeln!(
+                out,
+                "note: a hop needs {} of buffer, more than this kernel's autotuning gives ({}, \
+                 net.ipv4.tcp_wmem / tcp_rmem): give its hosts --socket-buffer {largest}",
+                crate::session_view::human_bytes(largest),
+                crate::session_view::human_bytes(reach as u64)
+            );
+        }
+    }
     out
 }
 
@@ -1341,6 +1431,49 @@ mod tests {
         let free = plan(&t, Some(2)).unwrap();
         let b = free.hosts.iter().find(|h| h.name == "b").unwrap();
         assert_eq!(b.parent.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn each_hop_is_given_twice_its_bandwidth_delay_product_of_buffer() {
+        let t = topology(
+            r#"
+            source = "s"
+            [[hop]]
+            from = "s"
+            to = "a"
+            rate = "100Mbit"
+            rtt = "20ms"
+            [[hop]]
+            from = "a"
+            to = "b"
+            capacity = "40Mbit"
+            rtt = "10ms"
+            [[hop]]
+            from = "s"
+            to = "c"
+            rate = "10Mbit"
+            "#,
+        );
+        let p = plan(&t, None).unwrap();
+        let buffer = |n: &str| {
+            p.hosts
+                .iter()
+                .find(|h| h.name == n)
+                .unwrap()
+                .hop_buffer_bytes
+        };
+        // 100 Mbit/s × 20 ms = 250 kB in flight; a measured rate's round
+        // trip counts too.
+        assert_eq!(buffer("a"), Some(500_000));
+        assert_eq!(buffer("b"), Some(100_000));
+        assert_eq!(buffer("c"), None, "no round trip given");
+        assert_eq!(buffer("s"), None, "the source has no hop in");
+        assert_eq!(
+            buffer("a").map(|_| p.hosts[1].predicted_bps),
+            Some(Some(100e6)),
+            "the round trip leaves a measured rate as it is"
+        );
+        assert!(render(&p).contains("488.3 KiB"), "{}", render(&p));
     }
 
     #[test]

@@ -29,7 +29,8 @@ const CHUNK: usize = 64 << 10;
   fanout overlay plan hops.toml --max-children 4
 
 A probe is one TCP connection from the candidate to this host for
---seconds; its rate leaves out the first third (slow start). The serving
+--seconds; its rate leaves out the first third (slow start), its round
+trip is the handshake's (before the stream loads the path). The serving
 host streams only to holders of the key (a keyed BLAKE3 tag over its fresh
 nonce), at most 10 s a probe, one probe at a time.")]
 pub struct ProbeArgs {
@@ -71,6 +72,9 @@ struct Measured {
     to: String,
     /// Steady rate, bit/s.
     rate_bps: f64,
+    /// Round trip of the handshake (the request out, the nonce back),
+    /// seconds: the hop's round trip before the stream loads it.
+    rtt_s: f64,
     /// Bytes the stream carried.
     bytes: u64,
 }
@@ -101,10 +105,11 @@ pub fn run(args: ProbeArgs) -> Result<()> {
             } else {
                 for m in &all {
                     println!(
-                        "[[hop]]\nfrom = \"{}\"\nto = \"{}\"\nrate = \"{:.3}Mbit\"\n",
+                        "[[hop]]\nfrom = \"{}\"\nto = \"{}\"\nrate = \"{:.3}Mbit\"\nrtt = \"{:.3}ms\"\n",
                         m.from,
                         m.to,
-                        m.rate_bps / 1e6
+                        m.rate_bps / 1e6,
+                        m.rtt_s * 1e3
                     );
                 }
             }
@@ -188,10 +193,12 @@ fn measure(
     )?;
     s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let req = probe::request((seconds * 1000.0) as u32);
+    let asked = fanout_io::Clock::new();
     s.write_all(&req)?;
     let mut nonce = [0u8; NONCE_LEN];
     s.read_exact(&mut nonce)
         .context("the host did not answer (not serving probes, or another key)")?;
+    let rtt_s = asked.now().as_secs_f64();
     s.write_all(&probe::answer(key, &nonce, &req))?;
     let clock = fanout_io::Clock::new();
     let mut buf = vec![0u8; CHUNK];
@@ -213,6 +220,7 @@ fn measure(
         from: from.ip().to_string(),
         to,
         rate_bps,
+        rtt_s,
         bytes,
     })
 }

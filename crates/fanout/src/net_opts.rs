@@ -109,7 +109,8 @@ pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
     fanout_sim::units::parse_rate_bps(s).map_err(|e| e.to_string())
 }
 
-fn parse_buffer(s: &str) -> Result<usize, String> {
+/// A socket buffer size: `16MiB`, between 4 KiB and 2 GiB.
+pub(crate) fn parse_buffer(s: &str) -> Result<usize, String> {
     let bytes = fanout_sim::units::parse_bytes(s).map_err(|e| e.to_string())?;
     match usize::try_from(bytes) {
         Ok(b) if (4096..=1 << 31).contains(&b) => Ok(b),
@@ -252,20 +253,7 @@ impl TransportOpts {
                 .with_context(|| format!("cannot mark datagrams with DSCP {dscp}"))?;
         }
         if let Some(bytes) = self.socket_buffer {
-            let grant = endpoint.set_buffers(bytes)?;
-            if grant.clamped() {
-                let limit = |name: &str| {
-                    std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
-                        .map_or_else(|_| "?".into(), |v| v.trim().to_owned())
-                };
-                eprintln!(
-                    "fanout: warning: --socket-buffer: the kernel {grant} (its limits: \
-                     net.core.rmem_max = {}, wmem_max = {}); `sysctl -w net.core.rmem_max={bytes} \
-                     net.core.wmem_max={bytes}` allows the full size",
-                    limit("rmem_max"),
-                    limit("wmem_max")
-                );
-            }
+            warn_if_clamped(&endpoint.set_buffers(bytes)?);
         }
         Ok(())
     }
@@ -332,6 +320,26 @@ pub fn random_session_id() -> u64 {
         return u64::from(std::process::id()) << 32 ^ (&local as *const u8 as u64);
     }
     u64::from_ne_bytes(b)
+}
+
+/// Says on stderr, naming the sysctl that allows more, where the kernel
+/// granted less `--socket-buffer` than asked.
+pub(crate) fn warn_if_clamped(grant: &fanout_io::BufferGrant) {
+    if !grant.clamped() {
+        return;
+    }
+    let limit = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/core/{name}"))
+            .map_or_else(|_| "?".into(), |v| v.trim().to_owned())
+    };
+    let bytes = grant.asked;
+    eprintln!(
+        "fanout: warning: --socket-buffer: the kernel {grant} (its limits: \
+         net.core.rmem_max = {}, wmem_max = {}); `sysctl -w net.core.rmem_max={bytes} \
+         net.core.wmem_max={bytes}` allows the full size",
+        limit("rmem_max"),
+        limit("wmem_max")
+    );
 }
 
 #[cfg(test)]

@@ -440,7 +440,7 @@ fn state(m: &MemberSnapshot, snd_nxt: u64) -> &'static str {
 }
 
 /// `n` bytes in binary units, one decimal.
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;
