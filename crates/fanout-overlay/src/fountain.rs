@@ -9,9 +9,13 @@
 //! decodes from the source symbols alone (no decoding work) and one that
 //! missed some makes up for them with repair symbols of the same block.
 
+pub use crate::block::MAX_WAITING;
+use crate::block::{BlockRx, Offer};
+use crate::jobs::{Job, JobDone, Outcome};
 use crate::sent::SentSource;
 use crate::symbol::{frame_len, open, seal, SymbolError, SymbolKey};
-use raptorq::{EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder};
+use raptorq::{ObjectTransmissionInformation, PayloadId, SourceBlockDecoder};
+use std::collections::VecDeque;
 
 /// RFC 6330 §5.1.2's largest number of source symbols in a block (K'max).
 pub const MAX_BLOCK_SYMBOLS: u64 = 56_403;
@@ -324,7 +328,9 @@ pub struct SinkCounts {
     pub refused: u64,
     /// Authentic frames naming a block the object does not have.
     pub out_of_layout: u64,
-    /// Frames after the object was decoded.
+    /// Frames after the object was decoded, and (in job mode) those of a
+    /// block whose decode was out while [`MAX_WAITING`] of
+    /// its symbols already waited.
     pub surplus: u64,
 }
 
@@ -349,25 +355,43 @@ pub enum SinkError {
 /// bytes until the last block, then copies them all once more: four times
 /// the object at its peak; this holds the object and the symbols of the
 /// blocks still open.)
+///
+/// By default it does all its work inline, in [`FountainSink::on_frame`].
+/// In job mode ([`FountainSink::with_jobs`]) a block's decode that is not
+/// a mere copy of its source symbols, and the final BLAKE3 check, are
+/// handed out as [`Job`]s instead ([`FountainSink::take_job`]), to run
+/// anywhere and come back through [`FountainSink::on_job_done`]; frames
+/// are taken meanwhile as ever. Either way, [`FountainSink::object`] is
+/// `Some` only once the whole object's BLAKE3 matched the manifest's.
 pub struct FountainSink {
     layout: Layout,
     object: u64,
     key: SymbolKey,
     hash: blake3::Hash,
-    /// Per block, its decoder until it decoded.
-    blocks: Vec<Option<SourceBlockDecoder>>,
+    /// Per block, what it gathered and whether it decoded.
+    blocks: Vec<BlockRx>,
     /// Per block, its first byte's offset in the object.
     offsets: Vec<u64>,
     /// The object as its blocks decode (zeroed, so pages are touched only
-    /// as blocks land); dropped if the hash is wrong.
+    /// as blocks land); dropped if the hash is wrong; out in the check's
+    /// job while that runs.
     bytes: Vec<u8>,
     /// Blocks not decoded yet.
     open_blocks: usize,
+    /// Blocks gathering symbols (neither decoding nor decoded).
+    collecting: usize,
+    /// The whole object's check is out in a job.
+    verifying: bool,
     done: bool,
     counts: SinkCounts,
     /// What it holds: the source symbols, each block's need (what it
     /// tells a new parent, [`crate::sent`]).
     held: SentSource,
+    /// Job mode: jobs handed out, not yet taken ([`FountainSink::take_job`]).
+    /// `None`: inline.
+    queued: Option<VecDeque<Job>>,
+    /// Jobs made and not yet handed back (queued or running).
+    jobs_out: usize,
 }
 
 impl std::fmt::Debug for FountainSink {
@@ -376,6 +400,8 @@ impl std::fmt::Debug for FountainSink {
             .field("layout", &self.layout)
             .field("object", &self.object)
             .field("open_blocks", &self.open_blocks)
+            .field("collecting", &self.collecting)
+            .field("jobs_out", &self.jobs_out)
             .field("decoded", &self.done)
             .field("counts", &self.counts)
             .finish_non_exhaustive()
@@ -385,7 +411,7 @@ impl std::fmt::Debug for FountainSink {
 impl FountainSink {
     /// A decoder of object `object` laid out as `layout`, whose symbols are
     /// sealed with `key` and whose bytes hash to `hash` (from the
-    /// object's manifest).
+    /// object's manifest). It works inline.
     pub fn new(layout: Layout, object: u64, key: SymbolKey, hash: blake3::Hash) -> Self {
         let oti = layout.oti();
         let sizes = layout.block_bytes();
@@ -397,10 +423,17 @@ impl FountainSink {
                 Some(here)
             })
             .collect();
+        let t = u64::from(layout.symbol_size);
         let blocks: Vec<_> = sizes
             .iter()
             .enumerate()
-            .map(|(i, &n)| Some(SourceBlockDecoder::new(i as u8, &oti, n)))
+            .map(|(i, &n)| {
+                BlockRx::new(
+                    i as u8,
+                    (n / t) as u32,
+                    SourceBlockDecoder::new(i as u8, &oti, n),
+                )
+            })
             .collect();
         FountainSink {
             layout,
@@ -408,9 +441,11 @@ impl FountainSink {
             key,
             hash,
             open_blocks: blocks.len(),
+            collecting: blocks.len(),
             blocks,
             offsets,
             bytes: vec![0; layout.length as usize],
+            verifying: false,
             done: false,
             counts: SinkCounts::default(),
             held: SentSource::new(
@@ -420,12 +455,28 @@ impl FountainSink {
                     .map(|&(_, k)| k)
                     .collect::<Vec<_>>(),
             ),
+            queued: None,
+            jobs_out: 0,
         }
+    }
+
+    /// The same in job mode: decodes that are more than a copy of source
+    /// symbols, and the final check, become [`Job`]s.
+    pub fn with_jobs(mut self) -> Self {
+        self.queued.get_or_insert_with(VecDeque::new);
+        self
+    }
+
+    /// Whether it hands its expensive work out as jobs.
+    pub fn in_job_mode(&self) -> bool {
+        self.queued.is_some()
     }
 
     /// A frame from upstream: `Ok(true)` once the object is decoded and
     /// its hash checked (then frames are still checked, and counted as
-    /// surplus). A refused frame changes nothing but a count.
+    /// surplus). A refused frame changes nothing but a count. In job mode
+    /// it never completes the object itself: [`FountainSink::on_job_done`]
+    /// does.
     pub fn on_frame(&mut self, frame: &[u8]) -> Result<bool, SinkError> {
         let symbol = match open(&self.key, self.object, self.layout.symbol_size, frame) {
             Ok(s) => s,
@@ -439,36 +490,136 @@ impl FountainSink {
             return Ok(true);
         }
         let block = symbol.payload_id.source_block_number();
-        let Some(slot) = self.blocks.get_mut(usize::from(block)) else {
+        let Some(b) = self.blocks.get_mut(usize::from(block)) else {
             self.counts.out_of_layout += 1;
             return Err(SinkError::OutOfLayout(block));
         };
-        self.counts.accepted += 1;
-        let Some(decoder) = slot.as_mut() else {
-            // A symbol of a block already decoded.
-            return Ok(false);
-        };
         let esi = symbol.payload_id.encoding_symbol_id();
+        match b.offer(esi, symbol.data) {
+            Offer::Spare => {
+                self.counts.surplus += 1;
+                return Ok(false);
+            }
+            // A symbol of a block already decoded.
+            Offer::Decoded => {
+                self.counts.accepted += 1;
+                return Ok(false);
+            }
+            Offer::Kept | Offer::Duplicate => self.counts.accepted += 1,
+        }
         self.held.mark(block, esi);
-        let packet = EncodingPacket::new(PayloadId::new(block, esi), symbol.data);
-        let Some(decoded) = decoder.decode(std::iter::once(packet)) else {
+        self.try_decode(block)
+    }
+
+    /// Tries block `sbn`'s decode if it is ready: inline when in inline
+    /// mode or when it is a copy of source symbols, else as a job.
+    fn try_decode(&mut self, sbn: u8) -> Result<bool, SinkError> {
+        let b = &mut self.blocks[usize::from(sbn)];
+        if !b.ready() {
+            return Ok(false);
+        }
+        let cheap = b.all_sources();
+        let Some((decoder, symbols)) = b.start_decode() else {
             return Ok(false);
         };
-        *slot = None;
-        self.held.complete(block);
-        self.open_blocks -= 1;
-        let at = self.offsets[usize::from(block)] as usize;
-        let n = decoded.len().min(self.bytes.len() - at);
-        self.bytes[at..at + n].copy_from_slice(&decoded[..n]);
-        if self.open_blocks > 0 {
-            return Ok(false);
+        self.collecting -= 1;
+        let job = Job::decode(self.object, sbn, decoder, symbols);
+        match &mut self.queued {
+            Some(queue) if !cheap => {
+                queue.push_back(job);
+                self.jobs_out += 1;
+                Ok(false)
+            }
+            _ => self.apply(job.run()),
         }
-        if blake3::hash(&self.bytes) != self.hash {
-            self.bytes = Vec::new();
-            return Err(SinkError::HashMismatch);
+    }
+
+    /// The next job to run, in job mode (none in inline mode): its result
+    /// goes back through [`FountainSink::on_job_done`].
+    pub fn take_job(&mut self) -> Option<Job> {
+        self.queued.as_mut()?.pop_front()
+    }
+
+    /// Jobs made and not yet handed back (queued or running).
+    pub fn jobs_out(&self) -> usize {
+        self.jobs_out
+    }
+
+    /// Blocks gathering symbols: neither decoded nor with a decode out.
+    /// None left means every symbol the object needs is in hand, unless a
+    /// decode fails (then its block collects again).
+    pub fn blocks_collecting(&self) -> usize {
+        self.collecting
+    }
+
+    /// A job's result, handed back: `Ok(true)` once the object decoded
+    /// and its hash matched. A decode that failed for want of symbols puts
+    /// its block back to collecting (and tries again at once if symbols
+    /// came meanwhile). A result not of this sink's jobs (another object,
+    /// or nothing out for it) is ignored.
+    pub fn on_job_done(&mut self, done: JobDone) -> Result<bool, SinkError> {
+        if done.object != self.object || self.jobs_out == 0 {
+            return Ok(self.done);
         }
-        self.done = true;
-        Ok(true)
+        self.jobs_out -= 1;
+        self.apply(done)
+    }
+
+    /// Takes a job's result (one run inline, or handed back).
+    fn apply(&mut self, done: JobDone) -> Result<bool, SinkError> {
+        match done.outcome {
+            Outcome::Decoded { sbn, bytes } => {
+                let Some(b) = self.blocks.get_mut(usize::from(sbn)) else {
+                    return Ok(false);
+                };
+                if !b.decoding() {
+                    return Ok(self.done);
+                }
+                b.decoded();
+                self.held.complete(sbn);
+                self.open_blocks -= 1;
+                let at = (self.offsets[usize::from(sbn)] as usize).min(self.bytes.len());
+                let n = bytes.len().min(self.bytes.len() - at);
+                self.bytes[at..at + n].copy_from_slice(&bytes[..n]);
+                drop(bytes);
+                if self.open_blocks > 0 {
+                    return Ok(false);
+                }
+                self.verifying = true;
+                let job = Job::verify(self.object, std::mem::take(&mut self.bytes), self.hash);
+                match &mut self.queued {
+                    Some(queue) => {
+                        queue.push_back(job);
+                        self.jobs_out += 1;
+                        Ok(false)
+                    }
+                    None => self.apply(job.run()),
+                }
+            }
+            Outcome::Failed { sbn, decoder } => {
+                let Some(b) = self.blocks.get_mut(usize::from(sbn)) else {
+                    return Ok(false);
+                };
+                if !b.decoding() {
+                    return Ok(self.done);
+                }
+                b.decode_failed(decoder);
+                self.collecting += 1;
+                self.try_decode(sbn)
+            }
+            Outcome::Verified { bytes, matches } => {
+                if !self.verifying {
+                    return Ok(self.done);
+                }
+                self.verifying = false;
+                if !matches {
+                    return Err(SinkError::HashMismatch);
+                }
+                self.bytes = bytes;
+                self.done = true;
+                Ok(true)
+            }
+        }
     }
 
     /// What it holds, as a new parent is told it.
@@ -490,6 +641,7 @@ impl FountainSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::JobKind;
 
     fn data(n: usize) -> Vec<u8> {
         (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
@@ -652,6 +804,215 @@ mod tests {
         assert_eq!(wrong.object(), None);
     }
 
+    /// Runs every job `sink` hands out (and those their results bring)
+    /// until none is left: the last result.
+    fn run_jobs(sink: &mut FountainSink) -> Result<bool, SinkError> {
+        let mut last = Ok(sink.object().is_some());
+        while let Some(job) = sink.take_job() {
+            last = sink.on_job_done(job.run());
+        }
+        last
+    }
+
+    /// In job mode, frames never decode inline: a block short of source
+    /// symbols becomes a decode job, the last block's result a check job,
+    /// and the object is there once that comes back matching.
+    #[test]
+    fn in_job_mode_decodes_and_the_check_come_back_as_jobs() {
+        let object = data(300_000);
+        let layout = Layout::new(object.len() as u64, 1024, 128 << 10).unwrap();
+        let key = SymbolKey::new([3; 32]);
+        let mut source = FountainSource::new(object.clone(), layout, 42, key.clone());
+        let mut sink = FountainSink::new(layout, 42, key, blake3::hash(&object)).with_jobs();
+        assert!(sink.in_job_mode());
+        let mut held = Vec::new();
+        let mut sent = 0u64;
+        while sink.blocks_collecting() > 0 {
+            let frame = source.next_frame();
+            sent += 1;
+            // Lose one symbol in four: every block needs repair symbols.
+            if sent.is_multiple_of(4) {
+                continue;
+            }
+            assert_eq!(sink.on_frame(&frame), Ok(false));
+            held.extend(std::iter::from_fn(|| sink.take_job()));
+            assert!(sent < 10_000);
+        }
+        assert_eq!(held.len(), 3, "a decode job a block");
+        assert!(held
+            .iter()
+            .all(|j| matches!(j.kind(), JobKind::Decode { .. })));
+        assert_eq!(sink.jobs_out(), 3);
+        // Frames that come while the decodes are out change nothing.
+        for _ in 0..10 {
+            assert_eq!(sink.on_frame(&source.next_frame()), Ok(false));
+        }
+        assert_eq!(sink.object(), None);
+        // Results in any order (here the last first).
+        while let Some(job) = held.pop() {
+            assert_eq!(sink.on_job_done(job.run()), Ok(false));
+        }
+        let check = sink.take_job().expect("the check");
+        assert_eq!(
+            check.kind(),
+            JobKind::Verify {
+                bytes: object.len() as u64
+            }
+        );
+        assert_eq!(sink.object(), None, "not before the check");
+        assert_eq!(sink.on_job_done(check.run()), Ok(true));
+        assert_eq!(sink.object(), Some(&object[..]));
+        assert_eq!(sink.jobs_out(), 0);
+        assert_eq!(sink.on_frame(&source.next_frame()), Ok(true));
+    }
+
+    /// Source symbols ESI 1–9 and repair symbol 142 of a block of K = 10:
+    /// K distinct symbols that RaptorQ cannot decode from (found by
+    /// search; whether a set decodes depends on its ids only); with
+    /// repair symbol 143 as well it decodes.
+    fn failing_set() -> (Vec<u8>, Layout, SymbolKey, Vec<Vec<u8>>, Vec<u8>) {
+        let object = data(640);
+        let layout = Layout::new(640, 64, 1 << 20).unwrap();
+        let key = SymbolKey::new([6; 32]);
+        let encoder = raptorq::SourceBlockEncoder::new(0, &layout.oti(), &object);
+        let mut frames: Vec<Vec<u8>> = encoder.source_packets()[1..]
+            .iter()
+            .map(|p| seal(&key, 8, p.payload_id(), p.data()))
+            .collect();
+        let repair = encoder.repair_packets(132, 2);
+        assert_eq!(repair[0].payload_id().encoding_symbol_id(), 142);
+        frames.push(seal(&key, 8, repair[0].payload_id(), repair[0].data()));
+        let more = seal(&key, 8, repair[1].payload_id(), repair[1].data());
+        (object, layout, key, frames, more)
+    }
+
+    /// A decode job that fails for want of symbols puts its block back to
+    /// collecting; the next symbol makes a new job, which decodes.
+    #[test]
+    fn a_failed_decode_job_returns_its_block_to_collecting_and_it_decodes_later() {
+        let (object, layout, key, frames, more) = failing_set();
+        let mut sink = FountainSink::new(layout, 8, key.clone(), blake3::hash(&object)).with_jobs();
+        for f in &frames {
+            assert_eq!(sink.on_frame(f), Ok(false));
+        }
+        assert_eq!(sink.blocks_collecting(), 0);
+        let job = sink.take_job().expect("K symbols: a decode");
+        assert_eq!(
+            job.kind(),
+            JobKind::Decode {
+                block: 0,
+                symbols: 10
+            }
+        );
+        let done = job.run();
+        assert!(done.is_failed_decode(), "{done:?}");
+        assert_eq!(sink.on_job_done(done), Ok(false));
+        assert_eq!(sink.blocks_collecting(), 1);
+        assert_eq!(sink.jobs_out(), 0);
+        assert!(sink.take_job().is_none(), "nothing new to try");
+        // A duplicate is no reason to try again.
+        assert_eq!(sink.on_frame(&frames[0]), Ok(false));
+        assert!(sink.take_job().is_none());
+        assert_eq!(sink.on_frame(&more), Ok(false));
+        let job = sink.take_job().expect("one more symbol: a new try");
+        assert_eq!(
+            job.kind(),
+            JobKind::Decode {
+                block: 0,
+                symbols: 1
+            }
+        );
+        assert_eq!(sink.on_job_done(job.run()), Ok(false));
+        assert_eq!(run_jobs(&mut sink), Ok(true));
+        assert_eq!(sink.object(), Some(&object[..]));
+
+        // A symbol that comes while the failing decode is out is tried at
+        // once when it fails.
+        let mut sink = FountainSink::new(layout, 8, key.clone(), blake3::hash(&object)).with_jobs();
+        for f in &frames {
+            sink.on_frame(f).unwrap();
+        }
+        let job = sink.take_job().unwrap();
+        assert_eq!(sink.on_frame(&more), Ok(false));
+        assert_eq!(sink.on_job_done(job.run()), Ok(false));
+        assert_eq!(sink.blocks_collecting(), 0, "decoding again");
+        assert_eq!(run_jobs(&mut sink), Ok(true));
+        assert_eq!(sink.object(), Some(&object[..]));
+
+        // Inline, the same symbols decode at the same one.
+        let mut sink = FountainSink::new(layout, 8, key, blake3::hash(&object));
+        for f in &frames {
+            assert_eq!(sink.on_frame(f), Ok(false));
+        }
+        assert_eq!(sink.on_frame(&more), Ok(true));
+        assert_eq!(sink.object(), Some(&object[..]));
+    }
+
+    /// While a block's decode is out, at most [`MAX_WAITING`] of its
+    /// symbols wait; more are counted as surplus, never held.
+    #[test]
+    fn symbols_of_a_block_being_decoded_are_bounded() {
+        let object = data(64 * 100);
+        let layout = Layout::new(object.len() as u64, 64, 1 << 20).unwrap();
+        let key = SymbolKey::new([7; 32]);
+        let mut source = FountainSource::new(object.clone(), layout, 1, key.clone());
+        let mut sink = FountainSink::new(layout, 1, key, blake3::hash(&object)).with_jobs();
+        source.next_frame(); // lost
+        while sink.jobs_out() == 0 {
+            sink.on_frame(&source.next_frame()).unwrap();
+        }
+        let job = sink.take_job().unwrap();
+        for _ in 0..MAX_WAITING + 50 {
+            sink.on_frame(&source.next_frame()).unwrap();
+        }
+        assert_eq!(sink.counts().surplus, 50);
+        assert_eq!(sink.counts().accepted, 100 + MAX_WAITING as u64);
+        assert_eq!(sink.on_job_done(job.run()), Ok(false));
+        assert_eq!(run_jobs(&mut sink), Ok(true));
+        assert_eq!(sink.object(), Some(&object[..]));
+    }
+
+    /// A decoded object whose hash is not the manifest's is refused in
+    /// job mode too, when the check comes back.
+    #[test]
+    fn in_job_mode_a_wrong_hash_is_refused() {
+        let object = data(30_000);
+        let layout = Layout::new(30_000, 1024, 1 << 20).unwrap();
+        let key = SymbolKey::new([9; 32]);
+        let mut source = FountainSource::new(object, layout, 1, key.clone());
+        let mut wrong = FountainSink::new(layout, 1, key, blake3::hash(b"other")).with_jobs();
+        source.next_frame(); // lost: a real decode
+        let mut last = Ok(false);
+        for _ in 0..100 {
+            wrong.on_frame(&source.next_frame()).unwrap();
+            last = run_jobs(&mut wrong);
+            if last != Ok(false) {
+                break;
+            }
+        }
+        assert_eq!(last, Err(SinkError::HashMismatch));
+        assert_eq!(wrong.object(), None);
+        assert_eq!(wrong.jobs_out(), 0);
+    }
+
+    /// A result of another sink's job, or of another object's, is
+    /// ignored.
+    #[test]
+    fn results_of_jobs_it_did_not_hand_out_are_ignored() {
+        let (object, layout, key, frames, _) = failing_set();
+        let mut sink = FountainSink::new(layout, 8, key.clone(), blake3::hash(&object)).with_jobs();
+        let mut other =
+            FountainSink::new(layout, 8, key.clone(), blake3::hash(&object)).with_jobs();
+        for f in &frames {
+            sink.on_frame(f).unwrap();
+        }
+        assert_eq!(other.on_job_done(sink.take_job().unwrap().run()), Ok(false));
+        assert_eq!(other.blocks_collecting(), 1);
+        let elsewhere = Job::verify(99, vec![1], blake3::hash(&[1]));
+        assert_eq!(sink.on_job_done(elsewhere.run()), Ok(false));
+        assert_eq!(sink.jobs_out(), 1);
+    }
+
     proptest::proptest! {
         /// No frame panics the decoder: random bytes, and authentic
         /// frames (a key holder's) with any block, symbol id and bytes.
@@ -666,14 +1027,21 @@ mod tests {
             let object = data(3000);
             let layout = Layout::new(3000, 64, 1024).unwrap();
             let key = SymbolKey::new([5; 32]);
-            let mut sink = FountainSink::new(layout, 9, key.clone(), blake3::hash(&object));
-            proptest::prop_assert!(sink.on_frame(&junk).is_err());
-            for (block, esi, fill) in sealed {
-                let frame = seal(&key, 9, &PayloadId::new(block, esi), &[fill; 64]);
-                let _ = sink.on_frame(&frame);
+            // Inline, and in job mode with every job run as it comes.
+            for jobs in [false, true] {
+                let mut sink = FountainSink::new(layout, 9, key.clone(), blake3::hash(&object));
+                if jobs {
+                    sink = sink.with_jobs();
+                }
+                proptest::prop_assert!(sink.on_frame(&junk).is_err());
+                for &(block, esi, fill) in &sealed {
+                    let frame = seal(&key, 9, &PayloadId::new(block, esi), &[fill; 64]);
+                    let _ = sink.on_frame(&frame);
+                    let _ = run_jobs(&mut sink);
+                }
+                let c = sink.counts();
+                proptest::prop_assert_eq!(c.refused, 1);
             }
-            let c = sink.counts();
-            proptest::prop_assert_eq!(c.refused, 1);
         }
     }
 }

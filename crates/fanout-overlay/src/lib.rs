@@ -11,7 +11,8 @@
 //! - [`fountain`]: the object's layout in RaptorQ blocks (RFC 6330, the
 //!   `raptorq` crate), the source's endless symbols and the receiver's
 //!   decoder, which checks every symbol before decoding and the object's
-//!   BLAKE3 after;
+//!   BLAKE3 after, inline or handing the expensive work out as
+//!   [`jobs`] to run off the event loop;
 //! - [`hop`]: what a hop carries: the child's hello, the parent's sealed
 //!   manifest, then frames;
 //! - [`relay`]: forward-when-feasible — a circular buffer of frames and a
@@ -30,10 +31,12 @@
 //!   least hop rate to every host, with an optional bound on each host's
 //!   children so the source is no hot spot.
 
+mod block;
 pub mod chain;
 pub mod children;
 pub mod fountain;
 pub mod hop;
+pub mod jobs;
 pub mod node;
 pub mod probe;
 pub mod redirect;
@@ -46,6 +49,7 @@ pub mod tree;
 
 pub use chain::{aggregate_path_rate, min_hop_rate, Hop};
 pub use children::{ChildId, Children, Greeting};
+pub use jobs::{Job, JobDone, JobKind};
 pub use node::{NodeError, OverlayNode};
 pub use redirect::Redirects;
 pub use source::OverlaySource;
