@@ -1,11 +1,17 @@
 //! A host of the overlay below the source: it reads its parent's stream,
 //! checks and decodes every symbol, and relays the authentic ones to its
 //! own children as they can take them (forward-when-feasible).
+//!
+//! In job mode ([`OverlayNode::with_jobs`]) the expensive part of
+//! decoding (a block's RaptorQ decode, the object's BLAKE3 check) is
+//! handed to the runtime as [`Job`]s to run off its event loop; frames are
+//! relayed meanwhile exactly as without jobs.
 
 use crate::children::ChildId;
 use crate::children::Children;
 use crate::fountain::{seal_source_symbol, FountainSink, FountainSource, SinkCounts, SinkError};
 use crate::hop::{HopError, Manifest, UpstreamReader};
+use crate::jobs::{Job, JobDone};
 use crate::redirect::{is_redirect, open_redirect};
 use crate::symbol::{check, SymbolKey};
 use std::net::SocketAddr;
@@ -41,6 +47,13 @@ pub struct OverlayNode {
     bytes_to_decode: Option<u64>,
     /// Bytes of whole records and frames read so far.
     whole_bytes: u64,
+    /// In job mode, bytes of the parent's stream up to the frame after
+    /// which no block was collecting any more (every symbol needed in
+    /// hand, unless a decode then fails): what [`Self::bytes_to_decode`]
+    /// becomes once the jobs succeed.
+    in_hand: Option<u64>,
+    /// Hands the decoder's expensive work out as jobs.
+    jobs: bool,
     /// The object's manifest, from the first parent.
     manifest: Option<Manifest>,
     /// Its relay buffer, bytes.
@@ -77,6 +90,8 @@ impl OverlayNode {
             upstream_bytes: 0,
             bytes_to_decode: None,
             whole_bytes: 0,
+            in_hand: None,
+            jobs: false,
             manifest: None,
             buffer_bytes,
             own: None,
@@ -103,6 +118,59 @@ impl OverlayNode {
     /// Whether it only relays.
     pub fn is_relay_only(&self) -> bool {
         self.relay_only
+    }
+
+    /// Job mode: a block's decode (unless every source symbol of it came,
+    /// when it is a copy) and the final BLAKE3 check of the object are not
+    /// done inline but handed out by [`OverlayNode::take_job`], to be run
+    /// anywhere ([`Job::run`]) and given back with
+    /// [`OverlayNode::on_job_done`]. Frames are checked and relayed as
+    /// ever while jobs are out; [`OverlayNode::object`] is `Some` once the
+    /// check's job came back matching. No effect on a relay-only host.
+    pub fn with_jobs(mut self) -> Self {
+        self.jobs = true;
+        if let Some(sink) = self.sink.take() {
+            self.sink = Some(sink.with_jobs());
+        }
+        self
+    }
+
+    /// The next job to run (job mode only; it comes as frames and
+    /// results complete blocks).
+    pub fn take_job(&mut self) -> Option<Job> {
+        self.sink.as_mut()?.take_job()
+    }
+
+    /// Jobs handed out (or waiting to be) whose results have not come
+    /// back.
+    pub fn jobs_out(&self) -> usize {
+        self.sink.as_ref().map_or(0, FountainSink::jobs_out)
+    }
+
+    /// A job's result, given back. An error when the object decoded but
+    /// its BLAKE3 is not the manifest's (as from [`OverlayNode::on_upstream`]
+    /// without jobs); a result of no job of this node's is ignored.
+    pub fn on_job_done(&mut self, done: JobDone) -> Result<(), NodeError> {
+        let Some(sink) = &mut self.sink else {
+            return Ok(());
+        };
+        match sink.on_job_done(done) {
+            Ok(true) => {
+                if self.bytes_to_decode.is_none() {
+                    self.bytes_to_decode = Some(self.in_hand.unwrap_or(self.whole_bytes));
+                }
+                Ok(())
+            }
+            Ok(false) => {
+                if sink.blocks_collecting() > 0 {
+                    // A decode failed: more symbols are needed after all.
+                    self.in_hand = None;
+                }
+                Ok(())
+            }
+            Err(SinkError::HashMismatch) => Err(NodeError::Corrupt),
+            Err(_) => Ok(()),
+        }
     }
 
     /// Keeps a journal of what it accepts: the manifest record, then every
@@ -145,6 +213,9 @@ impl OverlayNode {
         if self.bytes_to_decode.is_some() {
             self.bytes_to_decode = Some(0);
         }
+        if self.in_hand.is_some() {
+            self.in_hand = Some(0);
+        }
         self.rejoin();
         Ok(())
     }
@@ -170,12 +241,8 @@ impl OverlayNode {
             }
             self.manifest = Some(m.clone());
             if !self.relay_only {
-                self.sink = Some(FountainSink::new(
-                    m.layout,
-                    m.object,
-                    self.key.clone(),
-                    m.hash,
-                ));
+                let sink = FountainSink::new(m.layout, m.object, self.key.clone(), m.hash);
+                self.sink = Some(if self.jobs { sink.with_jobs() } else { sink });
                 let (starts, k): (Vec<usize>, Vec<u32>) =
                     m.layout.block_spans().into_iter().unzip();
                 self.block_starts = starts;
@@ -221,6 +288,9 @@ impl OverlayNode {
                         }
                         if done {
                             self.bytes_to_decode = Some(self.whole_bytes);
+                        }
+                        if self.in_hand.is_none() && sink.blocks_collecting() == 0 {
+                            self.in_hand = Some(self.whole_bytes);
                         }
                     }
                     self.children.push(frame);
