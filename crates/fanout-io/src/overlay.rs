@@ -10,21 +10,33 @@
 //! suggested one beside it, and moves once that one's manifest announces
 //! the same object; until then it tries again every [`REDIRECT_RETRY`],
 //! so a planned parent that starts later still takes its children over.
+//!
+//! A host that hands its decoding work out as jobs (a node in job mode,
+//! [`OverlayNode::with_jobs`]) has them run on worker threads beside the
+//! loop ([`workers`]), so it keeps relaying while its blocks decode, on
+//! every core.
 
 use fanout_overlay::hop::{Manifest, UpstreamReader};
-use fanout_overlay::{ChildId, Children, NodeError, OverlayNode, OverlaySource, SymbolKey};
+use fanout_overlay::{
+    ChildId, Children, Job, JobDone, NodeError, OverlayNode, OverlaySource, SymbolKey,
+};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
+use workers::Workers;
+
+mod workers;
 
 const LISTENER: Token = Token(0);
 const UPSTREAM: Token = Token(1);
 const CANDIDATE: Token = Token(2);
+/// A job finished.
+const WAKER: Token = Token(3);
 /// Children's tokens start here.
-const FIRST_CHILD: usize = 3;
+const FIRST_CHILD: usize = 4;
 /// Pause between attempts to reach a parent the source suggested.
 pub const REDIRECT_RETRY: Duration = Duration::from_secs(2);
 /// Bytes read from the parent at a time.
@@ -74,6 +86,14 @@ pub trait OverlayHost {
     fn have(&self) -> Vec<u8> {
         Vec::new()
     }
+    /// The next job to run off the loop (see [`OverlayNode::take_job`]).
+    fn take_job(&mut self) -> Option<Job> {
+        None
+    }
+    /// A job's result, back (see [`OverlayNode::on_job_done`]).
+    fn on_job_done(&mut self, _done: JobDone) -> Result<(), NodeError> {
+        Ok(())
+    }
 }
 
 impl OverlayHost for OverlaySource {
@@ -121,6 +141,12 @@ impl OverlayHost for OverlayNode {
     }
     fn have(&self) -> Vec<u8> {
         OverlayNode::have(self)
+    }
+    fn take_job(&mut self) -> Option<Job> {
+        OverlayNode::take_job(self)
+    }
+    fn on_job_done(&mut self, done: JobDone) -> Result<(), NodeError> {
+        OverlayNode::on_job_done(self, done)
     }
 }
 
@@ -188,6 +214,9 @@ pub enum OverlayError {
     /// No parent could be joined.
     #[error("cannot join any parent of {0}")]
     NoParent(String),
+    /// A decoding job's thread died without a result.
+    #[error("a decoding job failed (its thread panicked)")]
+    Job,
 }
 
 /// How a host's connections to its children are set up.
@@ -374,7 +403,9 @@ struct Child {
 /// is replaced by the next that answers; the decoder keeps what it holds.
 /// Dropping the upstream socket (when a node is done) tells the parent
 /// this child has finished. A parent the source suggests is taken as
-/// described in the module's documentation.
+/// described in the module's documentation. The host's jobs run on worker
+/// threads, their results handed back as they come (the loop wakes for
+/// them).
 pub fn run_overlay<H: OverlayHost>(
     host: &mut H,
     listener: Option<(std::net::TcpListener, &ChildSockets)>,
@@ -383,6 +414,7 @@ pub fn run_overlay<H: OverlayHost>(
 ) -> Result<OverlayProgress, OverlayError> {
     let mut poll = Poll::new()?;
     let mut events = Events::with_capacity(256);
+    let mut workers = Workers::new(&poll, WAKER)?;
     let sockets = listener
         .as_ref()
         .map(|(_, s)| (*s).clone())
@@ -415,6 +447,8 @@ pub fn run_overlay<H: OverlayHost>(
     let mut next_token = FIRST_CHILD;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut busy = false;
+    // Jobs a resumed journal left.
+    workers.take(host)?;
     while !done(host, &progress) {
         if busy {
             std::thread::sleep(WAKE_COALESCE);
@@ -425,6 +459,8 @@ pub fn run_overlay<H: OverlayHost>(
         let mut fresh = false;
         for event in events.iter() {
             match event.token() {
+                // Results are taken below, whatever woke the loop.
+                WAKER => {}
                 LISTENER => {
                     let Some(l) = listener.as_mut() else { continue };
                     loop {
@@ -456,7 +492,14 @@ pub fn run_overlay<H: OverlayHost>(
                     }
                 }
                 UPSTREAM => {
-                    fresh |= read_upstream(host, &poll, &mut link, &mut buf, &mut progress)?;
+                    fresh |= read_upstream(
+                        host,
+                        &poll,
+                        &mut link,
+                        &mut buf,
+                        &mut progress,
+                        &mut workers,
+                    )?;
                     busy |= fresh;
                 }
                 CANDIDATE => {
@@ -490,6 +533,9 @@ pub fn run_overlay<H: OverlayHost>(
                 }
             }
         }
+        // A result may complete the object: its children may then be
+        // served from it.
+        fresh |= workers.deliver(host)?;
         // New frames go to every child that can take bytes; a child that
         // caught up may then want what waits in the parent's socket (its
         // readiness came while nobody wanted it), so read and hand out in
@@ -510,12 +556,21 @@ pub fn run_overlay<H: OverlayHost>(
                     progress.children_left += 1;
                 }
             }
-            fresh = read_upstream(host, &poll, &mut link, &mut buf, &mut progress)?;
+            fresh = read_upstream(
+                host,
+                &poll,
+                &mut link,
+                &mut buf,
+                &mut progress,
+                &mut workers,
+            )?;
             busy |= fresh;
             if !fresh {
                 break;
             }
         }
+        // Jobs the frames read brought, at once.
+        workers.take(host)?;
         let now = Duration::from_secs_f64(clock.now().as_secs_f64());
         link.follow(host, &poll, now, &mut progress);
         busy |= progress.bytes_to_children != sent_before;
@@ -789,6 +844,7 @@ fn read_upstream<H: OverlayHost>(
     link: &mut ParentLink<'_>,
     buf: &mut [u8],
     progress: &mut OverlayProgress,
+    workers: &mut Workers,
 ) -> Result<bool, OverlayError> {
     let Some(s) = link.stream.as_mut() else {
         return Ok(false);
@@ -820,6 +876,11 @@ fn read_upstream<H: OverlayHost>(
     if lost {
         if let Some(mut s) = link.stream.take() {
             let _ = poll.registry().deregister(&mut s);
+        }
+        if host.needs_parent() && workers.busy() {
+            // What it needs may all be in hand, its decodes out: their
+            // results say whether another parent is needed.
+            workers.finish(host)?;
         }
         match link.parents {
             Some(p) if host.needs_parent() => {
