@@ -541,7 +541,8 @@ impl Journal {
                 );
                 let _ = std::fs::remove_file(&self.path);
                 *node = fanout_overlay::OverlayNode::new(node.key().clone(), node.buffer_bytes())
-                    .journaling();
+                    .journaling()
+                    .with_jobs();
                 0
             }
         }
@@ -863,7 +864,11 @@ fn node_command(args: NodeArgs) -> Result<()> {
         .output
         .clone()
         .expect("clap requires -o without --relay-only");
-    let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize).journaling();
+    // Decodes and the final check on worker threads: the loop keeps
+    // relaying meanwhile.
+    let mut node = fanout_overlay::OverlayNode::new(key, args.buffer as usize)
+        .journaling()
+        .with_jobs();
     let journal = Journal::at(&output);
     let resumed_bytes = journal.resume(&mut node);
     let mut decoded_at = None;
