@@ -13,8 +13,8 @@
 //!
 //! A host that hands its decoding work out as jobs (a node in job mode,
 //! [`OverlayNode::with_jobs`]) has them run on worker threads beside the
-//! loop ([`workers`]), so it keeps relaying while its blocks decode, on
-//! every core.
+//! loop (at most one per core at once), so it keeps relaying while its
+//! blocks decode, on every core.
 
 use fanout_overlay::hop::{Manifest, UpstreamReader};
 use fanout_overlay::{
