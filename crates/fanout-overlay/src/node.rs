@@ -395,12 +395,21 @@ impl OverlayNode {
     /// sends no faster than the fastest such child below takes, and
     /// nothing for a subtree it can finish itself.
     /// A relay-only host reads the manifest, then only while a child
-    /// waits.
+    /// waits. In job mode, a node that holds every symbol it needs and
+    /// waits for its jobs' results reads only while a child waits for
+    /// frames (it cannot serve them from its own copy yet), not for
+    /// itself; should a decode fail, it reads again.
     pub fn wants_upstream(&mut self) -> bool {
         if self.relay_only {
             return self.manifest.is_none() || self.children.any_waiting();
         }
-        self.needs_parent() || self.children.any_waiting_for_parent()
+        if self.object().is_some() {
+            return self.children.any_waiting_for_parent();
+        }
+        match &self.sink {
+            Some(sink) if sink.blocks_collecting() == 0 => self.children.any_waiting(),
+            _ => true,
+        }
     }
 
     /// Its parent went away after it decoded: its children get fresh

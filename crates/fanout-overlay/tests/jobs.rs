@@ -125,3 +125,25 @@ fn a_node_in_job_mode_refuses_an_object_whose_hash_is_not_the_manifests() {
     assert_eq!(relay.on_job_done(check.run()), Err(NodeError::Corrupt));
     assert_eq!(relay.object(), None);
 }
+
+/// A node whose every block is decoding (or decoded) reads its parent
+/// only for a child waiting for frames while its jobs are out; a decode
+/// that fails sets it reading for itself again.
+#[test]
+fn a_node_waiting_for_its_jobs_reads_its_parent_only_for_its_children() {
+    let data = object(2_000_000);
+    let (mut relay, child, _, jobs, _) = relay_with_jobs_out(&data, blake3::hash(&data));
+    // The child had every frame: it waits for more.
+    assert!(relay.wants_upstream());
+    relay.children().remove(child);
+    assert!(!relay.wants_upstream(), "nothing to read for itself");
+    for job in jobs {
+        relay.on_job_done(job.run()).unwrap();
+    }
+    let check = relay.take_job().unwrap();
+    relay.on_job_done(check.run()).unwrap();
+    assert!(relay.object().is_some() && !relay.wants_upstream());
+    // A node still collecting reads.
+    let mut fresh = OverlayNode::new(SymbolKey::derive(&[4; 32]), 1 << 20).with_jobs();
+    assert!(fresh.wants_upstream());
+}
