@@ -565,12 +565,17 @@ pub fn run_overlay<H: OverlayHost>(
                 &mut workers,
             )?;
             busy |= fresh;
+            // Jobs the frames read brought start at once, and results are
+            // taken as they come: under a fast parent the loop goes round
+            // here for as long as its stream does not pause, and a node
+            // waiting for its results reads on (it still needs its
+            // parent) until they are in.
+            workers.take(host)?;
+            fresh |= workers.deliver(host)?;
             if !fresh {
                 break;
             }
         }
-        // Jobs the frames read brought, at once.
-        workers.take(host)?;
         let now = Duration::from_secs_f64(clock.now().as_secs_f64());
         link.follow(host, &poll, now, &mut progress);
         busy |= progress.bytes_to_children != sent_before;
@@ -863,6 +868,11 @@ fn read_upstream<H: OverlayHost>(
                 }
                 host.on_upstream(&buf[..n])?;
                 fresh = true;
+                // A parent that sends as fast as this host reads keeps
+                // it here: its jobs start and their results come in
+                // meanwhile (the last one may end its need to read).
+                workers.take(host)?;
+                workers.deliver(host)?;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
