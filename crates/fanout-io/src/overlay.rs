@@ -168,6 +168,10 @@ pub struct OverlayProgress {
     /// Its parent went away after it decoded (its children then got its
     /// own symbols).
     pub orphaned: bool,
+    /// It hung up on its parent once it had decoded and no child waited
+    /// for more than its own copy gives (ROMA §IV: a host that decoded may
+    /// leave its parent and generate symbols of its own).
+    pub left_parent: bool,
     /// Every child that connected, in the order they came.
     pub children: Vec<ChildProgress>,
     /// Every parent joined, in order.
@@ -401,8 +405,9 @@ struct Child {
 /// parent from `parents`, until `done` says so (asked after every wake-up,
 /// at least every 100 ms). A parent that goes away before the host is done
 /// is replaced by the next that answers; the decoder keeps what it holds.
-/// Dropping the upstream socket (when a node is done) tells the parent
-/// this child has finished. A parent the source suggests is taken as
+/// A node hangs up on its parent once it has decoded and its children
+/// need nothing its own copy cannot give ([`OverlayProgress::left_parent`]),
+/// which tells the parent this child has finished. A parent the source suggests is taken as
 /// described in the module's documentation. The host's jobs run on worker
 /// threads, their results handed back as they come (the loop wakes for
 /// them).
@@ -575,6 +580,17 @@ pub fn run_overlay<H: OverlayHost>(
             if !fresh {
                 break;
             }
+        }
+        if link.stream.is_some() && !host.needs_parent() && !host.wants_upstream() {
+            // Decoded, and nobody below waits for more than its own copy
+            // gives: the parent's stream is not wanted again, and each
+            // byte the parent pushed into this socket's buffers would be
+            // taken from its other children.
+            if let Some(mut s) = link.stream.take() {
+                let _ = poll.registry().deregister(&mut s);
+            }
+            host.parent_gone();
+            progress.left_parent = true;
         }
         let now = Duration::from_secs_f64(clock.now().as_secs_f64());
         link.follow(host, &poll, now, &mut progress);

@@ -39,6 +39,7 @@ fn parents(addr: SocketAddr) -> Parents {
         timeout: Duration::from_secs(5),
         hello: hello("").unwrap(),
         own: None,
+        buffer: None,
     }
 }
 
@@ -140,4 +141,32 @@ fn decode_jobs_a_resumed_journal_left_run_in_the_loop() {
     assert_eq!(node.object(), Some(&data[..]));
     assert_eq!(node.jobs_out(), 0);
     src.join().unwrap();
+}
+
+/// A node that decoded, with no child waiting for more, hangs up on its
+/// parent at once rather than when it exits: the parent (here the source,
+/// whose only child it is) sees it leave while it still runs, and stops
+/// filling its socket's buffers.
+#[test]
+fn a_node_that_decoded_hangs_up_on_its_parent_while_it_runs_on() {
+    let data = object(3_000_000);
+    let (src_addr, src) = source(&data, 1);
+    let mut node = OverlayNode::new(key(), 1 << 20).with_jobs();
+    let clock = fanout_io::Clock::new();
+    let sockets = ChildSockets::default();
+    let (l, _) = listener();
+    let p = run_overlay(
+        &mut node,
+        Some((l, &sockets)),
+        Some(&parents(src_addr)),
+        |n, _| {
+            (n.object().is_some() && src.is_finished())
+                || clock.now().as_secs_f64() > LIMIT.as_secs_f64()
+        },
+    )
+    .unwrap();
+    assert_eq!(node.object(), Some(&data[..]));
+    assert!(p.left_parent && !p.orphaned, "{p:?}");
+    let served = src.join().unwrap();
+    assert_eq!(served.children_left, 1);
 }

@@ -818,6 +818,9 @@ struct NodeSummary {
     /// Its parent went away after it decoded; its children got its own
     /// symbols after.
     orphaned: bool,
+    /// It hung up on its parent once decoded (its children needed nothing
+    /// more from above).
+    left_parent: bool,
     children_joined: u64,
     children_left: u64,
     bytes_to_children: u64,
@@ -968,6 +971,7 @@ fn node_command(args: NodeArgs) -> Result<()> {
         parents: parents_summary(&progress),
         resumed_bytes,
         orphaned: progress.orphaned,
+        left_parent: progress.left_parent,
         children_joined: progress.children_joined,
         children_left: progress.children_left,
         bytes_to_children: progress.bytes_to_children,

@@ -133,6 +133,7 @@ fn base(sender: Vec<String>, receivers: Vec<ReceiverCmd>, port: u16) -> Plan {
         setup: None,
         sender_port: Some(port),
         sender_serves: true,
+        sender_may_leave: false,
         tree: None,
     }
 }
@@ -200,6 +201,7 @@ fn overlay(tool: &ToolSpec, at: &Endpoints<'_>, src: &str, psk: &str) -> Plan {
         setup: None,
         sender_port: Some(OVERLAY_PORT),
         sender_serves: false,
+        sender_may_leave: true,
         start_order: tree
             .tree
             .order
@@ -336,8 +338,8 @@ mod tests {
         let tree = p.tree.unwrap();
         assert_eq!(tree.predicted_bps[1..], [50e6, 100e6, 10e6]);
         assert_eq!(
-            (p.sender_port, p.sender_serves),
-            (Some(OVERLAY_PORT), false)
+            (p.sender_port, p.sender_serves, p.sender_may_leave),
+            (Some(OVERLAY_PORT), false, true)
         );
         // A bound of two children: both fast hosts below the source.
         let mut wide = ToolSpec::new("o", ToolKind::Overlay, "r");

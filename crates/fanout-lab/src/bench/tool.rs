@@ -63,6 +63,10 @@ pub struct Plan {
     /// The sender serves until the bench stops it once every receiver is
     /// done, rather than exiting by itself.
     pub sender_serves: bool,
+    /// The sender may exit while receivers are still at work (an overlay
+    /// source once its children hold the file, and hung up): its exit
+    /// does not bound the run.
+    pub sender_may_leave: bool,
     /// Receiver indices in the order they start (parents before children).
     pub start_order: Vec<usize>,
     /// The overlay's planned tree.
@@ -288,6 +292,7 @@ pub fn plan(tool: &ToolSpec, at: &Endpoints<'_>) -> Plan {
         setup: None,
         sender_port: None,
         sender_serves: false,
+        sender_may_leave: false,
         tree: None,
     }
 }
