@@ -394,6 +394,31 @@ fn connect_nonblocking(addr: SocketAddr, buffer: Option<usize>) -> io::Result<Tc
     Ok(TcpStream::from_std(socket.into()))
 }
 
+/// Forgets the child at `token`: it hung up, or is dropped for breaking
+/// the hop's protocol (`refused`).
+fn close_child<H: OverlayHost>(
+    host: &mut H,
+    poll: &Poll,
+    children: &mut BTreeMap<Token, Child>,
+    token: Token,
+    refused: bool,
+    progress: &mut OverlayProgress,
+) {
+    let Some(mut c) = children.remove(&token) else {
+        return;
+    };
+    let _ = poll.registry().deregister(&mut c.stream);
+    host.children().remove(c.id);
+    let entry = &mut progress.children[c.index];
+    entry.connected = false;
+    entry.refused = refused;
+    if refused {
+        progress.children_refused += 1;
+    } else {
+        progress.children_left += 1;
+    }
+}
+
 struct Child {
     stream: TcpStream,
     id: ChildId,
@@ -523,17 +548,7 @@ pub fn run_overlay<H: OverlayHost>(
                         close = flush(host, c, &mut progress).err();
                     }
                     if let Some(refused) = close {
-                        let mut c = children.remove(&token).expect("present");
-                        let _ = poll.registry().deregister(&mut c.stream);
-                        host.children().remove(c.id);
-                        let entry = &mut progress.children[c.index];
-                        entry.connected = false;
-                        entry.refused = refused;
-                        if refused {
-                            progress.children_refused += 1;
-                        } else {
-                            progress.children_left += 1;
-                        }
+                        close_child(host, &poll, &mut children, token, refused, &mut progress);
                     }
                 }
             }
@@ -554,11 +569,7 @@ pub fn run_overlay<H: OverlayHost>(
                     }
                 }
                 for token in closed {
-                    let mut c = children.remove(&token).expect("present");
-                    let _ = poll.registry().deregister(&mut c.stream);
-                    host.children().remove(c.id);
-                    progress.children[c.index].connected = false;
-                    progress.children_left += 1;
+                    close_child(host, &poll, &mut children, token, false, &mut progress);
                 }
             }
             fresh = read_upstream(
