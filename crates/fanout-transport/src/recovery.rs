@@ -316,6 +316,31 @@ impl Recovery {
         self.lost_bytes -= self.lost.remove(range);
     }
 
+    /// The peer no longer holds `range`, which it acknowledged selectively
+    /// (RFC 2018 §8 allows a receiver to renege; here: held segments of a
+    /// protected run that proved forged, `docs/wire.md` §4.12): its SACKed
+    /// segments there, below `snd_nxt` and above the cumulative point, are
+    /// lost again, without a congestion response (nothing was dropped by
+    /// the network). Returns the segments to repair.
+    pub fn renege(&mut self, range: Range<u64>, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {
+        let range = range.start.max(self.cumulative)..range.end.min(snd_nxt);
+        let mut lost = Vec::new();
+        if range.is_empty() {
+            return lost;
+        }
+        for seg in log.overlapping(range) {
+            let r = seg.start..seg.end;
+            if self.sacked.overlap_len(r.clone()) == 0 {
+                continue;
+            }
+            self.sacked_bytes -= self.sacked.remove(r.clone());
+            if self.add_lost(r.clone()) {
+                lost.push(r);
+            }
+        }
+        lost
+    }
+
     /// A peer admitted at its cumulative point after data up to `snd_nxt`
     /// went out (a bulk join while the start is still buffered): every
     /// segment it never received is lost to it — without a congestion

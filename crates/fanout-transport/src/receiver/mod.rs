@@ -173,6 +173,14 @@ pub struct Receiver {
     /// When the datagram being processed arrived, if it waited for its
     /// signed list (source authentication) and is processed later.
     arrived: Option<Instant>,
+    /// The datagrams being processed were counted for the ACK schedule
+    /// when they arrived (segments of a run, held until it was complete).
+    counted_on_arrival: bool,
+    /// Ranges this receiver acknowledged selectively and no longer holds
+    /// (held copies of a run that proved forged), to tell the sender until
+    /// it sends them again (RENEGE, `docs/wire.md` §4.12), and when next.
+    reneged: Vec<Range<u64>>,
+    renege_at: Option<Instant>,
     /// Message ends and skipped bytes of a real-time receiver
     /// ([`TransportConfig::realtime`]).
     messages: Option<Box<crate::realtime::MessageBounds>>,
@@ -246,6 +254,9 @@ impl Receiver {
                 .map(|p| Box::new(protect::ReceiverKeys::new(p))),
             scratch: Vec::new(),
             arrived: None,
+            counted_on_arrival: false,
+            reneged: Vec::new(),
+            renege_at: None,
             messages: config.realtime.then(|| {
                 Box::new(crate::realtime::MessageBounds::new(
                     config.recv_window_bytes,
@@ -706,12 +717,61 @@ impl Receiver {
             }
         }
         self.most_recent = Some(range);
+        if self.counted_on_arrival {
+            return;
+        }
         let quick = self.quick_acks_left > 0;
         self.quick_acks_left = self.quick_acks_left.saturating_sub(1);
         self.acks.on_segment(
             now,
             out_of_order || filled_gap || duplicate || d.fin || quick,
         );
+    }
+
+    /// A segment of a run arrived and is held until the rest came (it
+    /// counts as received: SACKed): counted for the ACK schedule now, as an
+    /// arrival out of order if what it follows has not all come.
+    fn on_held_in_run(&mut self, now: Instant, range: Range<u64>) {
+        let nxt = self.buffer.rcv_nxt();
+        let held = self
+            .keys
+            .as_ref()
+            .map(|k| k.held_ranges())
+            .unwrap_or_default();
+        let in_order = (held.iter())
+            .find(|r| r.contains(&range.start))
+            .is_some_and(|r| r.start <= nxt && r.end == range.end);
+        self.most_recent = Some(range);
+        let quick = self.quick_acks_left > 0;
+        self.quick_acks_left = self.quick_acks_left.saturating_sub(1);
+        self.acks.on_segment(now, !in_order || quick);
+    }
+
+    /// Held datagrams dropped unreleased: what of them this receiver holds
+    /// no copy of (acknowledged in vain) is reneged, told to the sender.
+    fn collect_reneged(&mut self, now: Instant) {
+        let Some(keys) = self.keys.as_mut() else {
+            return;
+        };
+        let dropped = keys.take_dropped();
+        if dropped.is_empty() {
+            return;
+        }
+        let held = keys.held_ranges();
+        for r in dropped {
+            for gap in self.buffer.gaps_in(r) {
+                for part in subtract(gap, &held) {
+                    add_range(&mut self.reneged, part);
+                }
+            }
+        }
+        self.reneged.truncate(crate::wire::MAX_SACK_RANGES);
+        // Not at once: the sender's copy may be on its way (a rogue
+        // member's, ahead of it, was dropped); what came by then is not
+        // reneged.
+        if !self.reneged.is_empty() && self.renege_at.is_none() {
+            self.renege_at = Some(now + RENEGE_INTERVAL);
+        }
     }
 
     /// The sender gave up `[offset, offset + len)` (real-time mode): the
@@ -790,6 +850,7 @@ impl Receiver {
             };
             match frame {
                 Frame::Data(d) => self.on_data(now, &d),
+                Frame::Renege(_) => self.stats.drops.count(DropReason::UnexpectedFrame),
                 // For the DATA after it (ignored by a reliable receiver).
                 Frame::Deadline(t) => self.named_deadline = Some(t),
                 Frame::Skip(f) if self.messages.is_some() => self.on_skip(now, &f),
@@ -924,14 +985,26 @@ impl Receiver {
         // RFC 2018 §4: the first block reports the most recent arrival, the
         // others the lowest held ranges. Only the ranges reported are
         // visited (a buffer may hold thousands).
-        let recent = self
-            .most_recent
+        // Segments of runs held until the rest came count as received
+        // (protected sessions, `docs/wire.md` §4.12).
+        let held = self
+            .keys
             .as_ref()
-            .and_then(|m| self.buffer.held_range_containing(m.start))
-            .filter(|r| r.start > nxt);
+            .map(|k| k.held_ranges())
+            .unwrap_or_default();
+        let ranges = merged(
+            self.buffer.out_of_order(),
+            held.into_iter().filter(|r| r.end > nxt),
+        );
+        let recent = self.most_recent.as_ref().and_then(|m| {
+            (ranges.iter())
+                .find(|r| r.contains(&m.start))
+                .filter(|r| r.start > nxt)
+                .cloned()
+        });
         let mut sack = Vec::with_capacity(MAX_SACK_RANGES);
         sack.extend(recent.clone().map(with_fin));
-        for r in self.buffer.out_of_order() {
+        for r in ranges {
             if sack.len() == MAX_SACK_RANGES {
                 break;
             }
@@ -1207,48 +1280,77 @@ impl Receiver {
         let via_merger = self.source().is_some_and(|s| s != from);
         let keys = self.keys.as_mut().expect("protected");
         let clear = &datagram[crate::wire::HEADER_LEN..];
+        let buffer = &self.buffer;
+        let taken = |r: Range<u64>, out: &mut Vec<u8>| buffer.copy_out(r, out);
+        // Data taken otherwise than from a run (by unicast, decoded) may
+        // complete runs held for it.
+        let mut recheck = false;
         if header.flags.contains(crate::wire::HeaderFlags::LISTED) {
             let (outcome, refused) =
-                keys.open_listed(now, &header, datagram, &mut scratch, delivered);
+                keys.open_listed(now, &header, datagram, &mut scratch, delivered, &taken);
             for _ in 0..refused {
                 self.stats.drops.count(DropReason::Unauthenticated);
             }
             match outcome {
-                Ok(Some(body)) => self.on_frames(now, from, header, datagram, body),
-                Ok(None) => {} // held for its list
+                Ok(protect::Opened::Process(body)) => {
+                    self.on_frames(now, from, header, datagram, body)
+                }
+                Ok(protect::Opened::Hold) => {} // for its list
+                Ok(protect::Opened::HoldInRun(range)) => self.on_held_in_run(now, range),
+                Ok(protect::Opened::ReleaseRun { held, in_order }) => {
+                    // The datagram that completed it, counted now as an
+                    // arrival (one filling a hole asks for an ACK at once);
+                    // the others were when they came.
+                    let quick = self.quick_acks_left > 0;
+                    self.quick_acks_left = self.quick_acks_left.saturating_sub(1);
+                    self.acks.on_segment(now, !in_order || quick);
+                    self.counted_on_arrival = true;
+                    self.on_held(now, from, header, datagram, held);
+                    self.counted_on_arrival = false;
+                }
+                Ok(protect::Opened::Settled(body)) => match self.settled_copy(body) {
+                    Ok(()) => self.on_frames(now, from, header, datagram, body),
+                    Err(reason) => self.stats.drops.count(reason),
+                },
                 Err(reason) => self.stats.drops.count(reason),
             }
         } else if header.flags.contains(crate::wire::HeaderFlags::SEALED) {
             match keys.open(&header, datagram, &mut scratch) {
                 Ok((pn, body)) if header.flags.contains(crate::wire::HeaderFlags::MULTICAST) => {
                     // Multicast: only what the sender's signed lists name.
-                    let (source, refused) = keys.authenticate(now, pn, datagram, body, delivered);
+                    let (source, refused) =
+                        keys.authenticate(now, pn, datagram, body, delivered, &taken);
                     for _ in 0..refused {
                         self.stats.drops.count(DropReason::Unauthenticated);
                     }
                     match source {
                         protect::Source::Process => {
+                            recheck = has_data(body);
                             self.on_frames(now, from, header, datagram, body)
                         }
                         protect::Source::Hold => {}
                         protect::Source::Release(held) => {
+                            // Coded repair symbols among them fill gaps.
+                            recheck = true;
                             self.on_held(now, from, header, datagram, held)
                         }
                     }
                 }
                 Ok((_, body)) => {
-                    let released = keys.on_pair_frames(body, delivered);
                     // Behind a merger, data comes only from the group,
                     // under the sender's signed lists: DATA (or REPAIR)
                     // the merger relays it could have altered.
                     let relayed = keys.has_group() && via_merger;
+                    let released = keys.on_pair_frames(body, delivered, &taken);
                     if relayed && has_data(body) {
                         self.stats.drops.count(DropReason::Unauthenticated);
                         let kept = without_data(body);
                         self.on_frames(now, from, header, datagram, &kept);
                     } else {
+                        recheck = has_data(body);
                         self.on_frames(now, from, header, datagram, body);
                     }
+                    recheck |= !released.is_empty();
                     self.on_held(now, from, header, datagram, released);
                 }
                 Err(reason) => self.stats.drops.count(reason),
@@ -1284,6 +1386,57 @@ impl Receiver {
             }
         }
         self.scratch = scratch;
+        if recheck && self.keys.as_ref().is_some_and(|k| k.holds_runs()) {
+            self.recheck_runs(now, from, header, datagram);
+        }
+        self.collect_reneged(now);
+    }
+
+    /// Held runs completed by data taken otherwise (by unicast, decoded):
+    /// those that check are released (their datagrams were counted for the
+    /// ACK schedule as they came).
+    fn recheck_runs(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        header: crate::wire::Header,
+        datagram: &[u8],
+    ) {
+        let delivered = self.ack_point();
+        let Some(keys) = self.keys.as_mut() else {
+            return;
+        };
+        let buffer = &self.buffer;
+        let released = keys.recheck_runs(delivered, &|r, out| buffer.copy_out(r, out));
+        if !released.is_empty() {
+            self.counted_on_arrival = true;
+            self.on_held(now, from, header, datagram, released);
+            self.counted_on_arrival = false;
+        }
+    }
+
+    /// Whether a listed datagram's one DATA frame (`frames`), a copy of a
+    /// segment of a run already settled, equals the bytes taken: where the
+    /// buffer still holds them, a copy that differs is forged; where it no
+    /// longer does, one below the delivery point is a duplicate.
+    fn settled_copy(&self, frames: &[u8]) -> Result<(), DropReason> {
+        let Some(Ok(Frame::Data(d))) = decode_frames(frames).next() else {
+            return Err(DropReason::Unauthenticated);
+        };
+        let range = d.offset..d.offset + d.payload.len() as u64;
+        let mut held = Vec::with_capacity(d.payload.len());
+        if self.buffer.copy_out(range.clone(), &mut held) {
+            return if held == d.payload {
+                Ok(())
+            } else {
+                Err(DropReason::Unauthenticated)
+            };
+        }
+        if range.end <= self.ack_point() {
+            Err(DropReason::Duplicate)
+        } else {
+            Err(DropReason::Unauthenticated)
+        }
     }
 
     /// Frames of held datagrams a verified list released (each with its
@@ -1302,6 +1455,39 @@ impl Receiver {
             self.on_frames(now, from, header, datagram, &frames);
         }
         self.arrived = None;
+    }
+
+    /// The ranges to renege now, if due: those still not held again and
+    /// above the cumulative point, every [`RENEGE_INTERVAL`] until the
+    /// sender has sent them again.
+    fn take_renege(&mut self, now: Instant) -> Option<Vec<Range<u64>>> {
+        if self.renege_at.is_none_or(|t| now < t) {
+            return None;
+        }
+        let (nxt, held) = (
+            self.ack_point(),
+            self.keys
+                .as_ref()
+                .map(|k| k.held_ranges())
+                .unwrap_or_default(),
+        );
+        let mut still = Vec::new();
+        for r in std::mem::take(&mut self.reneged) {
+            let r = r.start.max(nxt)..r.end;
+            if r.is_empty() {
+                continue;
+            }
+            for gap in self.buffer.gaps_in(r) {
+                still.extend(subtract(gap, &held));
+            }
+        }
+        self.reneged = still;
+        if self.reneged.is_empty() {
+            self.renege_at = None;
+            return None;
+        }
+        self.renege_at = Some(now + RENEGE_INTERVAL);
+        Some(self.reneged.clone())
     }
 
     /// Where the join under way goes, if one is.
@@ -1377,12 +1563,16 @@ impl Receiver {
             let ack = Frame::GroupKeyAck(epoch);
             return Some(self.send_frame(buf, self.token, peer, &ack));
         }
-        if let Some(offset) = self
+        if let Some(ranges) = self.take_renege(now) {
+            let renege = Frame::Renege(ranges);
+            return Some(self.send_frame(buf, self.token, peer, &renege));
+        }
+        if let Some((offset, detail)) = self
             .keys
             .as_mut()
             .and_then(|k| k.take_segments_request(now))
         {
-            let ask = Frame::SegmentsRequest(offset);
+            let ask = Frame::SegmentsRequest(crate::wire::SegmentsRequestFrame { offset, detail });
             return Some(self.send_frame(buf, self.token, peer, &ask));
         }
         if let State::Lingering { until: None } = self.state {
@@ -1482,6 +1672,7 @@ impl Engine for Receiver {
                 self.keys
                     .as_ref()
                     .and_then(|k| k.segments_request_deadline()),
+                self.renege_at,
                 self.hole_deadline(),
             ]
             .into_iter()
@@ -1531,4 +1722,55 @@ impl Engine for Receiver {
             _ => {}
         }
     }
+}
+
+/// How often a receiver tells its sender again of ranges it reneged while
+/// they have not come again.
+const RENEGE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// `a` and `b` (each in increasing order, disjoint) as one list in
+/// increasing order, overlapping or adjacent ranges joined.
+fn merged(
+    a: impl Iterator<Item = Range<u64>>,
+    b: impl Iterator<Item = Range<u64>>,
+) -> Vec<Range<u64>> {
+    let mut all: Vec<Range<u64>> = a.chain(b).collect();
+    all.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(all.len());
+    for r in all {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The parts of `r` outside every range of `minus` (increasing, disjoint).
+fn subtract(r: Range<u64>, minus: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut at = r.start;
+    for m in minus {
+        if m.end <= at {
+            continue;
+        }
+        if m.start >= r.end {
+            break;
+        }
+        if m.start > at {
+            out.push(at..m.start);
+        }
+        at = at.max(m.end);
+    }
+    if at < r.end {
+        out.push(at..r.end);
+    }
+    out
+}
+
+/// Adds `r` to the increasing, disjoint `ranges`, joining neighbours.
+fn add_range(ranges: &mut Vec<Range<u64>>, r: Range<u64>) {
+    ranges.push(r);
+    let joined = merged(std::mem::take(ranges).into_iter(), std::iter::empty());
+    *ranges = joined;
 }

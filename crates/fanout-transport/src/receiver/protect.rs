@@ -4,7 +4,7 @@
 //! what comes.
 
 use crate::protection::joining::Joining;
-use crate::protection::segments::{Listed, SegmentList, SegmentVerifier};
+use crate::protection::segments::{Listed, SegmentList, SegmentVerifier, Taken};
 use crate::protection::source::{Held, Verifier};
 use crate::protection::{open_sealed, GroupKey, PairKeys, Protection, ReplayWindow, SeedStream};
 use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags};
@@ -20,6 +20,29 @@ pub(super) enum Source {
     /// A verified list: process these held datagrams' frames (with their
     /// arrival), in order.
     Release(Vec<(Instant, Vec<u8>)>),
+}
+
+/// What became of a listed datagram that was not dropped.
+pub(super) enum Opened<'a> {
+    /// Its list names it: process its frames.
+    Process(&'a [u8]),
+    /// Held for its list.
+    Hold,
+    /// A segment of a run, held until the rest came (acknowledged as
+    /// received meanwhile): its stream range.
+    HoldInRun(std::ops::Range<u64>),
+    /// It (of stream range `completing`) completed a run that checks:
+    /// process these held datagrams' frames (itself among them, with their
+    /// arrival), in order; all but itself were counted on arrival.
+    ReleaseRun {
+        held: Vec<(Instant, Vec<u8>)>,
+        /// It came in order: after all of the run before it, all of the
+        /// stream before the run taken (else it filled a hole).
+        in_order: bool,
+    },
+    /// A copy of a segment of a settled run: process it only if it equals
+    /// the bytes taken (a duplicate), else it is forged.
+    Settled(&'a [u8]),
 }
 
 /// A receiver's protection state.
@@ -172,6 +195,7 @@ impl ReceiverKeys {
         sealed: &[u8],
         frames: &[u8],
         delivered: u64,
+        taken: Taken<'_>,
     ) -> (Source, u64) {
         let (Some(v), Some(sv)) = (self.verifier.as_mut(), self.segments.as_mut()) else {
             return (Source::Process, 0);
@@ -188,7 +212,7 @@ impl ReceiverKeys {
                 }
                 None => Source::Hold,
             },
-            Some(Ok(Frame::Segments(list))) => match sv.on_list(&list, delivered) {
+            Some(Ok(Frame::Segments(list))) => match sv.on_list(&list, delivered, taken) {
                 Some(released) => {
                     self.group_replay.commit(pn);
                     Source::Release(released.into_iter().map(|(_, a, f)| (a, f)).collect())
@@ -209,12 +233,13 @@ impl ReceiverKeys {
 
     /// A listed datagram (`LISTED`: one DATA frame under the listed-data
     /// key, no tag) as it arrived at `now`, decrypted into `scratch`; the
-    /// stream delivered below `delivered`. `Ok(Some(frames))` if its
-    /// segment list names it, `Ok(None)` if it is held for its list, else
-    /// why it is dropped; and how many held datagrams were dropped on the
-    /// way. Not in the replay window: a copy of a listed segment is
-    /// harmless (held bytes are never overwritten), and a rogue member must
-    /// not spend packet numbers the sender uses.
+    /// stream delivered below `delivered`. [`Opened::Process`] if its
+    /// segment list names it, [`Opened::Hold`] if it is held for its list
+    /// or the rest of its run, [`Opened::Release`] if it completed a run
+    /// that checks, else why it is dropped; and how many held datagrams were
+    /// dropped on the way. Not in the replay window: a copy of a listed
+    /// segment is harmless (held bytes are never overwritten), and a rogue
+    /// member must not spend packet numbers the sender uses.
     pub(super) fn open_listed<'a>(
         &mut self,
         now: Instant,
@@ -222,7 +247,8 @@ impl ReceiverKeys {
         datagram: &[u8],
         scratch: &'a mut Vec<u8>,
         delivered: u64,
-    ) -> (Result<Option<&'a [u8]>, DropReason>, u64) {
+        taken: Taken<'_>,
+    ) -> (Result<Opened<'a>, DropReason>, u64) {
         let phase = usize::from(header.flags.contains(HeaderFlags::KEY_PHASE));
         let (Some(g), Some(sv)) = (self.group[phase].as_ref(), self.segments.as_mut()) else {
             return (Err(DropReason::Unauthenticated), 0);
@@ -241,9 +267,20 @@ impl ReceiverKeys {
             return (Err(DropReason::Unauthenticated), 0);
         };
         let before = sv.dropped;
-        let outcome = match sv.on_data(now, &d, frames, delivered) {
-            Listed::Verified => Ok(Some(frames)),
-            Listed::Held => Ok(None),
+        let range = d.offset..d.offset + d.payload.len() as u64;
+        let outcome = match sv.on_data(now, &d, frames, delivered, taken) {
+            Listed::Verified => Ok(Opened::Process(frames)),
+            Listed::Held => Ok(Opened::Hold),
+            Listed::HeldInRun => Ok(Opened::HoldInRun(range)),
+            Listed::Released(r) => {
+                let first = r.first().map_or(range.start, |(o, _, _)| *o);
+                let last = r.last().map_or(range.start, |(o, _, _)| *o);
+                Ok(Opened::ReleaseRun {
+                    in_order: last == range.start && first <= delivered,
+                    held: r.into_iter().map(|(_, a, f)| (a, f)).collect(),
+                })
+            }
+            Listed::Settled => Ok(Opened::Settled(frames)),
             Listed::Old => Err(DropReason::Duplicate),
             Listed::Forged => Err(DropReason::Unauthenticated),
         };
@@ -252,16 +289,62 @@ impl ReceiverKeys {
 
     /// A segment list that came under our pair key (asked for): the held
     /// datagrams it releases, if it verifies.
-    fn on_segments(&mut self, list: &SegmentList, delivered: u64) -> Vec<(Instant, Vec<u8>)> {
+    fn on_segments(
+        &mut self,
+        list: &SegmentList,
+        delivered: u64,
+        taken: Taken<'_>,
+    ) -> Vec<(Instant, Vec<u8>)> {
         self.segments
             .as_mut()
-            .and_then(|sv| sv.on_list(list, delivered))
+            .and_then(|sv| sv.on_list(list, delivered, taken))
             .map(|r| r.into_iter().map(|(_, a, f)| (a, f)).collect())
             .unwrap_or_default()
     }
 
-    /// The offset whose segment list to ask for now, if one is missing.
-    pub(super) fn take_segments_request(&mut self, now: Instant) -> Option<u64> {
+    /// Held runs the receiver has now taken all of (what they lacked came
+    /// otherwise: by unicast, decoded) that check: their held datagrams.
+    pub(super) fn recheck_runs(
+        &mut self,
+        delivered: u64,
+        taken: Taken<'_>,
+    ) -> Vec<(Instant, Vec<u8>)> {
+        let Some(sv) = self.segments.as_mut() else {
+            return Vec::new();
+        };
+        sv.recheck(delivered, taken)
+            .into_iter()
+            .map(|(_, a, f)| (a, f))
+            .collect()
+    }
+
+    /// Whether runs are held (waiting for segments).
+    pub(super) fn holds_runs(&self) -> bool {
+        self.segments.as_ref().is_some_and(|s| s.held() > 0)
+    }
+
+    /// Stream ranges of segments held in runs not complete yet (they count
+    /// as received, [`SegmentVerifier::held_ranges`]).
+    pub(super) fn held_ranges(&self) -> Vec<std::ops::Range<u64>> {
+        self.segments
+            .as_ref()
+            .map(SegmentVerifier::held_ranges)
+            .unwrap_or_default()
+    }
+
+    /// Ranges of held datagrams dropped unreleased since the last call
+    /// ([`SegmentVerifier::take_dropped`]).
+    pub(super) fn take_dropped(&mut self) -> Vec<std::ops::Range<u64>> {
+        self.segments
+            .as_mut()
+            .map(SegmentVerifier::take_dropped)
+            .unwrap_or_default()
+    }
+
+    /// What to ask the sender now about listed data, if anything: the
+    /// offset whose segment list is missing, or whose run's detail is
+    /// wanted.
+    pub(super) fn take_segments_request(&mut self, now: Instant) -> Option<(u64, bool)> {
         self.segments.as_mut()?.take_request(now)
     }
 
@@ -279,6 +362,7 @@ impl ReceiverKeys {
         &mut self,
         frames: &[u8],
         delivered: u64,
+        taken: Taken<'_>,
     ) -> Vec<(Instant, Vec<u8>)> {
         let mut released = Vec::new();
         if self.group.iter().all(Option::is_none) {
@@ -293,7 +377,9 @@ impl ReceiverKeys {
                         self.key_ack = Some(epoch);
                     }
                 }
-                Ok(Frame::Segments(list)) => released.extend(self.on_segments(&list, delivered)),
+                Ok(Frame::Segments(list)) => {
+                    released.extend(self.on_segments(&list, delivered, taken))
+                }
                 _ => {}
             }
         }

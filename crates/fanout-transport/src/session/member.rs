@@ -485,6 +485,12 @@ impl Member {
         self.recovery.forget_loss(range);
     }
 
+    /// It no longer holds `range`, which it acknowledged selectively
+    /// ([`Recovery::renege`]). Returns the segments to repair.
+    pub fn renege(&mut self, range: Range<u64>, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {
+        self.recovery.renege(range, snd_nxt, log)
+    }
+
     /// Admitted after data up to `snd_nxt` went out: what it never
     /// received is lost to it. Returns the segments to repair.
     pub fn mark_missed(&mut self, now: Instant, snd_nxt: u64, log: &SegmentLog) -> Vec<Range<u64>> {

@@ -184,9 +184,19 @@ pub struct SessionStats {
     /// or was evicted before it held the whole stream (protected sessions,
     /// `docs/wire.md` §4.12, key update).
     pub group_key_updates: u64,
+    /// Segment lists multicast ahead of their segments (protected
+    /// multicast, `docs/wire.md` §4.12, listed data).
+    pub segment_lists_sent: u64,
     /// Segment lists sent again by unicast to members that missed them
     /// (protected multicast, `docs/wire.md` §4.12, listed data).
     pub segment_lists_resent: u64,
+    /// Runs' details sent to members that held two different copies of a
+    /// segment of a run, or a run whose hash did not match (a rogue member
+    /// sent one; `docs/wire.md` §4.12, listed data).
+    pub segment_details_sent: u64,
+    /// Segments members acknowledged and then said they no longer held
+    /// (held copies of a run that proved forged), repaired again.
+    pub reneged_segments: u64,
     /// SKIPs sent instead of stale repairs (real-time mode,
     /// [`crate::realtime`]).
     pub skips_sent: u64,

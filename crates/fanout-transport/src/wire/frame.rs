@@ -43,11 +43,23 @@ const T_SEGMENTS_REQUEST: u8 = 0x1b;
 const T_RETRY: u8 = 0x1c;
 const T_REKEY: u8 = 0x1d;
 const T_DEADLINE: u8 = 0x1e;
+const T_RENEGE: u8 = 0x1f;
 
 /// Bytes a DEADLINE frame takes (type and `deadline:u32`): a real-time
 /// sender whose messages carry deadlines keeps them free in every DATA
 /// datagram.
 pub const DEADLINE_FRAME_LEN: usize = 5;
+
+/// SEGMENTS_REQUEST: what a member asks its sender for about the listed
+/// segment at `offset` (`docs/wire.md` §4.12, listed data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SegmentsRequestFrame {
+    /// A stream offset: a segment's, or the start of a run.
+    pub offset: u64,
+    /// The detail of the run starting there (a list naming each of its
+    /// segments by its own hash), not the list naming the segment.
+    pub detail: bool,
+}
 
 /// GROUP_KEY: the key multicast datagrams of one epoch are sealed under.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -294,12 +306,20 @@ pub enum Frame<'a> {
     /// A signed list of the next segments' hashes, sent ahead of them
     /// (sender → members, `docs/wire.md` §4.12, listed data).
     Segments(crate::protection::segments::SegmentList),
-    /// A member asks for the list naming the segment at this offset
-    /// (member → sender, under its pair key).
-    SegmentsRequest(u64),
+    /// A member asks for the list naming the segment at an offset, or for
+    /// the detail of the run starting there (member → sender, under its
+    /// pair key).
+    SegmentsRequest(SegmentsRequestFrame),
     /// A member below this merger left before the end and knows the group
     /// key: draw a new one (merger → parent, under its pair key).
     Rekey,
+    /// Ranges the member acknowledged selectively and no longer holds:
+    /// held, unchecked, segments of a run that proved forged (a rogue
+    /// member's copies) with no copy of the sender's beside them (member or
+    /// merger → its sender, under its pair key, `docs/wire.md` §4.12):
+    /// send them again. Each a whole number of segments, increasing, at
+    /// most [`MAX_SACK_RANGES`].
+    Renege(Vec<Range<u64>>),
     /// Join again under this token as the header's id (sender → joiner,
     /// unprotected, under a join flood, `docs/wire.md` §4.11): the sender
     /// keeps no state until a CONNECT proves the joiner received it.
@@ -472,10 +492,33 @@ impl<'a> Frame<'a> {
             }),
             T_GROUP_KEY_ACK => Frame::GroupKeyAck(r.varint()?),
             T_SEGMENTS => Frame::Segments(crate::protection::segments::SegmentList::decode(r)?),
-            T_SEGMENTS_REQUEST => Frame::SegmentsRequest(r.varint()?),
+            T_SEGMENTS_REQUEST => {
+                let offset = r.varint()?;
+                let detail = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::Invalid("segments_request.flags")),
+                };
+                Frame::SegmentsRequest(SegmentsRequestFrame { offset, detail })
+            }
             T_RETRY => Frame::Retry(r.u64()?),
             T_REKEY => Frame::Rekey,
             T_DEADLINE => Frame::Deadline(WireTimestamp(r.u32()?)),
+            T_RENEGE => {
+                let n = r.varint_len("renege.count", MAX_SACK_RANGES)?;
+                if n == 0 {
+                    return Err(DecodeError::Invalid("renege.count"));
+                }
+                let mut ranges: Vec<Range<u64>> = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let (start, len) = offset_range(r, "renege")?;
+                    if len == 0 || ranges.last().is_some_and(|p| start < p.end) {
+                        return Err(DecodeError::Invalid("renege"));
+                    }
+                    ranges.push(start..start + len);
+                }
+                Frame::Renege(ranges)
+            }
             T_ACK => Frame::Ack(decode_ack(r)?),
             T_SKIP => {
                 let (offset, len) = offset_range(r, "skip")?;
@@ -605,15 +648,24 @@ impl<'a> Frame<'a> {
                 out.put_u8(T_SEGMENTS);
                 list.encode(out);
             }
-            Frame::SegmentsRequest(offset) => {
+            Frame::SegmentsRequest(q) => {
                 out.put_u8(T_SEGMENTS_REQUEST);
-                out.put_varint(*offset);
+                out.put_varint(q.offset);
+                out.put_u8(u8::from(q.detail));
             }
             Frame::Retry(token) => {
                 out.put_u8(T_RETRY);
                 out.put_u64(*token);
             }
             Frame::Rekey => out.put_u8(T_REKEY),
+            Frame::Renege(ranges) => {
+                out.put_u8(T_RENEGE);
+                out.put_varint(ranges.len() as u64);
+                for r in ranges {
+                    out.put_varint(r.start);
+                    out.put_varint(r.end - r.start);
+                }
+            }
             Frame::Deadline(t) => {
                 out.put_u8(T_DEADLINE);
                 out.put_u32(t.0);
@@ -853,15 +905,16 @@ mod tests {
             roundtrip(&Frame::Sent(SentFrame { end: off }));
             roundtrip(&Frame::GroupKey(GroupKeyFrame { epoch: off, key: [off as u8; 32] }));
             roundtrip(&Frame::GroupKeyAck(off));
-            roundtrip(&Frame::SegmentsRequest(off));
+            roundtrip(&Frame::SegmentsRequest(SegmentsRequestFrame { offset: off, detail: off % 2 == 0 }));
             roundtrip(&Frame::Retry(off | 1 << 63));
             roundtrip(&Frame::Rekey);
+            roundtrip(&Frame::Renege(vec![off..off + len + 1, off + len + 5..off + 2 * len + 9]));
             roundtrip(&Frame::Deadline(timestamp));
             roundtrip(&Frame::Segments(crate::protection::segments::SegmentList {
                 start: off,
-                segments: vec![
-                    crate::protection::segments::ListedSegment { len: 1400, hash: [3; 16] },
-                    crate::protection::segments::ListedSegment { len: 0, hash: [4; 16] },
+                entries: vec![
+                    crate::protection::segments::ListEntry { len: 1400, count: 16, hash: [3; 16] },
+                    crate::protection::segments::ListEntry::single(0, [4; 16]),
                 ],
                 signature: [off as u8; 64],
             }));

@@ -34,7 +34,7 @@ fn data_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "05",               // version 5
+        "06",               // version 6
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000007",         // packet number 7
@@ -71,7 +71,7 @@ fn ack_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "05",               // version 5
+        "06",               // version 6
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000003",         // packet number 3 (the receiver's own space)
@@ -108,7 +108,7 @@ fn upstream_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "05",               // version 5
+        "06",               // version 6
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000004",         // packet number 4 (the member's own space)
@@ -141,7 +141,7 @@ fn upstream_ack_datagram() {
     .encode(&mut out);
     let expected = concat!(
         "464f",             // magic "FO"
-        "05",               // version 5
+        "06",               // version 6
         "00",               // flags: none
         "0123456789abcdef", // session id
         "00000009",         // packet number 9 (the sender's space)

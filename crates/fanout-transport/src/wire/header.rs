@@ -6,7 +6,7 @@ use fanout_core::stats::DropReason;
 /// First two bytes of every fanout datagram ("FO").
 pub const MAGIC: [u8; 2] = *b"FO";
 /// The wire version this build speaks.
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 /// Encoded header size in bytes.
 pub const HEADER_LEN: usize = 16;
 

@@ -18,8 +18,8 @@ mod timestamp;
 pub use frame::{
     decode_frames, encode_data_header, starts_with_signed_list, AcceptFrame, AckFrame,
     AckFrequencyFrame, CatchUpFrame, CloseFrame, ConnectFrame, DataFrame, Frame, FrameIter,
-    GroupKeyFrame, OfferFrame, SentFrame, SkipFrame, UpstreamAckFrame, UpstreamFrame,
-    DEADLINE_FRAME_LEN, MAX_ACK_INTERVAL_US, MAX_REASON_BYTES, MAX_SACK_RANGES,
+    GroupKeyFrame, OfferFrame, SegmentsRequestFrame, SentFrame, SkipFrame, UpstreamAckFrame,
+    UpstreamFrame, DEADLINE_FRAME_LEN, MAX_ACK_INTERVAL_US, MAX_REASON_BYTES, MAX_SACK_RANGES,
 };
 pub use header::{
     accept_header, is_other_version, read_header, Header, HeaderFlags, HEADER_LEN, MAGIC, VERSION,

@@ -22,7 +22,9 @@ use super::Merger;
 use crate::protection::answering::{Clear, Joiners};
 use crate::protection::joining::Joining;
 use crate::protection::{open_sealed, PairKeys, Protection, ReplayWindow, SeedStream};
-use crate::wire::{decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags, HEADER_LEN};
+use crate::wire::{
+    decode_frames, Frame, GroupKeyFrame, Header, HeaderFlags, SegmentsRequestFrame, HEADER_LEN,
+};
 use fanout_core::stats::DropReason;
 use fanout_core::time::Instant;
 use std::collections::VecDeque;
@@ -79,7 +81,10 @@ pub(super) struct MergerKeys {
     /// Every child's handshake and keys, and the join being read.
     children: Joiners,
     /// Children's SEGMENTS_REQUESTs to pass upstream (offsets).
-    requests: VecDeque<u64>,
+    requests: VecDeque<SegmentsRequestFrame>,
+    /// Ranges children reneged, to pass upstream (the merged ACK covered
+    /// them).
+    renege_up: Vec<std::ops::Range<u64>>,
     /// Group keys passed down (updates), for the counters.
     pub(super) key_updates: u64,
     /// REKEYs sent upstream.
@@ -112,6 +117,7 @@ impl MergerKeys {
             rekey_up: false,
             next_key_send: None,
             requests: VecDeque::new(),
+            renege_up: Vec::new(),
             key_updates: 0,
             rekeys: 0,
         }
@@ -316,19 +322,19 @@ impl MergerKeys {
         self.group[(u.epoch & 1) as usize].filter(|k| k.epoch == u.epoch)
     }
 
-    /// A SEGMENTS_REQUEST from a child, to pass upstream.
-    fn on_segments_request(&mut self, offset: u64) {
-        if self.requests.contains(&offset) {
+    /// A SEGMENTS_REQUEST from a child, to pass upstream (one of each).
+    fn on_segments_request(&mut self, q: SegmentsRequestFrame) {
+        if self.requests.contains(&q) {
             return;
         }
         if self.requests.len() >= MAX_FORWARDED_REQUESTS {
             return;
         }
-        self.requests.push_back(offset);
+        self.requests.push_back(q);
     }
 
-    /// The next frame due upstream: a GROUP_KEY_ACK, a REKEY, or a
-    /// child's SEGMENTS_REQUEST.
+    /// The next frame due upstream: a GROUP_KEY_ACK, a REKEY, children's
+    /// RENEGEs, or a child's SEGMENTS_REQUEST.
     pub(super) fn take_upstream(&mut self) -> Option<Frame<'static>> {
         self.up.as_ref()?;
         if let Some(epoch) = self.ack_up.take() {
@@ -337,6 +343,18 @@ impl MergerKeys {
         if std::mem::take(&mut self.rekey_up) {
             self.rekeys += 1;
             return Some(Frame::Rekey);
+        }
+        if !self.renege_up.is_empty() {
+            let mut ranges = std::mem::take(&mut self.renege_up);
+            ranges.sort_by_key(|r| r.start);
+            let mut joined: Vec<std::ops::Range<u64>> = Vec::with_capacity(ranges.len());
+            for r in ranges {
+                match joined.last_mut() {
+                    Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                    _ => joined.push(r),
+                }
+            }
+            return Some(Frame::Renege(joined));
         }
         self.requests.pop_front().map(Frame::SegmentsRequest)
     }
@@ -511,7 +529,18 @@ impl Merger {
         };
         match frame {
             Frame::GroupKeyAck(epoch) => keys.on_key_ack(now, from, *epoch),
-            Frame::SegmentsRequest(offset) => keys.on_segments_request(*offset),
+            Frame::SegmentsRequest(q) => keys.on_segments_request(*q),
+            // A child no longer holds what it acknowledged: passed on up
+            // (at most a RENEGE's worth waiting).
+            Frame::Renege(ranges) => {
+                for r in ranges {
+                    if keys.renege_up.len() < crate::wire::MAX_SACK_RANGES
+                        && !keys.renege_up.contains(r)
+                    {
+                        keys.renege_up.push(r.clone());
+                    }
+                }
+            }
             // A lower merger lost a child that knew the key: passed on up.
             Frame::Rekey => keys.rekey_up = true,
             _ => return false,

@@ -56,8 +56,9 @@ impl SessionSender {
                     return;
                 }
                 Frame::GroupKeyAck(epoch) => self.on_group_key_ack(now, id, epoch),
-                Frame::SegmentsRequest(offset) => self.on_segments_request(id, offset),
+                Frame::SegmentsRequest(q) => self.on_segments_request(now, id, q),
                 Frame::Rekey => self.on_rekey(now, id),
+                Frame::Renege(ranges) if self.keys.is_some() => self.on_renege(now, id, &ranges),
                 Frame::Close(_) | Frame::Ping | Frame::Padding => {}
                 _ => self.stats.drops.count(DropReason::UnexpectedFrame),
             }

@@ -18,13 +18,14 @@
 
 use crate::protection::answering::{JoinerKeys, Joiners};
 use crate::protection::segments::{
-    segment_hash_of_pieces, ListedSegment, SegmentList, SegmentLists,
+    run_hash, segment_hash_of_pieces, ListEntry, Listing, SegmentList, SegmentLists,
+    DETAIL_INTERVAL, MAX_RUN, RUN_BYTES, RUN_SPAN,
 };
 use crate::protection::source::{SignedList, Signer};
 use crate::protection::{GroupKey, Protection, SeedStream};
 use crate::session::timers::Timer;
 use crate::session::Departure;
-use crate::wire::{GroupKeyFrame, HeaderFlags, HEADER_LEN};
+use crate::wire::{GroupKeyFrame, HeaderFlags, SegmentsRequestFrame, HEADER_LEN};
 use fanout_core::time::Instant;
 use std::net::SocketAddr;
 
@@ -79,6 +80,9 @@ pub(super) struct SenderKeys {
     segments: SegmentLists,
     /// Every member's handshake and keys, and the join being read.
     members: Joiners,
+    /// When each member was last sent a detail (at most one per
+    /// [`DETAIL_INTERVAL`]: each costs hashes and a signature).
+    details: std::collections::BTreeMap<SocketAddr, Instant>,
 }
 
 impl std::fmt::Debug for SenderKeys {
@@ -105,7 +109,22 @@ impl SenderKeys {
             segments: SegmentLists::new(max_datagram),
             seeds,
             members,
+            details: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Segments the next list's runs hold, at a pacing rate of `rate` bytes
+    /// a second and a session window of `window` bytes, in segments of
+    /// `mss` bytes: just over [`RUN_BYTES`], or less where that would hold
+    /// a receiver's first segment long for its last: what goes out in
+    /// [`RUN_SPAN`], or half the window (so a run completes within one
+    /// window's sending); 1 (single segments) below 2.
+    fn run_length(rate: u64, window: u64, mss: u64) -> u64 {
+        let mss = mss.max(1);
+        let by_size = RUN_BYTES.div_ceil(mss).min(MAX_RUN);
+        let by_time = rate as u128 * RUN_SPAN.as_micros() / 1_000_000 / u128::from(mss);
+        let by_window = u128::from(window / mss / 2);
+        by_time.min(by_window).min(u128::from(by_size)).max(1) as u64
     }
 
     /// Lists and signatures fit `max_datagram`-byte datagrams from now on.
@@ -134,6 +153,7 @@ impl SenderKeys {
     /// is still queued for it. Unless it `held_everything`, the group key
     /// it knows is replaced (see the module notes).
     pub(super) fn forget(&mut self, now: Instant, addr: SocketAddr, held_everything: bool) {
+        self.details.remove(&addr);
         let Some(m) = self.members.depart(addr) else {
             return;
         };
@@ -312,9 +332,8 @@ impl SenderKeys {
         self.segments.take_pending()
     }
 
-    /// The listed segment at `offset`: `(payload length, fin,
-    /// message end)`; the session sends it exactly so.
-    pub(super) fn listed(&self, offset: u64) -> Option<(u64, bool, bool)> {
+    /// The listed segment at `offset`; the session sends it exactly so.
+    pub(super) fn listed(&self, offset: u64) -> Option<Listing> {
         self.segments.listed(offset)
     }
 
@@ -414,11 +433,15 @@ impl super::SessionSender {
     /// Lists the next segments before they are sent (a protected multicast
     /// session, once data flows): when nothing from `SND.NXT` on is listed,
     /// signs a list of the segments the send buffer holds from there (up
-    /// to a datagram's worth) and queues it to go out first.
+    /// to a datagram's worth of entries: runs of whole segments, single
+    /// segments where a message or the stream ends) and queues it to go out
+    /// first.
     pub(super) fn list_segments_ahead(&mut self, now: Instant) {
         if self.config.group.is_none() || self.keys.is_none() || !self.data_may_flow(now) {
             return;
         }
+        let window = self.controller.window(&self.members.view());
+        let run = SenderKeys::run_length(self.pacer.rate_bytes_per_sec(), window, self.mss);
         let Some(k) = self.keys.as_mut() else {
             return;
         };
@@ -436,11 +459,34 @@ impl super::SessionSender {
             return;
         }
         let mut at = from;
-        let mut listed = Vec::new();
+        let mut entries = Vec::new();
         let mut flags = Vec::new();
-        while listed.len() < k.segments.max_segments() {
+        while entries.len() < k.segments.max_entries() {
             if at < self.buffer.base() {
                 break;
+            }
+            // A run: whole segments of the session's size, no flags.
+            let whole = |o: u64| {
+                let end = o + self.mss;
+                end <= self.buffer.end()
+                    && fin.is_none_or(|f| end < f)
+                    && !self.buffer.is_message_end(end)
+            };
+            let mut count = 0;
+            while count < run && whole(at + count * self.mss) {
+                count += 1;
+            }
+            if count >= 2 {
+                let end = at + count * self.mss;
+                let (a, b) = self.buffer.slices(at..end);
+                entries.push(ListEntry {
+                    len: self.mss,
+                    count,
+                    hash: run_hash(at, self.mss, count, &[a, b]),
+                });
+                flags.extend((0..count).map(|_| (false, false)));
+                at = end;
+                continue;
             }
             let (range, _) = self.buffer.next_segment(at, self.mss);
             let len = range.end - range.start;
@@ -455,37 +501,113 @@ impl super::SessionSender {
                 break;
             }
             let (a, b) = self.buffer.slices(range.clone());
-            listed.push(ListedSegment {
+            entries.push(ListEntry::single(
                 len,
-                hash: segment_hash_of_pieces(at, ends_stream, message_end, &[a, b]),
-            });
+                segment_hash_of_pieces(at, ends_stream, message_end, &[a, b]),
+            ));
             flags.push((ends_stream, message_end));
             at = range.end;
             if ends_stream {
                 break;
             }
         }
-        if listed.is_empty() {
+        if entries.is_empty() {
             return;
         }
-        let list = SegmentList::sign(&k.signer, self.session_id, from, listed);
+        let list = SegmentList::sign(&k.signer, self.session_id, from, entries);
         k.segments.push(list, &flags);
+        self.stats.segment_lists_sent += 1;
     }
 
-    /// Member `id` asks for the list naming the segment at `offset`: it
-    /// goes by unicast, under the member's pair key.
-    pub(super) fn on_segments_request(&mut self, id: crate::session::MemberId, offset: u64) {
+    /// Member `id` no longer holds `ranges`, which it acknowledged
+    /// selectively (held segments of a run that proved forged): they are
+    /// lost to it again, and repaired.
+    pub(super) fn on_renege(
+        &mut self,
+        now: Instant,
+        id: crate::session::MemberId,
+        ranges: &[std::ops::Range<u64>],
+    ) {
+        let (snd_nxt, log) = (self.snd_nxt, &self.log);
+        let mut lost = Vec::new();
+        self.members.update(id, snd_nxt, |m| {
+            for r in ranges {
+                lost.extend(m.renege(r.clone(), snd_nxt, log));
+            }
+        });
+        if !lost.is_empty() {
+            self.stats.reneged_segments += lost.len() as u64;
+            self.queue_repairs(now, id, lost);
+        }
+    }
+
+    /// Member `id` asks for the list naming the segment at `offset`, by
+    /// unicast under its pair key; or (`detail`) for the detail of the run
+    /// starting there: a list naming each segment by its own hash, from
+    /// there on, whole runs as far as one list holds (the runs that follow,
+    /// which the same losses may have hit). A detail is made and signed
+    /// once and multicast (the members that lost the same segments want
+    /// it too); one that asks again gets it by unicast. At most one detail
+    /// per [`DETAIL_INTERVAL`] for a member.
+    pub(super) fn on_segments_request(
+        &mut self,
+        now: Instant,
+        id: crate::session::MemberId,
+        q: SegmentsRequestFrame,
+    ) {
         let Some(addr) = self.members.get(id).map(|m| m.addr()) else {
             return;
         };
-        let list = self
-            .keys
-            .as_ref()
-            .and_then(|k| k.segments.covering(offset))
-            .cloned();
-        if let Some(list) = list {
+        let Some(k) = self.keys.as_mut() else {
+            return;
+        };
+        let list = if q.detail {
+            let Some((start, _)) = k.segments.run_at(q.offset).filter(|(o, _)| *o == q.offset)
+            else {
+                return;
+            };
+            let recent = k
+                .details
+                .get(&addr)
+                .is_some_and(|&t| now < t + DETAIL_INTERVAL);
+            if recent || start < self.buffer.base() {
+                return;
+            }
+            k.details.insert(addr, now);
+            if let Some(d) = k.segments.detail(start) {
+                let list = d.clone();
+                self.control(addr, super::transmit::Control::Segments(Box::new(list)));
+                return;
+            }
+            // Each segment of the runs from `start` on, as listed, whole
+            // runs only.
+            let mut entries = Vec::new();
+            let mut at = start;
+            while let Some(l) = k.segments.listed(at) {
+                if !l.continues_run {
+                    let segments = (l.run_end - at) / l.len.max(1);
+                    if segments < 2
+                        || entries.len() as u64 + segments > k.segments.max_entries() as u64
+                    {
+                        break; // a single segment (listed as such), or no room
+                    }
+                }
+                let (a, b) = self.buffer.slices(at..at + l.len);
+                let hash = segment_hash_of_pieces(at, l.fin, l.message_end, &[a, b]);
+                entries.push(ListEntry::single(l.len, hash));
+                at += l.len;
+            }
+            self.stats.segment_details_sent += 1;
+            let list = SegmentList::sign(&k.signer, self.session_id, start, entries);
+            k.segments.push_detail(list);
+            return;
+        } else {
+            let Some(list) = k.segments.covering(q.offset).cloned() else {
+                return;
+            };
             self.stats.segment_lists_resent += 1;
-            self.control(addr, super::transmit::Control::Segments(Box::new(list)));
-        }
+            list
+        };
+        self.control(addr, super::transmit::Control::Segments(Box::new(list)));
     }
 }

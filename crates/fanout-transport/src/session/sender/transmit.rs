@@ -392,7 +392,7 @@ impl SessionSender {
         let listed = self.keys.as_ref().and_then(|k| k.listed(self.snd_nxt));
         let range = match listed {
             // Exactly as listed (its FIN, if it carries one).
-            Some((len, fin, _)) => self.snd_nxt..self.snd_nxt + len + u64::from(fin),
+            Some(l) => self.snd_nxt..self.snd_nxt + l.len + u64::from(l.fin),
             None => {
                 let (mut range, _) = self.buffer.next_segment(self.snd_nxt, self.mss);
                 if fin.is_some_and(|f| range.end == f) {
@@ -477,10 +477,10 @@ impl SessionSender {
             .keys
             .as_ref()
             .and_then(|k| k.listed(range.start))
-            .filter(|&(l, _, _)| multicast && l == len as u64);
+            .filter(|l| multicast && l.len == len as u64);
         let message_end = match listed {
             // A listed segment goes exactly as its hash says.
-            Some((_, _, end)) => end,
+            Some(l) => l.message_end,
             None => self.buffer.is_message_end(data_end) && len > 0,
         };
         // The message's deadline, for the receivers (TCP-RTM): not in a
