@@ -327,6 +327,11 @@ pub struct SegmentLists {
     /// the front, searched by bisection (one lookup per multicast datagram
     /// sent).
     listed: VecDeque<(u64, Listing)>,
+    /// Segments released from the front of `listed` so far, and the
+    /// absolute index (released + position) of the last one looked up:
+    /// lookups go mostly in order, so the next one is tried first.
+    released: usize,
+    hint: std::cell::Cell<usize>,
     /// Lists of data not yet released, oldest first, each with its end,
     /// for requests.
     kept: VecDeque<(u64, SegmentList)>,
@@ -347,6 +352,8 @@ impl SegmentLists {
             max_entries: Self::entries_per_list(max_datagram),
             listed_to: 0,
             listed: VecDeque::new(),
+            released: 0,
+            hint: std::cell::Cell::new(0),
             kept: VecDeque::new(),
             pending: VecDeque::new(),
             details: VecDeque::new(),
@@ -398,10 +405,14 @@ impl SegmentLists {
 
     /// The listed segment at `offset`, if one is.
     pub fn listed(&self, offset: u64) -> Option<Listing> {
-        let i = self.listed.partition_point(|(o, _)| *o < offset);
-        self.listed
-            .get(i)
-            .and_then(|&(o, entry)| (o == offset).then_some(entry))
+        let at = self.hint.get().saturating_sub(self.released);
+        let near = [at, at + 1]
+            .into_iter()
+            .find(|&i| self.listed.get(i).is_some_and(|(o, _)| *o == offset));
+        let i = near.unwrap_or_else(|| self.listed.partition_point(|(o, _)| *o < offset));
+        let (o, entry) = *self.listed.get(i)?;
+        self.hint.set(self.released + i);
+        (o == offset).then_some(entry)
     }
 
     /// Whether a list waits to go out.
@@ -484,6 +495,7 @@ impl SegmentLists {
                 break;
             }
             self.listed.pop_front();
+            self.released += 1;
         }
     }
 }
@@ -498,7 +510,11 @@ pub enum Listed {
     /// A segment of a run not complete yet: held, and counted as received
     /// (acknowledged, selectively) — if it proves forged and no other copy
     /// came, its range is among [`SegmentVerifier::take_dropped`].
-    HeldInRun,
+    HeldInRun {
+        /// All of the run before it is held and the run starts at or below
+        /// the delivery point: nothing before it is missing.
+        in_order: bool,
+    },
     /// It completed its run and the run's hash matches: process these
     /// held datagrams (itself among them), in stream order.
     Released(Vec<ReleasedSegment>),
@@ -683,9 +699,13 @@ impl SegmentVerifier {
             frames: frames.to_vec(),
             payload,
         };
-        self.place(now, start, (at / e.len) as usize, copy);
+        let slot = (at / e.len) as usize;
+        self.place(now, start, slot, copy);
+        let in_order = start <= delivered
+            && (self.runs.get(&start))
+                .is_some_and(|r| r.slots[..slot].iter().all(|s| !s.is_empty()));
         self.settle(start, taken)
-            .map_or(Listed::HeldInRun, Listed::Released)
+            .map_or(Listed::HeldInRun { in_order }, Listed::Released)
     }
 
     /// Holds a datagram whose list has not arrived (`len` payload bytes at

@@ -730,17 +730,8 @@ impl Receiver {
 
     /// A segment of a run arrived and is held until the rest came (it
     /// counts as received: SACKed): counted for the ACK schedule now, as an
-    /// arrival out of order if what it follows has not all come.
-    fn on_held_in_run(&mut self, now: Instant, range: Range<u64>) {
-        let nxt = self.buffer.rcv_nxt();
-        let held = self
-            .keys
-            .as_ref()
-            .map(|k| k.held_ranges())
-            .unwrap_or_default();
-        let in_order = (held.iter())
-            .find(|r| r.contains(&range.start))
-            .is_some_and(|r| r.start <= nxt && r.end == range.end);
+    /// arrival out of order unless `in_order` (all it follows came).
+    fn on_held_in_run(&mut self, now: Instant, range: Range<u64>, in_order: bool) {
         self.most_recent = Some(range);
         let quick = self.quick_acks_left > 0;
         self.quick_acks_left = self.quick_acks_left.saturating_sub(1);
@@ -1296,7 +1287,9 @@ impl Receiver {
                     self.on_frames(now, from, header, datagram, body)
                 }
                 Ok(protect::Opened::Hold) => {} // for its list
-                Ok(protect::Opened::HoldInRun(range)) => self.on_held_in_run(now, range),
+                Ok(protect::Opened::HoldInRun(range, in_order)) => {
+                    self.on_held_in_run(now, range, in_order)
+                }
                 Ok(protect::Opened::ReleaseRun { held, in_order }) => {
                     // The datagram that completed it, counted now as an
                     // arrival (one filling a hole asks for an ACK at once);

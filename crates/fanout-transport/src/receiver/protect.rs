@@ -29,8 +29,9 @@ pub(super) enum Opened<'a> {
     /// Held for its list.
     Hold,
     /// A segment of a run, held until the rest came (acknowledged as
-    /// received meanwhile): its stream range.
-    HoldInRun(std::ops::Range<u64>),
+    /// received meanwhile): its stream range, and whether nothing before
+    /// it is missing.
+    HoldInRun(std::ops::Range<u64>, bool),
     /// It (of stream range `completing`) completed a run that checks:
     /// process these held datagrams' frames (itself among them, with their
     /// arrival), in order; all but itself were counted on arrival.
@@ -271,7 +272,7 @@ impl ReceiverKeys {
         let outcome = match sv.on_data(now, &d, frames, delivered, taken) {
             Listed::Verified => Ok(Opened::Process(frames)),
             Listed::Held => Ok(Opened::Hold),
-            Listed::HeldInRun => Ok(Opened::HoldInRun(range)),
+            Listed::HeldInRun { in_order } => Ok(Opened::HoldInRun(range, in_order)),
             Listed::Released(r) => {
                 let first = r.first().map_or(range.start, |(o, _, _)| *o);
                 let last = r.last().map_or(range.start, |(o, _, _)| *o);

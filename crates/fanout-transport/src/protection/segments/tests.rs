@@ -179,7 +179,7 @@ fn a_run_is_held_until_complete_then_released_in_stream_order() {
         let f = frames(1000 + 100 * i as u64, &payloads[i], false);
         assert_eq!(
             offer(&mut v, at(i as u64), &f, 0),
-            Listed::HeldInRun,
+            Listed::HeldInRun { .. },
             "segment {i}"
         );
     }
@@ -228,10 +228,10 @@ fn a_forged_copy_in_a_run_is_settled_without_asking() {
     v.on_list(&l, 0, &nothing).unwrap();
     // A rogue member's copy of segment 1 comes first, the sender's after.
     let forged = frames(100, &[9; 100], false);
-    assert_eq!(offer(&mut v, at(0), &forged, 0), Listed::HeldInRun);
+    assert_eq!(offer(&mut v, at(0), &forged, 0), Listed::HeldInRun { .. });
     for i in [0usize, 1, 2] {
         let f = frames(100 * i as u64, &payloads[i], false);
-        assert_eq!(offer(&mut v, at(1), &f, 0), Listed::HeldInRun);
+        assert_eq!(offer(&mut v, at(1), &f, 0), Listed::HeldInRun { .. });
     }
     let done = offer(&mut v, at(2), &frames(300, &payloads[3], false), 0);
     let Listed::Released(r) = done else {
@@ -263,9 +263,9 @@ fn a_run_that_does_not_check_asks_for_its_detail_which_settles_it() {
     offer(&mut v, at(0), &f0, 0);
     for i in 0..4usize {
         let f = frames(100 * i as u64, &payloads[i], false);
-        assert_eq!(offer(&mut v, at(1), &f, 0), Listed::HeldInRun);
+        assert_eq!(offer(&mut v, at(1), &f, 0), Listed::HeldInRun { .. });
         if i == 2 {
-            assert_eq!(offer(&mut v, at(1), &f2, 0), Listed::HeldInRun);
+            assert_eq!(offer(&mut v, at(1), &f2, 0), Listed::HeldInRun { .. });
         }
     }
     // A third copy of a segment is not kept.
