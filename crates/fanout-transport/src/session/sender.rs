@@ -981,6 +981,7 @@ impl Engine for SessionSender {
                     Timer::Pacing | Timer::Repair | Timer::Admission | Timer::Sign => {}
                     Timer::Offer => self.on_offer_timeout(now),
                     Timer::KeyUpdate => self.on_key_update_timer(now),
+                    Timer::BlockedRun => self.on_blocked_run_timer(),
                     Timer::Announce => self.announce_due = true,
                 }
             }

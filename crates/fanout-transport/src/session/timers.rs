@@ -22,19 +22,23 @@ pub enum Timer {
     /// Members that have not confirmed a new group key are sent it again
     /// (or evicted, after the update's timeout).
     KeyUpdate,
+    /// New data has waited for the window inside a run since this long:
+    /// the run's detail goes out, so members can check the part they hold.
+    BlockedRun,
     /// The next announcement to the group is due.
     Announce,
 }
 
 impl Timer {
     /// Every session timer, in the order expired ones are served.
-    pub const VALUES: [Timer; 7] = [
+    pub const VALUES: [Timer; 8] = [
         Timer::Pacing,
         Timer::Admission,
         Timer::Repair,
         Timer::Offer,
         Timer::Sign,
         Timer::KeyUpdate,
+        Timer::BlockedRun,
         Timer::Announce,
     ];
 

@@ -32,6 +32,12 @@ use std::net::SocketAddr;
 /// Fewest whole segments the send buffer must hold beyond `SND.NXT` before
 /// they are listed ahead (unless the stream's end is known).
 const MIN_LIST_SEGMENTS: u64 = 16;
+
+/// How long new data may wait for the window inside a run, beyond twice
+/// the slowest member's smoothed RTT, before the run's detail goes out
+/// unasked: an ACK that opens the window comes within an RTT and its
+/// delay (RFC 9002 §5.3's max_ack_delay, 25 ms by default).
+const BLOCKED_RUN_GRACE: std::time::Duration = std::time::Duration::from_millis(25);
 /// How often a member that has not confirmed a new group key is sent it
 /// again.
 pub(super) const KEY_UPDATE_RESEND: std::time::Duration = std::time::Duration::from_millis(50);
@@ -83,6 +89,9 @@ pub(super) struct SenderKeys {
     /// When each member was last sent a detail (at most one per
     /// [`DETAIL_INTERVAL`]: each costs hashes and a signature).
     details: std::collections::BTreeMap<SocketAddr, Instant>,
+    /// The run (its offsets) inside which new data waits for the window,
+    /// if its detail is due when [`Timer::BlockedRun`] fires.
+    blocked_run: Option<std::ops::Range<u64>>,
 }
 
 impl std::fmt::Debug for SenderKeys {
@@ -110,6 +119,7 @@ impl SenderKeys {
             seeds,
             members,
             details: std::collections::BTreeMap::new(),
+            blocked_run: None,
         }
     }
 
@@ -519,6 +529,79 @@ impl super::SessionSender {
         self.stats.segment_lists_sent += 1;
     }
 
+    /// New data waits for the window at `SND.NXT`. Inside a run (its first
+    /// segments sent), the members hold those segments unchecked — a run
+    /// is checked whole — and so have data outstanding however long the
+    /// window stays shut; past twice the slowest member's smoothed RTT and
+    /// [`BLOCKED_RUN_GRACE`], the run's detail is multicast so they can
+    /// take what they hold. A member that never opens the window (killed,
+    /// or hostile) is evicted alone, not with everyone stalled behind it.
+    pub(super) fn note_blocked_in_run(&mut self, now: Instant) {
+        let snd_nxt = self.snd_nxt;
+        let Some(k) = self.keys.as_mut() else {
+            return;
+        };
+        if k.blocked_run.as_ref().is_some_and(|r| r.contains(&snd_nxt))
+            || !k.listed(snd_nxt).is_some_and(|l| l.continues_run)
+        {
+            return; // armed already, or at the start of a run
+        }
+        let Some((start, entry)) = k.segments.run_at(snd_nxt) else {
+            return;
+        };
+        if k.segments.detail(start).is_some() {
+            return;
+        }
+        k.blocked_run = Some(start..start + entry.bytes());
+        let rtt = std::time::Duration::from_nanos(self.members.max_srtt_ns().unwrap_or(0));
+        let wait = 2 * rtt + BLOCKED_RUN_GRACE;
+        self.timers.set(Timer::BlockedRun, Some(now + wait));
+    }
+
+    /// [`Timer::BlockedRun`]: if new data still waits inside the same run,
+    /// its detail goes out.
+    pub(super) fn on_blocked_run_timer(&mut self) {
+        let snd_nxt = self.snd_nxt;
+        let Some(run) = self.keys.as_mut().and_then(|k| k.blocked_run.take()) else {
+            return;
+        };
+        if run.start < snd_nxt && snd_nxt < run.end && run.start >= self.buffer.base() {
+            self.multicast_detail(run.start);
+        }
+    }
+
+    /// Makes, signs and queues for multicast the detail of the run at
+    /// `start`: each segment of the runs from there on named by its own
+    /// hash, whole runs only, as far as one list holds (the runs that
+    /// follow, which the same losses may have hit). Kept for members that
+    /// ask again.
+    fn multicast_detail(&mut self, start: u64) {
+        let Some(k) = self.keys.as_mut() else {
+            return;
+        };
+        if k.segments.detail(start).is_some() {
+            return;
+        }
+        let mut entries = Vec::new();
+        let mut at = start;
+        while let Some(l) = k.segments.listed(at) {
+            if !l.continues_run {
+                let segments = (l.run_end - at) / l.len.max(1);
+                if segments < 2 || entries.len() as u64 + segments > k.segments.max_entries() as u64
+                {
+                    break; // a single segment (listed as such), or no room
+                }
+            }
+            let (a, b) = self.buffer.slices(at..at + l.len);
+            let hash = segment_hash_of_pieces(at, l.fin, l.message_end, &[a, b]);
+            entries.push(ListEntry::single(l.len, hash));
+            at += l.len;
+        }
+        self.stats.segment_details_sent += 1;
+        let list = SegmentList::sign(&k.signer, self.session_id, start, entries);
+        k.segments.push_detail(list);
+    }
+
     /// Member `id` no longer holds `ranges`, which it acknowledged
     /// selectively (held segments of a run that proved forged): they are
     /// lost to it again, and repaired.
@@ -543,12 +626,10 @@ impl super::SessionSender {
 
     /// Member `id` asks for the list naming the segment at `offset`, by
     /// unicast under its pair key; or (`detail`) for the detail of the run
-    /// starting there: a list naming each segment by its own hash, from
-    /// there on, whole runs as far as one list holds (the runs that follow,
-    /// which the same losses may have hit). A detail is made and signed
-    /// once and multicast (the members that lost the same segments want
-    /// it too); one that asks again gets it by unicast. At most one detail
-    /// per [`DETAIL_INTERVAL`] for a member.
+    /// starting there. A detail is made and signed once and multicast (the
+    /// members that lost the same segments want it too); one that asks
+    /// again gets it by unicast. At most one detail per
+    /// [`DETAIL_INTERVAL`] for a member.
     pub(super) fn on_segments_request(
         &mut self,
         now: Instant,
@@ -579,27 +660,7 @@ impl super::SessionSender {
                 self.control(addr, super::transmit::Control::Segments(Box::new(list)));
                 return;
             }
-            // Each segment of the runs from `start` on, as listed, whole
-            // runs only.
-            let mut entries = Vec::new();
-            let mut at = start;
-            while let Some(l) = k.segments.listed(at) {
-                if !l.continues_run {
-                    let segments = (l.run_end - at) / l.len.max(1);
-                    if segments < 2
-                        || entries.len() as u64 + segments > k.segments.max_entries() as u64
-                    {
-                        break; // a single segment (listed as such), or no room
-                    }
-                }
-                let (a, b) = self.buffer.slices(at..at + l.len);
-                let hash = segment_hash_of_pieces(at, l.fin, l.message_end, &[a, b]);
-                entries.push(ListEntry::single(l.len, hash));
-                at += l.len;
-            }
-            self.stats.segment_details_sent += 1;
-            let list = SegmentList::sign(&k.signer, self.session_id, start, entries);
-            k.segments.push_detail(list);
+            self.multicast_detail(start);
             return;
         } else {
             let Some(list) = k.segments.covering(q.offset).cloned() else {

@@ -407,6 +407,7 @@ impl SessionSender {
         if range.end > limit {
             self.cwnd_limited = true;
             self.probe_closed_window(now, range.end);
+            self.note_blocked_in_run(now);
             return None;
         }
         self.log.push(range.clone(), now);
