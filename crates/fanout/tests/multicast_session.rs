@@ -140,11 +140,20 @@ fn session(
         .expect("bridge state");
     assert_eq!(members.len(), RECEIVERS, "the bridge learned {members:?}");
     let extra = [&["--quiet"], sender_extra].concat();
-    let mut tx = start_sender(&lan, &src, RECEIVERS, &extra, false);
+    let mut tx = start_sender(&lan, &src, RECEIVERS, &extra, true);
+    // The sender's stderr (quiet: errors only), read while it runs.
+    let stderr = tx.child_mut().stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::BufReader::new(stderr).read_to_string(&mut text);
+        text
+    });
     during(&lan, &mut rx, &outs);
     let (sender_code, out) = finish_with_code(&mut tx, Duration::from_secs(120));
-    let sender: serde_json::Value = serde_json::from_str(&out)
-        .unwrap_or_else(|e| panic!("sender (exit {sender_code:?}) JSON: {e}: {out}"));
+    let errors = errors.join().unwrap();
+    let sender: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| {
+        panic!("sender (exit {sender_code:?}) JSON: {e}: {out}\nstderr: {errors}")
+    });
     let receivers = rx
         .iter_mut()
         .map(|c| {
