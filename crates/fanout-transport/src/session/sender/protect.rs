@@ -89,8 +89,8 @@ pub(super) struct SenderKeys {
     /// When each member was last sent a detail (at most one per
     /// [`DETAIL_INTERVAL`]: each costs hashes and a signature).
     details: std::collections::BTreeMap<SocketAddr, Instant>,
-    /// The run (its offsets) inside which new data waits for the window,
-    /// if its detail is due when [`Timer::BlockedRun`] fires.
+    /// The run (its offsets) inside which new data last waited for the
+    /// window; its detail is due when [`Timer::BlockedRun`] fires.
     blocked_run: Option<std::ops::Range<u64>>,
 }
 
@@ -544,25 +544,26 @@ impl super::SessionSender {
         if k.blocked_run.as_ref().is_some_and(|r| r.contains(&snd_nxt))
             || !k.listed(snd_nxt).is_some_and(|l| l.continues_run)
         {
-            return; // armed already, or at the start of a run
+            return; // noted already, or at the start of a run
         }
         let Some((start, entry)) = k.segments.run_at(snd_nxt) else {
             return;
         };
-        if k.segments.detail(start).is_some() {
-            return;
-        }
         k.blocked_run = Some(start..start + entry.bytes());
+        if k.segments.detail(start).is_some() {
+            return; // detailed already
+        }
         let rtt = std::time::Duration::from_nanos(self.members.max_srtt_ns().unwrap_or(0));
         let wait = 2 * rtt + BLOCKED_RUN_GRACE;
         self.timers.set(Timer::BlockedRun, Some(now + wait));
     }
 
     /// [`Timer::BlockedRun`]: if new data still waits inside the same run,
-    /// its detail goes out.
+    /// its detail goes out. (The run stays noted: while the window keeps
+    /// new data inside it, nothing is looked up again.)
     pub(super) fn on_blocked_run_timer(&mut self) {
         let snd_nxt = self.snd_nxt;
-        let Some(run) = self.keys.as_mut().and_then(|k| k.blocked_run.take()) else {
+        let Some(run) = self.keys.as_ref().and_then(|k| k.blocked_run.clone()) else {
             return;
         };
         if run.start < snd_nxt && snd_nxt < run.end && run.start >= self.buffer.base() {
