@@ -73,6 +73,17 @@ fn run_list(signer: &Signer, start: u64, n: u64) -> (SegmentList, Vec<Vec<u8>>) 
     (SegmentList::sign(signer, 42, start, vec![entry]), payloads)
 }
 
+/// A verifier that knows the run of `n` segments from `start` (signed by
+/// the returned signer, whose list is returned too), and the run's
+/// payloads.
+fn knowing_run(start: u64, n: u64) -> (Signer, SegmentVerifier, SegmentList, Vec<Vec<u8>>) {
+    let signer = Signer::new([1; 32], 1452);
+    let mut v = SegmentVerifier::new(signer.public_key(), 42);
+    let (l, payloads) = run_list(&signer, start, n);
+    v.on_list(&l, 0, &nothing).unwrap();
+    (signer, v, l, payloads)
+}
+
 /// The detail of the run of `payloads` from `start`: each by its own hash.
 fn detail(signer: &Signer, start: u64, payloads: &[Vec<u8>]) -> SegmentList {
     let entries = payloads
@@ -234,10 +245,7 @@ fn a_run_is_held_until_complete_then_released_in_stream_order() {
 
 #[test]
 fn a_forged_copy_in_a_run_is_settled_without_asking() {
-    let signer = Signer::new([1; 32], 1452);
-    let mut v = SegmentVerifier::new(signer.public_key(), 42);
-    let (l, payloads) = run_list(&signer, 0, 4);
-    v.on_list(&l, 0, &nothing).unwrap();
+    let (_, mut v, _, payloads) = knowing_run(0, 4);
     // A rogue member's copy of segment 1 comes first, the sender's after.
     let forged = frames(100, &[9; 100], false);
     assert!(held_in_run(offer(&mut v, at(0), &forged, 0)));
@@ -264,10 +272,7 @@ fn a_forged_copy_in_a_run_is_settled_without_asking() {
 
 #[test]
 fn a_run_that_does_not_check_asks_for_its_detail_which_settles_it() {
-    let signer = Signer::new([1; 32], 1452);
-    let mut v = SegmentVerifier::new(signer.public_key(), 42);
-    let (l, payloads) = run_list(&signer, 0, 4);
-    v.on_list(&l, 0, &nothing).unwrap();
+    let (signer, mut v, l, payloads) = knowing_run(0, 4);
     // Forgeries of segments 0 and 2, one before the sender's copy and one
     // after: neither the first copies nor the second ones check.
     let f0 = frames(0, &[7; 100], false);
@@ -468,10 +473,7 @@ fn the_sender_keeps_lists_until_their_data_is_released() {
 
 #[test]
 fn a_segment_held_only_as_a_forgery_is_dropped_and_reported() {
-    let signer = Signer::new([1; 32], 1452);
-    let mut v = SegmentVerifier::new(signer.public_key(), 42);
-    let (l, payloads) = run_list(&signer, 0, 3);
-    v.on_list(&l, 0, &nothing).unwrap();
+    let (signer, mut v, _, payloads) = knowing_run(0, 3);
     // Segment 1: only a rogue member's copy came (the sender's was lost).
     offer(&mut v, at(0), &frames(0, &payloads[0], false), 0);
     offer(&mut v, at(0), &frames(100, &[5; 100], false), 0);
@@ -498,10 +500,7 @@ fn a_segment_held_only_as_a_forgery_is_dropped_and_reported() {
 
 #[test]
 fn runs_dropped_to_make_room_or_held_too_long_are_reported() {
-    let signer = Signer::new([1; 32], 1452);
-    let mut v = SegmentVerifier::new(signer.public_key(), 42);
-    let (l, payloads) = run_list(&signer, 0, 4);
-    v.on_list(&l, 0, &nothing).unwrap();
+    let (_, mut v, _, payloads) = knowing_run(0, 4);
     offer(&mut v, at(0), &frames(0, &payloads[0], false), 0);
     offer(&mut v, at(0), &frames(200, &payloads[2], false), 0);
     assert_eq!(v.take_request(at(0) + MAX_SEGMENT_HOLD), None);
@@ -511,10 +510,7 @@ fn runs_dropped_to_make_room_or_held_too_long_are_reported() {
 
 #[test]
 fn a_run_completed_by_bytes_taken_otherwise_checks_with_them() {
-    let signer = Signer::new([1; 32], 1452);
-    let mut v = SegmentVerifier::new(signer.public_key(), 42);
-    let (l, payloads) = run_list(&signer, 0, 3);
-    v.on_list(&l, 0, &nothing).unwrap();
+    let (signer, mut v, _, payloads) = knowing_run(0, 3);
     // Segment 1 came by unicast (into the receiver's buffer), the others
     // from the group.
     let one = payloads[1].clone();
