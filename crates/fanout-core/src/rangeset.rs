@@ -6,7 +6,7 @@
 //! [`RangeSet::range_count`] themselves.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
+use std::ops::{Bound, Range};
 
 /// Disjoint, coalesced half-open ranges `[start, end)`.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -95,28 +95,40 @@ impl RangeSet {
             .map(|(&s, &e)| s..e)
     }
 
-    /// Inserts `r`; returns how many values were new.
+    /// Inserts `r`; returns how many values were new. One tree descent
+    /// where `r` is already stored, three where it extends a range (the
+    /// SACK scoreboard's usual case).
     pub fn insert(&mut self, r: Range<u64>) -> u64 {
         if r.is_empty() {
             return 0;
         }
         let (mut start, mut end) = (r.start, r.end);
-        let before = self.overlap_len(start..end);
-        // Merge with a range that starts before and touches `start`.
+        // Values of `r` already stored.
+        let mut stored = 0;
+        // The range starting at or before `start`, if it touches `r`, is
+        // extended.
         if let Some((&s, &e)) = self.map.range(..=start).next_back() {
+            if e >= end {
+                return 0;
+            }
             if e >= start {
+                stored += e - start;
                 start = s;
-                end = end.max(e);
-                self.map.remove(&s);
             }
         }
-        // Absorb every range starting inside `[start, end]`.
-        while let Some((&s, &e)) = self.map.range(start..=end).next() {
+        // Absorb every range starting inside `(start, end]` (each starts
+        // above `r.start`: the one before was handled above).
+        while let Some((&s, &e)) = self
+            .map
+            .range((Bound::Excluded(start), Bound::Included(end)))
+            .next()
+        {
+            stored += e.min(r.end).saturating_sub(s);
             end = end.max(e);
             self.map.remove(&s);
         }
         self.map.insert(start, end);
-        (r.end - r.start) - before
+        (r.end - r.start) - stored
     }
 
     /// Removes `r`; returns how many values were removed.
@@ -178,18 +190,31 @@ impl RangeSet {
         (start, end)
     }
 
-    /// Values in `r` that are not stored, as ranges in ascending order.
+    /// Values in `r` that are not stored, as ranges in ascending order
+    /// (each as long as it goes): one walk over the stored ranges inside
+    /// `r`.
     pub fn gaps_in(&self, r: Range<u64>) -> Vec<Range<u64>> {
         let mut out = Vec::new();
-        let mut at = r.start;
-        while at < r.end {
-            let (gs, ge) = self.next_gap(at);
-            if gs >= r.end {
+        if r.is_empty() {
+            return out;
+        }
+        // A range starting before `r` may cover its beginning.
+        let mut at = self
+            .map
+            .range(..r.start)
+            .next_back()
+            .map_or(r.start, |(_, &e)| e.max(r.start));
+        for (&s, &e) in self.map.range(r.start..r.end) {
+            if at >= r.end {
                 break;
             }
-            let ge = ge.unwrap_or(r.end).min(r.end);
-            out.push(gs..ge);
-            at = ge;
+            if s > at {
+                out.push(at..s);
+            }
+            at = at.max(e);
+        }
+        if at < r.end {
+            out.push(at..r.end);
         }
         out
     }
@@ -281,6 +306,17 @@ mod tests {
             let gaps: BTreeSet<u64> = s.gaps_in(0..240).into_iter().flatten().collect();
             let want: BTreeSet<u64> = (0..240).filter(|v| !m.contains(v)).collect();
             prop_assert_eq!(gaps, want);
+            // Inside any window: exactly the values not stored, as
+            // ascending, non-empty, non-adjacent ranges.
+            let window = probe / 2..probe / 2 + probe % 97;
+            let parts = s.gaps_in(window.clone());
+            for w in parts.windows(2) {
+                prop_assert!(w[0].end < w[1].start);
+            }
+            prop_assert!(parts.iter().all(|g| !g.is_empty()));
+            let got: BTreeSet<u64> = parts.into_iter().flatten().collect();
+            let want: BTreeSet<u64> = window.filter(|v| !m.contains(v)).collect();
+            prop_assert_eq!(got, want);
             // `touches`: inserting a non-empty range adds a range of its own
             // exactly when it neither overlaps nor adjoins one.
             let r = probe..probe + 1 + probe % 7;
