@@ -19,7 +19,8 @@ use fanout_core::cc::{AckSample, CongestionController};
 use fanout_core::rtt::RttEstimator;
 use fanout_core::time::Instant;
 use fanout_core::RangeSet;
-use std::collections::VecDeque;
+mod repairs_in_flight;
+use repairs_in_flight::RepairsInFlight;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -68,7 +69,7 @@ pub struct Recovery {
     lost: RangeSet,
     lost_bytes: u64,
     /// Repairs sent and not yet confirmed, oldest first.
-    repairs: VecDeque<(Range<u64>, Instant)>,
+    repairs: RepairsInFlight,
     rtt: RttEstimator,
     cc: Box<dyn CongestionController>,
     /// `SND.NXT` when the current recovery episode began (RFC 6582 "recover").
@@ -116,7 +117,7 @@ impl Recovery {
             sacked_bytes: 0,
             lost: RangeSet::new(),
             lost_bytes: 0,
-            repairs: VecDeque::new(),
+            repairs: RepairsInFlight::new(MAX_REPAIRS_IN_FLIGHT),
             rtt,
             cc,
             recovery_point: None,
@@ -298,10 +299,7 @@ impl Recovery {
         self.lost_bytes -= removed;
         self.repaired_bytes += removed;
         if removed > 0 {
-            if self.repairs.len() == MAX_REPAIRS_IN_FLIGHT {
-                self.repairs.pop_front();
-            }
-            self.repairs.push_back((range, now));
+            self.repairs.push(range, now);
             // The timer runs from the latest transmission (RFC 9002
             // §6.2.1; Linux re-arms it when it retransmits the head): a
             // repair sent less than an RTO before it would fire has not
@@ -383,6 +381,8 @@ impl Recovery {
         self.cwnd_limited = cwnd_limited;
         let mut delivered_latest: Option<(Instant, u64)> = None;
         let mut newly_acked = 0u64;
+        // What this ACK covered that was not covered before.
+        let mut covered_now: Vec<Range<u64>> = Vec::new();
         // Whole segments only (segment boundaries never change).
         let mut cum = ack.cumulative;
         if let Some(seg) = log.containing(cum).filter(|s| s.start < cum) {
@@ -401,6 +401,7 @@ impl Recovery {
             self.sacked.remove_below(cum);
             self.sacked_bytes -= already;
             self.cumulative = cum;
+            covered_now.push(newly.clone());
             self.rto_backoffs = 0;
             self.rtt.clear_backoff();
             // RFC 7323 §4: RTT from the timestamp echo of new data.
@@ -435,6 +436,7 @@ impl Recovery {
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
                 newly_acked += gap.end - gap.start;
+                covered_now.push(gap);
             }
             self.sacked_bytes += self.sacked.insert(r);
         }
@@ -442,10 +444,14 @@ impl Recovery {
         // only if delivered no sooner than min_rtt after being sent).
         let min_rtt = self.rtt.min_rtt().min(self.rtt.srtt());
         let (cum, sacked) = (self.cumulative, &self.sacked);
-        // (Guarded: `retain` costs even on an empty deque, every ACK.)
-        if !self.repairs.is_empty() {
+        // A repair not settled by the last ACK is settled by this one only
+        // if this one covered part of it.
+        if !covered_now.is_empty() && !self.repairs.is_empty() {
             self.repairs.retain(|(r, t)| {
-                let done = r.end <= cum || sacked.contains_range(r.clone());
+                let touched = covered_now
+                    .iter()
+                    .any(|c| c.start < r.end && r.start < c.end);
+                let done = touched && (r.end <= cum || sacked.contains_range(r.clone()));
                 if done && now - *t >= min_rtt {
                     delivered_latest = delivered_latest.max(Some((*t, r.end)));
                 }
@@ -556,8 +562,7 @@ impl Recovery {
         'holes: for hole in holes {
             for seg in log.overlapping(hole.clone()) {
                 let r = seg.start..seg.end;
-                if self.lost.contains_range(r.clone()) || self.repairs.iter().any(|(x, _)| *x == r)
-                {
+                if self.lost.contains_range(r.clone()) || self.repairs.contains(&r) {
                     continue;
                 }
                 // RFC 8985 §6.2 RACK_sent_after: later, or at the same

@@ -352,3 +352,35 @@ fn an_episode_ends_once_later_data_is_acknowledged_and_older_losses_open_none() 
     assert!(r.in_recovery());
     assert_eq!(r.recovery_episodes(), 2);
 }
+
+#[test]
+fn repairs_are_settled_by_the_ack_that_covers_them_sacked_or_cumulative() {
+    // Segments 0..6 sent at 0..6 ms, 6..8 at 90 and 91 ms.
+    let mut log = log_of(6);
+    log.push(6 * SEG..7 * SEG, at(90));
+    log.push(7 * SEG..8 * SEG, at(91));
+    let mut r = recovery();
+    let out = on_ack(
+        &mut r,
+        60,
+        &ack(SEG, 0, vec![3 * SEG..6 * SEG]),
+        &log,
+        8 * SEG,
+    );
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG, 2 * SEG..3 * SEG]);
+    r.on_repair_sent(SEG..2 * SEG, at(61));
+    r.on_repair_sent(2 * SEG..3 * SEG, at(61));
+    // The second repair arrives first (SACKed), then the first: the
+    // cumulative point jumps over both.
+    let first = ack(SEG, 0, vec![2 * SEG..6 * SEG]);
+    let out = on_ack(&mut r, 70, &first, &log, 8 * SEG);
+    assert!(out.newly_lost.is_empty(), "{out:?}");
+    let out = on_ack(&mut r, 75, &ack(6 * SEG, 0, vec![]), &log, 8 * SEG);
+    assert!(out.newly_lost.is_empty(), "{out:?}");
+    // Data sent 30 ms after the repairs is delivered: a repair still
+    // counted in flight would be overdue now (RACK), and lost again.
+    let later = ack(6 * SEG, 91, vec![7 * SEG..8 * SEG]);
+    let out = on_ack(&mut r, 130, &later, &log, 8 * SEG);
+    assert!(out.newly_lost.iter().all(|l| l.start >= 6 * SEG), "{out:?}");
+    assert!(!r.is_lost(SEG..3 * SEG));
+}

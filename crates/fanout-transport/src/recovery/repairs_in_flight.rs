@@ -1,0 +1,115 @@
+//! The repairs a peer has been sent and has not confirmed: in send order
+//! (RACK dates them, RFC 8985 §6.1) and indexed by range, so that loss
+//! detection asks "is this segment being repaired?" in O(log n) instead of
+//! scanning all of them for every segment of every hole at every ACK.
+
+use fanout_core::time::Instant;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+
+/// Repairs in flight, oldest first, at most `cap` (the oldest is forgotten
+/// first).
+#[derive(Debug)]
+pub(super) struct RepairsInFlight {
+    /// `(range, sent at)`, in send order.
+    order: VecDeque<(Range<u64>, Instant)>,
+    /// How many entries of `order` have each range (a range repaired again
+    /// before the first repair was settled appears twice).
+    index: BTreeMap<(u64, u64), u32>,
+    cap: usize,
+}
+
+impl RepairsInFlight {
+    /// None, holding at most `cap`.
+    pub(super) fn new(cap: usize) -> Self {
+        RepairsInFlight {
+            order: VecDeque::new(),
+            index: BTreeMap::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// In send order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &(Range<u64>, Instant)> {
+        self.order.iter()
+    }
+
+    /// Whether a repair of exactly `r` is in flight.
+    pub(super) fn contains(&self, r: &Range<u64>) -> bool {
+        self.index.contains_key(&(r.start, r.end))
+    }
+
+    /// A repair of `range` went out at `at`.
+    pub(super) fn push(&mut self, range: Range<u64>, at: Instant) {
+        if self.order.len() >= self.cap {
+            if let Some((old, _)) = self.order.pop_front() {
+                unindex(&mut self.index, &old);
+            }
+        }
+        *self.index.entry((range.start, range.end)).or_insert(0) += 1;
+        self.order.push_back((range, at));
+    }
+
+    /// Keeps the repairs `keep` says yes to, in order.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&(Range<u64>, Instant)) -> bool) {
+        let index = &mut self.index;
+        self.order.retain(|e| {
+            let kept = keep(e);
+            if !kept {
+                unindex(index, &e.0);
+            }
+            kept
+        });
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.order.clear();
+        self.index.clear();
+    }
+}
+
+/// One entry of `r` fewer in `index`.
+fn unindex(index: &mut BTreeMap<(u64, u64), u32>, r: &Range<u64>) {
+    let key = (r.start, r.end);
+    if let Some(n) = index.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            index.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + std::time::Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn the_index_follows_pushes_retains_the_cap_and_clears() {
+        let mut r = RepairsInFlight::new(3);
+        r.push(0..10, at(1));
+        r.push(10..20, at(2));
+        r.push(0..10, at(3));
+        assert!(r.contains(&(0..10)) && r.contains(&(10..20)));
+        assert!(!r.contains(&(0..20)), "exact ranges only");
+        // The cap forgets the oldest copy of 0..10; the newer one stays.
+        r.push(20..30, at(4));
+        assert!(r.contains(&(0..10)));
+        r.retain(|(_, t)| *t != at(3));
+        assert!(!r.contains(&(0..10)));
+        assert_eq!(
+            r.iter().map(|(x, _)| x.clone()).collect::<Vec<_>>(),
+            [10..20, 20..30],
+            "send order kept"
+        );
+        r.clear();
+        assert!(r.is_empty() && !r.contains(&(10..20)));
+    }
+}
