@@ -381,8 +381,10 @@ impl Recovery {
         self.cwnd_limited = cwnd_limited;
         let mut delivered_latest: Option<(Instant, u64)> = None;
         let mut newly_acked = 0u64;
-        // What this ACK covered that was not covered before.
+        // What this ACK covered that was not covered before (kept only
+        // while repairs are in flight: it settles them).
         let mut covered_now: Vec<Range<u64>> = Vec::new();
+        let settles = !self.repairs.is_empty();
         // Whole segments only (segment boundaries never change).
         let mut cum = ack.cumulative;
         if let Some(seg) = log.containing(cum).filter(|s| s.start < cum) {
@@ -401,7 +403,9 @@ impl Recovery {
             self.sacked.remove_below(cum);
             self.sacked_bytes -= already;
             self.cumulative = cum;
-            covered_now.push(newly.clone());
+            if settles {
+                covered_now.push(newly.clone());
+            }
             self.rto_backoffs = 0;
             self.rtt.clear_backoff();
             // RFC 7323 §4: RTT from the timestamp echo of new data.
@@ -436,7 +440,9 @@ impl Recovery {
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
                 newly_acked += gap.end - gap.start;
-                covered_now.push(gap);
+                if settles {
+                    covered_now.push(gap);
+                }
             }
             self.sacked_bytes += self.sacked.insert(r);
         }
@@ -446,7 +452,7 @@ impl Recovery {
         let (cum, sacked) = (self.cumulative, &self.sacked);
         // A repair not settled by the last ACK is settled by this one only
         // if this one covered part of it.
-        if !covered_now.is_empty() && !self.repairs.is_empty() {
+        if !covered_now.is_empty() {
             self.repairs.retain(|(r, t)| {
                 let touched = covered_now
                     .iter()
