@@ -70,6 +70,11 @@ pub struct Recovery {
     lost_bytes: u64,
     /// Repairs sent and not yet confirmed, oldest first.
     repairs: RepairsInFlight,
+    /// Every hole segment below it is deemed lost or is being repaired:
+    /// loss detection starts its walk here. Lowered wherever a segment
+    /// below it can become undecided again (a repair forgotten, a loss
+    /// refused a repair, a SACK reneged).
+    decided_below: u64,
     rtt: RttEstimator,
     cc: Box<dyn CongestionController>,
     /// `SND.NXT` when the current recovery episode began (RFC 6582 "recover").
@@ -118,6 +123,7 @@ impl Recovery {
             lost: RangeSet::new(),
             lost_bytes: 0,
             repairs: RepairsInFlight::new(MAX_REPAIRS_IN_FLIGHT),
+            decided_below: start,
             rtt,
             cc,
             recovery_point: None,
@@ -299,7 +305,9 @@ impl Recovery {
         self.lost_bytes -= removed;
         self.repaired_bytes += removed;
         if removed > 0 {
-            self.repairs.push(range, now);
+            if let Some(forgotten) = self.repairs.push(range, now) {
+                self.decided_below = self.decided_below.min(forgotten.start);
+            }
             // The timer runs from the latest transmission (RFC 9002
             // §6.2.1; Linux re-arms it when it retransmits the head): a
             // repair sent less than an RTO before it would fire has not
@@ -311,6 +319,7 @@ impl Recovery {
     /// A repair of `range` could not be queued: the range goes back in
     /// flight, to be detected lost again (RACK or RTO) later.
     pub fn forget_loss(&mut self, range: Range<u64>) {
+        self.decided_below = self.decided_below.min(range.start);
         self.lost_bytes -= self.lost.remove(range);
     }
 
@@ -326,6 +335,7 @@ impl Recovery {
         if range.is_empty() {
             return lost;
         }
+        self.decided_below = self.decided_below.min(range.start);
         for seg in log.overlapping(range) {
             let r = seg.start..seg.end;
             if self.sacked.overlap_len(r.clone()) == 0 {
@@ -534,6 +544,18 @@ impl Recovery {
         out
     }
 
+    /// Whether every hole segment in `range` is deemed lost or is being
+    /// repaired (what [`Recovery::decided_below`] promises; checked in
+    /// debug builds).
+    fn decided(&self, log: &SegmentLog, range: Range<u64>) -> bool {
+        self.sacked.gaps_in(range).into_iter().all(|hole| {
+            log.overlapping(hole).all(|seg| {
+                let r = seg.start..seg.end;
+                self.lost.contains_range(r.clone()) || self.repairs.contains(&r)
+            })
+        })
+    }
+
     /// RACK (RFC 8985 §6.2) against the shared log: a hole segment is lost
     /// once something sent after it was delivered and `rack_rtt + reo_wnd`
     /// passed since it was sent. Returns the newly lost ranges.
@@ -564,7 +586,14 @@ impl Recovery {
             .unwrap_or(self.cumulative)
             .min(snd_nxt);
         let mut timer: Option<Instant> = None;
-        let holes = self.sacked.gaps_in(self.cumulative..top);
+        // Below `from` every hole segment is decided: the walk of the
+        // last ACK left it so, and nothing undid it since.
+        let from = self
+            .decided_below
+            .clamp(self.cumulative, top.max(self.cumulative));
+        debug_assert!(self.decided(log, self.cumulative..from));
+        let mut undecided = None;
+        let holes = self.sacked.gaps_in(from..top);
         'holes: for hole in holes {
             for seg in log.overlapping(hole.clone()) {
                 let r = seg.start..seg.end;
@@ -574,6 +603,7 @@ impl Recovery {
                 // RFC 8985 §6.2 RACK_sent_after: later, or at the same
                 // instant and ending higher.
                 if (seg.sent_at, seg.end) > (rack_sent_at, self.rack_end) {
+                    undecided.get_or_insert(seg.start);
                     if seg.first_sent_at < rack_sent_at {
                         // Multicast again since: that copy may still be
                         // on its way; later holes may be overdue.
@@ -587,21 +617,20 @@ impl Recovery {
                         newly.push(r);
                     }
                 } else {
+                    undecided.get_or_insert(seg.start);
                     timer = Some(timer.map_or(due, |t| t.min(due)));
                     break 'holes;
                 }
             }
         }
-        // Lost repairs: sent before the latest delivery and overdue.
-        let mut lost_repairs = Vec::new();
-        self.repairs.retain(|(r, t)| {
-            let overdue =
-                (*t, r.end) < (rack_sent_at, rack_end) && now >= *t + self.rack_rtt + reo_wnd;
-            if overdue {
-                lost_repairs.push(r.clone());
-            }
-            !overdue
-        });
+        self.decided_below = undecided.unwrap_or(top).max(from);
+        // Lost repairs: sent before the latest delivery and overdue (only
+        // the oldest can be: the repairs are in send order).
+        let wait = self.rack_rtt + reo_wnd;
+        let lost_repairs = self.repairs.take_overdue(
+            |t| t <= rack_sent_at && now >= t + wait,
+            |r, t| (t, r.end) < (rack_sent_at, rack_end),
+        );
         for r in lost_repairs {
             if self.add_lost(r.clone()) {
                 newly.push(r);
@@ -689,6 +718,7 @@ impl Recovery {
         self.recovery_point = Some(snd_nxt);
         self.episode_start_edge = snd_nxt;
         self.repairs.clear();
+        self.decided_below = self.cumulative;
         let mut newly = Vec::new();
         for gap in self.sacked.gaps_in(self.cumulative..snd_nxt) {
             for seg in log.overlapping(gap) {

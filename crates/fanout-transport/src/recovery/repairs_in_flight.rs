@@ -43,15 +43,47 @@ impl RepairsInFlight {
         self.index.contains_key(&(r.start, r.end))
     }
 
-    /// A repair of `range` went out at `at`.
-    pub(super) fn push(&mut self, range: Range<u64>, at: Instant) {
+    /// A repair of `range` went out at `at` (no earlier than the one
+    /// before). Returns the oldest repair, forgotten to make room.
+    pub(super) fn push(&mut self, range: Range<u64>, at: Instant) -> Option<Range<u64>> {
+        debug_assert!(self.order.back().is_none_or(|(_, t)| *t <= at));
+        let mut forgotten = None;
         if self.order.len() >= self.cap {
             if let Some((old, _)) = self.order.pop_front() {
                 unindex(&mut self.index, &old);
+                forgotten = Some(old);
             }
         }
         *self.index.entry((range.start, range.end)).or_insert(0) += 1;
         self.order.push_back((range, at));
+        forgotten
+    }
+
+    /// Removes and returns, oldest first, the repairs that `overdue` says
+    /// are, among the oldest ones whose send time `candidate` accepts:
+    /// `candidate` must hold for none after the first it fails for (a
+    /// bound on the send time), so only those are visited.
+    pub(super) fn take_overdue(
+        &mut self,
+        candidate: impl Fn(Instant) -> bool,
+        overdue: impl Fn(&Range<u64>, Instant) -> bool,
+    ) -> Vec<Range<u64>> {
+        let n = self.order.iter().take_while(|(_, t)| candidate(*t)).count();
+        let mut taken = Vec::new();
+        if n == 0 {
+            return taken;
+        }
+        let head: Vec<_> = self.order.drain(..n).collect();
+        for (r, t) in head.into_iter().rev() {
+            if overdue(&r, t) {
+                unindex(&mut self.index, &r);
+                taken.push(r);
+            } else {
+                self.order.push_front((r, t));
+            }
+        }
+        taken.reverse();
+        taken
     }
 
     /// Keeps the repairs `keep` says yes to, in order.
@@ -111,5 +143,24 @@ mod tests {
         );
         r.clear();
         assert!(r.is_empty() && !r.contains(&(10..20)));
+    }
+
+    #[test]
+    fn overdue_repairs_are_taken_from_the_oldest_only() {
+        let mut r = RepairsInFlight::new(8);
+        for (i, ms) in [1, 2, 2, 5, 9].into_iter().enumerate() {
+            let i = i as u64;
+            r.push(i * 10..i * 10 + 10, at(ms));
+        }
+        // Sent by 5 ms, and not the one ending at 20 (a tie broken by end).
+        let taken = r.take_overdue(|t| t <= at(5), |x, _| x.end != 20);
+        assert_eq!(taken, [0..10, 20..30, 30..40]);
+        assert_eq!(
+            r.iter().map(|(x, _)| x.clone()).collect::<Vec<_>>(),
+            [10..20, 40..50],
+            "the rest stays, in order"
+        );
+        assert!(r.contains(&(10..20)) && !r.contains(&(0..10)));
+        assert!(r.take_overdue(|_| false, |_, _| true).is_empty());
     }
 }
