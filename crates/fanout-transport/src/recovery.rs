@@ -544,15 +544,17 @@ impl Recovery {
         out
     }
 
-    /// Whether every hole segment in `range` is deemed lost or is being
-    /// repaired (what [`Recovery::decided_below`] promises; checked in
-    /// debug builds).
+    /// Whether the hole segment `r` is deemed lost or is being repaired.
+    fn is_decided(&self, r: &Range<u64>) -> bool {
+        self.lost.contains_range(r.clone()) || self.repairs.contains(r)
+    }
+
+    /// Whether every hole segment in `range` is decided (what
+    /// [`Recovery::decided_below`] promises; checked in debug builds).
     fn decided(&self, log: &SegmentLog, range: Range<u64>) -> bool {
         self.sacked.gaps_in(range).into_iter().all(|hole| {
-            log.overlapping(hole).all(|seg| {
-                let r = seg.start..seg.end;
-                self.lost.contains_range(r.clone()) || self.repairs.contains(&r)
-            })
+            log.overlapping(hole)
+                .all(|seg| self.is_decided(&(seg.start..seg.end)))
         })
     }
 
@@ -597,7 +599,7 @@ impl Recovery {
         'holes: for hole in holes {
             for seg in log.overlapping(hole.clone()) {
                 let r = seg.start..seg.end;
-                if self.lost.contains_range(r.clone()) || self.repairs.contains(&r) {
+                if self.is_decided(&r) {
                     continue;
                 }
                 // RFC 8985 §6.2 RACK_sent_after: later, or at the same
