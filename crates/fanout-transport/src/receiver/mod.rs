@@ -983,10 +983,16 @@ impl Receiver {
             .as_ref()
             .map(|k| k.held_ranges())
             .unwrap_or_default();
-        let ranges = merged(
-            self.buffer.out_of_order(),
-            held.into_iter().filter(|r| r.end > nxt),
-        );
+        // A run held for a segment it still lacks may hold copies of
+        // segments the buffer took otherwise (decoded from repair symbols,
+        // sent by unicast): a block reports only what lies above the
+        // cumulative point (one starting below it is invalid, and would
+        // cost the whole ACK).
+        let held_above = held.into_iter().filter_map(|r| {
+            let start = r.start.max(cumulative);
+            (start < r.end).then_some(start..r.end)
+        });
+        let ranges = merged(self.buffer.out_of_order(), held_above);
         let recent = self.most_recent.as_ref().and_then(|m| {
             (ranges.iter())
                 .find(|r| r.contains(&m.start))
