@@ -102,8 +102,12 @@ pub const MAX_INPUT_DELAY_US: u32 = 1 << 11;
 /// the bottleneck stays busy: a window that fills the path loses nothing),
 /// rounded down to a power of two, 0 below [`MIN_INPUT_DELAY_US`]. It keeps
 /// `current` while the exact value stays within [current, 4 × current), so
-/// RTT noise does not re-send ACK_FREQUENCY; [`MAX_ACK_INTERVAL_US`] (a
-/// schedule that asked nothing) always changes.
+/// RTT noise does not re-send ACK_FREQUENCY — but moves to
+/// [`MAX_INPUT_DELAY_US`] once the exact value reaches it (4 × half the cap
+/// lies beyond the cap: a member that dipped to half of it would otherwise
+/// stay there, waking both ends twice as often, however long its queue
+/// stands); [`MAX_ACK_INTERVAL_US`] (a schedule that asked nothing) always
+/// changes.
 pub fn max_ack_delay_us(srtt: Duration, min_rtt: Duration, current: u32) -> u32 {
     let share = srtt / INPUT_DELAY_RTT_DIVISOR;
     let exact = share.max(srtt.saturating_sub(min_rtt)).as_micros();
@@ -111,7 +115,8 @@ pub fn max_ack_delay_us(srtt: Duration, min_rtt: Duration, current: u32) -> u32 
     let keep = if current == 0 {
         exact < 2 * MIN_INPUT_DELAY_US
     } else {
-        current <= MAX_INPUT_DELAY_US && current <= exact && exact / 4 < current
+        let reaches_cap = exact == MAX_INPUT_DELAY_US && current < MAX_INPUT_DELAY_US;
+        current <= MAX_INPUT_DELAY_US && current <= exact && exact / 4 < current && !reaches_cap
     };
     if keep {
         current
@@ -172,6 +177,11 @@ mod tests {
         assert_eq!(idle(8_000, 256), 256);
         assert_eq!(idle(8_200, 256), 1024, "grew 4×");
         assert_eq!(idle(2_000, 256), 128, "shrank below");
+        // The cap is reached from half of it once the queue stands that
+        // long (4 × 1024 lies beyond it), and left as soon as it does not.
+        assert_eq!(max_ack_delay_us(us(12_000), us(9_000), 1024), 2048);
+        assert_eq!(max_ack_delay_us(us(12_000), us(11_000), 1024), 1024);
+        assert_eq!(max_ack_delay_us(us(12_000), us(11_000), 2048), 1024);
         assert_eq!(idle(200, 0), 0, "25 µs: still 0");
         assert_eq!(idle(300, 0), 32);
         assert_eq!(idle(100, 32), 0);
