@@ -310,8 +310,41 @@ pub struct Listing {
     pub message_end: bool,
     /// It follows the first segment of its run.
     pub continues_run: bool,
+    /// Where its run starts (its own offset, for a single segment).
+    pub run_start: u64,
     /// Where its run ends (its own end, for a single segment).
     pub run_end: u64,
+}
+
+/// One listed entry at the sender: `count` segments of `len` bytes from
+/// `start`; a single segment's flags (a run carries none).
+#[derive(Debug, Clone, Copy)]
+struct ListedEntry {
+    start: u64,
+    len: u64,
+    count: u64,
+    fin: bool,
+    message_end: bool,
+}
+
+impl ListedEntry {
+    /// Where its last segment ends.
+    fn end(&self) -> u64 {
+        self.start + self.len * self.count
+    }
+
+    /// Whether a segment of it starts at `offset` (a FIN alone, of
+    /// length 0, occupies its offset).
+    fn names_offset(&self, offset: u64) -> bool {
+        match self.len {
+            0 => offset == self.start,
+            len => {
+                offset >= self.start
+                    && offset < self.end()
+                    && (offset - self.start).is_multiple_of(len)
+            }
+        }
+    }
 }
 
 /// The sender's side: what is listed, and the lists kept for members that
@@ -322,14 +355,16 @@ pub struct SegmentLists {
     max_entries: usize,
     /// The stream offset up to which segments are listed.
     listed_to: u64,
-    /// Listed segments not yet released, by increasing offset; the
-    /// session sends them exactly so. Appended at the back, released from
-    /// the front, searched by bisection (one lookup per multicast datagram
-    /// sent).
-    listed: VecDeque<(u64, Listing)>,
-    /// Segments released from the front of `listed` so far, and the
+    /// Listed entries (runs and single segments) not yet released, by
+    /// increasing offset; the session sends their segments exactly so.
+    /// Appended at the back, released from the front, searched by
+    /// bisection (a lookup or two per multicast datagram sent). One entry
+    /// per run, not per segment: a dozen times fewer to walk and release.
+    listed: VecDeque<ListedEntry>,
+    /// Entries released from the front of `listed` so far, and the
     /// absolute index (released + position) of the last one looked up:
-    /// lookups go mostly in order, so the next one is tried first.
+    /// lookups go mostly in order, so that one and the next are tried
+    /// first.
     released: usize,
     hint: std::cell::Cell<usize>,
     /// Lists of data not yet released, oldest first, each with its end,
@@ -408,11 +443,24 @@ impl SegmentLists {
         let at = self.hint.get().saturating_sub(self.released);
         let near = [at, at + 1]
             .into_iter()
-            .find(|&i| self.listed.get(i).is_some_and(|(o, _)| *o == offset));
-        let i = near.unwrap_or_else(|| self.listed.partition_point(|(o, _)| *o < offset));
-        let (o, entry) = *self.listed.get(i)?;
+            .find(|&i| self.listed.get(i).is_some_and(|e| e.names_offset(offset)));
+        let i = match near {
+            Some(i) => i,
+            None => (self.listed.partition_point(|e| e.start <= offset)).checked_sub(1)?,
+        };
+        let e = *self.listed.get(i)?;
+        if !e.names_offset(offset) {
+            return None;
+        }
         self.hint.set(self.released + i);
-        (o == offset).then_some(entry)
+        Some(Listing {
+            len: e.len,
+            fin: e.fin,
+            message_end: e.message_end,
+            continues_run: offset > e.start,
+            run_start: e.start,
+            run_end: e.end(),
+        })
     }
 
     /// Whether a list waits to go out.
@@ -440,17 +488,19 @@ impl SegmentLists {
         debug_assert_eq!(list.segments().count(), flags.len());
         let mut flags = flags.iter();
         for (start, e) in list.iter() {
-            for i in 0..e.count {
-                let &(fin, message_end) = flags.next().expect("one per segment");
-                let listing = Listing {
-                    len: e.len,
-                    fin,
-                    message_end,
-                    continues_run: i > 0,
-                    run_end: start + e.bytes(),
-                };
-                self.listed.push_back((start + i * e.len, listing));
+            let (mut fin, mut message_end) = (false, false);
+            for &(f, m) in flags.by_ref().take(e.count as usize) {
+                (fin, message_end) = (fin | f, message_end | m);
             }
+            // A run's segments carry no flags.
+            debug_assert!(e.count == 1 || !(fin || message_end));
+            self.listed.push_back(ListedEntry {
+                start,
+                len: e.len,
+                count: e.count,
+                fin,
+                message_end,
+            });
         }
         // A FIN alone (length 0) still occupies its offset.
         let fin_alone = list.entries.last().is_some_and(|e| e.len == 0);
@@ -490,10 +540,7 @@ impl SegmentLists {
         while self.kept.front().is_some_and(|(end, _)| *end < base) {
             self.kept.pop_front();
         }
-        while let Some(&(o, l)) = self.listed.front() {
-            if o + l.len >= base {
-                break;
-            }
+        while self.listed.front().is_some_and(|e| e.end() < base) {
             self.listed.pop_front();
             self.released += 1;
         }

@@ -104,6 +104,9 @@ pub struct Signer {
     /// Largest encoded list: what a datagram holds.
     max_list_bytes: usize,
     window: Vec<(u64, DatagramHash)>,
+    /// The window's list, encoded, in bytes (its signature included; kept
+    /// as datagrams join, since the deadline is asked after every one).
+    window_bytes: usize,
     /// When the window's first datagram went out.
     opened: Option<Instant>,
 }
@@ -124,6 +127,7 @@ impl Signer {
             key: Ed25519KeyPair::from_seed_unchecked(&seed).expect("any 32 bytes seed a key"),
             max_list_bytes: max_datagram.saturating_sub(LIST_OVERHEAD),
             window: Vec::with_capacity(MAX_SIGNED),
+            window_bytes: 0,
             opened: None,
         }
     }
@@ -156,7 +160,14 @@ impl Signer {
     /// Adds a sealed multicast datagram numbered `pn`, sent at `now`.
     pub fn add(&mut self, now: Instant, pn: u64, sealed: &[u8]) {
         self.opened.get_or_insert(now);
+        let delta = self.window.last().map_or(0, |&(last, _)| pn - last);
+        if self.window.is_empty() {
+            // The first packet number, the count byte, the signature.
+            self.window_bytes = fanout_core::codec::varint_size(pn) + 1 + SIGNATURE_LEN;
+        }
+        self.window_bytes += fanout_core::codec::varint_size(delta) + HASH_LEN;
         self.window.push((pn, datagram_hash(sealed)));
+        debug_assert_eq!(self.window_bytes, encoded_len(&self.window));
     }
 
     /// When the window must be signed: at once if full (one more entry,
@@ -165,7 +176,7 @@ impl Signer {
     pub fn deadline(&self) -> Option<Instant> {
         let opened = self.opened?;
         let full = self.window.len() >= MAX_SIGNED
-            || encoded_len(&self.window) + 10 + HASH_LEN > self.max_list_bytes;
+            || self.window_bytes + 10 + HASH_LEN > self.max_list_bytes;
         Some(if full { opened } else { opened + SIGN_INTERVAL })
     }
 

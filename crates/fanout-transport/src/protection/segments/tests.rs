@@ -432,17 +432,37 @@ fn the_sender_keeps_lists_until_their_data_is_released() {
     let (c, _) = list(&signer, 1500, 1, true);
     lists.push(c.clone(), &[(true, false)]);
     assert_eq!(lists.listed_to(), 1600);
-    let listing = |len, fin, continues_run, run_end| Listing {
+    let listing = |len, fin, continues_run, run_start, run_end| Listing {
         len,
         fin,
         message_end: false,
         continues_run,
+        run_start,
         run_end,
     };
-    assert_eq!(lists.listed(1000), Some(listing(100, false, false, 1500)));
-    assert_eq!(lists.listed(1200), Some(listing(100, false, true, 1500)));
-    assert_eq!(lists.listed(1500), Some(listing(100, true, false, 1600)));
+    assert_eq!(
+        lists.listed(300),
+        Some(listing(100, false, false, 300, 400))
+    );
+    assert_eq!(
+        lists.listed(1000),
+        Some(listing(100, false, false, 1000, 1500))
+    );
+    assert_eq!(
+        lists.listed(1200),
+        Some(listing(100, false, true, 1000, 1500))
+    );
+    assert_eq!(
+        lists.listed(1500),
+        Some(listing(100, true, false, 1500, 1600))
+    );
     assert_eq!(lists.listed(1450), None);
+    assert_eq!(
+        lists.listed(0),
+        Some(listing(100, false, false, 0, 100)),
+        "back, by bisection"
+    );
+    assert_eq!(lists.listed(1600), None, "past the end");
     assert_eq!(lists.take_pending(), Some(a.clone()));
     assert_eq!(lists.take_pending(), Some(b.clone()));
     assert_eq!(lists.covering(300), Some(&a));
@@ -451,6 +471,12 @@ fn the_sender_keeps_lists_until_their_data_is_released() {
     assert_eq!(lists.run_at(1300), Some((1000, b.entries[0])));
     assert_eq!(lists.run_at(300), None, "a single segment");
     lists.release_below(1200);
+    assert_eq!(lists.listed(500), None, "released");
+    assert_eq!(
+        lists.listed(1100),
+        Some(listing(100, false, true, 1000, 1500)),
+        "a run stays listed until all of it is released"
+    );
     assert_eq!(lists.covering(300), None);
     assert_eq!(lists.covering(1100), Some(&b));
     // Encoded, a full list fits its datagram.

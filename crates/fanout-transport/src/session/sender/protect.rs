@@ -92,6 +92,9 @@ pub(super) struct SenderKeys {
     /// The run (its offsets) inside which new data last waited for the
     /// window; its detail is due when [`Timer::BlockedRun`] fires.
     blocked_run: Option<std::ops::Range<u64>>,
+    /// The datagram being built is one DATA frame exactly as a list names
+    /// it (set where it is written, taken where it is sealed).
+    pub(super) built_listed: bool,
 }
 
 impl std::fmt::Debug for SenderKeys {
@@ -120,6 +123,7 @@ impl SenderKeys {
             members,
             details: std::collections::BTreeMap::new(),
             blocked_run: None,
+            built_listed: false,
         }
     }
 
@@ -321,7 +325,8 @@ impl SenderKeys {
             }
             let group = self.group[phase].as_ref().expect("the key in use");
             let frames = &out[start + HEADER_LEN..];
-            if self.segments.names(frames) {
+            if std::mem::take(&mut self.built_listed) {
+                debug_assert!(self.segments.names(frames));
                 // One DATA frame a list names: its hash is its proof.
                 out[start + 3] |= HeaderFlags::LISTED;
                 group.data.apply(&mut out[start..], numbers.last());
@@ -541,15 +546,14 @@ impl super::SessionSender {
         let Some(k) = self.keys.as_mut() else {
             return;
         };
-        if k.blocked_run.as_ref().is_some_and(|r| r.contains(&snd_nxt))
-            || !k.listed(snd_nxt).is_some_and(|l| l.continues_run)
-        {
-            return; // noted already, or at the start of a run
+        if k.blocked_run.as_ref().is_some_and(|r| r.contains(&snd_nxt)) {
+            return; // noted already
         }
-        let Some((start, entry)) = k.segments.run_at(snd_nxt) else {
-            return;
+        let Some(run) = k.listed(snd_nxt).filter(|l| l.continues_run) else {
+            return; // at the start of a run, or not listed
         };
-        k.blocked_run = Some(start..start + entry.bytes());
+        let start = run.run_start;
+        k.blocked_run = Some(start..run.run_end);
         if k.segments.detail(start).is_some() {
             return; // detailed already
         }

@@ -84,6 +84,9 @@ impl SessionSender {
         // `buf` may already hold datagrams of a batch: this one starts here.
         let start = buf.len();
         loop {
+            if let Some(k) = self.keys.as_mut() {
+                k.built_listed = false;
+            }
             let t = self.next_datagram(now, buf)?;
             let len = (buf.len() - start) as u64;
             let len = len + self.keys.as_ref().map_or(0, |_| TAG_LEN as u64);
@@ -474,11 +477,14 @@ impl SessionSender {
         let fin = self.buffer.fin().is_some_and(|f| range.end == f + 1);
         let len = (data_end - range.start) as usize;
         let multicast = to.ip().is_multicast();
-        let listed = self
-            .keys
-            .as_ref()
-            .and_then(|k| k.listed(range.start))
-            .filter(|l| multicast && l.len == len as u64);
+        let listed = self.keys.as_mut().and_then(|k| {
+            let l = k
+                .listed(range.start)
+                .filter(|l| multicast && l.len == len as u64);
+            // Then it goes as one DATA frame, sealed as listed data.
+            k.built_listed = l.is_some_and(|l| l.fin == fin);
+            l
+        });
         let message_end = match listed {
             // A listed segment goes exactly as its hash says.
             Some(l) => l.message_end,
