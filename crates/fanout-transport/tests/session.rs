@@ -1447,6 +1447,10 @@ mod protected {
         );
         let drops = &net.sender.stats().drops;
         assert_eq!(drops.get(DropReason::Unauthenticated), 0);
+        // Every ACK decodes: runs held for a lost segment whose other
+        // segments came again by unicast report only what lies above the
+        // cumulative point.
+        assert_eq!(drops.get(DropReason::MalformedFrame), 0);
         for m in &net.members {
             assert_eq!(m.stats().drops.get(DropReason::Unauthenticated), 0);
         }

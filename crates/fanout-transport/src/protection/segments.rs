@@ -50,6 +50,11 @@ use std::time::Duration;
 pub const SEGMENT_HASH_LEN: usize = 16;
 /// Most entries one list names (fewer if they would not fit its datagram).
 pub const MAX_LIST_ENTRIES: usize = 128;
+/// Buffers of released datagrams a receiver keeps for the next held
+/// ones: two runs' worth.
+pub const MAX_SPARE_BUFFERS: usize = 2 * MAX_RUN as usize;
+/// Largest buffer kept (a datagram's frames fit it).
+pub const MAX_SPARE_CAPACITY: usize = 64 * 1024;
 /// Most segments one entry (a run) names.
 pub const MAX_RUN: u64 = 16;
 /// The bytes a run is made of where nothing shortens it: just over 16
@@ -648,6 +653,10 @@ pub struct SegmentVerifier {
     last_request: Option<Instant>,
     /// A run's bytes, gathered to hash them in one piece.
     scratch: Vec<u8>,
+    /// Buffers of released datagrams handed back
+    /// ([`SegmentVerifier::recycle`]), for the next held ones: a run's
+    /// segments are held one allocation each otherwise.
+    spare: Vec<Vec<u8>>,
     /// Datagrams dropped: held beyond the caps or too long, or held under
     /// an offset whose list named another hash (a forged one that arrives
     /// after its list is [`Listed::Forged`], counted by the caller).
@@ -686,6 +695,7 @@ impl SegmentVerifier {
             held_count: 0,
             last_request: None,
             scratch: Vec::new(),
+            spare: Vec::new(),
             dropped: 0,
             bad_signatures: 0,
         }
@@ -743,7 +753,7 @@ impl SegmentVerifier {
         };
         let copy = Copy {
             arrived: now,
-            frames: frames.to_vec(),
+            frames: self.buffer_of(frames),
             payload,
         };
         let slot = (at / e.len) as usize;
@@ -753,6 +763,24 @@ impl SegmentVerifier {
                 .is_some_and(|r| r.slots[..slot].iter().all(|s| !s.is_empty()));
         self.settle(start, taken)
             .map_or(Listed::HeldInRun { in_order }, Listed::Released)
+    }
+
+    /// A copy of `frames` to hold, in a spare buffer if one was handed
+    /// back.
+    fn buffer_of(&mut self, frames: &[u8]) -> Vec<u8> {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(frames);
+        buf
+    }
+
+    /// Takes back the buffer of a released datagram once it is processed,
+    /// to hold a later one in (at most [`MAX_SPARE_BUFFERS`] are kept, none
+    /// larger than [`MAX_SPARE_CAPACITY`] bytes).
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < MAX_SPARE_BUFFERS && buf.capacity() <= MAX_SPARE_CAPACITY {
+            self.spare.push(buf);
+        }
     }
 
     /// Holds a datagram whose list has not arrived (`len` payload bytes at

@@ -1452,6 +1452,9 @@ impl Receiver {
         for (arrived, frames) in held {
             self.arrived = Some(arrived);
             self.on_frames(now, from, header, datagram, &frames);
+            if let Some(keys) = self.keys.as_mut() {
+                keys.recycle(frames);
+            }
         }
         self.arrived = None;
     }

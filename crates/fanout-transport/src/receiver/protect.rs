@@ -319,6 +319,14 @@ impl ReceiverKeys {
             .collect()
     }
 
+    /// Hands back the buffer of a released datagram once it is processed
+    /// ([`SegmentVerifier::recycle`]).
+    pub(super) fn recycle(&mut self, buf: Vec<u8>) {
+        if let Some(sv) = self.segments.as_mut() {
+            sv.recycle(buf);
+        }
+    }
+
     /// Whether runs are held (waiting for segments).
     pub(super) fn holds_runs(&self) -> bool {
         self.segments.as_ref().is_some_and(|s| s.held() > 0)
