@@ -986,8 +986,8 @@ impl Receiver {
         // A run held for a segment it still lacks may hold copies of
         // segments the buffer took otherwise (decoded from repair symbols,
         // sent by unicast): a block reports only what lies above the
-        // cumulative point (one starting below it is invalid, and would
-        // cost the whole ACK).
+        // cumulative point (a sender clips it anyway; one of an earlier
+        // version refused it, and with it the whole ACK).
         let held_above = held.into_iter().filter_map(|r| {
             let start = r.start.max(cumulative);
             (start < r.end).then_some(start..r.end)
@@ -1014,6 +1014,11 @@ impl Receiver {
                 sack.push(f..f + 1);
             }
         }
+        debug_assert!(
+            sack.iter()
+                .all(|r| r.start >= cumulative && r.start < r.end),
+            "SACK blocks {sack:?} with the cumulative point at {cumulative}"
+        );
         AckFrame {
             cumulative,
             window: self

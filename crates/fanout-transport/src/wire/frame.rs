@@ -424,10 +424,14 @@ fn decode_ack(r: &mut Reader<'_>) -> Result<AckFrame, DecodeError> {
     let mut sack = Vec::with_capacity(n);
     for _ in 0..n {
         let (start, len) = offset_range(r, "ack.sack")?;
-        if len == 0 || start < cumulative {
-            return Err(DecodeError::Invalid("ack.sack"));
+        // A block reports only what lies above the cumulative point: one
+        // reaching below it is clipped, one wholly below it (or empty)
+        // dropped — a bad block never costs the rest of the ACK.
+        let end = start + len;
+        let start = start.max(cumulative);
+        if start < end {
+            sack.push(start..end);
         }
-        sack.push(start..start + len);
     }
     Ok(AckFrame {
         cumulative,
@@ -990,6 +994,25 @@ mod tests {
                 prop_assert!(Frame::decode(&mut Reader::new(&out[..cut])).is_err());
             }
         }
+    }
+
+    #[test]
+    fn sack_blocks_below_the_cumulative_point_are_clipped_or_dropped() {
+        let mut out = vec![T_ACK];
+        out.put_varint(1000); // cumulative
+        out.put_varint(5000); // window
+        out.put_u32(0); // timestamp echo
+        out.put_varint(0); // ack delay
+        out.put_varint(4);
+        for (start, len) in [(900u64, 200u64), (500, 100), (1500, 0), (2000, 100)] {
+            out.put_varint(start);
+            out.put_varint(len);
+        }
+        let Ok(Frame::Ack(a)) = Frame::decode(&mut Reader::new(&out)) else {
+            panic!("the ACK decodes");
+        };
+        assert_eq!(a.cumulative, 1000);
+        assert_eq!(a.sack, [1000..1100, 2000..2100]);
     }
 
     #[test]
