@@ -996,14 +996,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn sack_blocks_below_the_cumulative_point_are_clipped_or_dropped() {
+    /// An ACK frame's bytes up to its SACK blocks: `cumulative`, a window
+    /// of 5000, no timestamp or delay, `sack_count`.
+    fn ack_prefix(cumulative: u64, sack_count: u64) -> Vec<u8> {
         let mut out = vec![T_ACK];
-        out.put_varint(1000); // cumulative
+        out.put_varint(cumulative);
         out.put_varint(5000); // window
         out.put_u32(0); // timestamp echo
         out.put_varint(0); // ack delay
-        out.put_varint(4);
+        out.put_varint(sack_count);
+        out
+    }
+
+    #[test]
+    fn sack_blocks_below_the_cumulative_point_are_clipped_or_dropped() {
+        let mut out = ack_prefix(1000, 4);
         for (start, len) in [(900u64, 200u64), (500, 100), (1500, 0), (2000, 100)] {
             out.put_varint(start);
             out.put_varint(len);
@@ -1018,12 +1025,7 @@ mod tests {
     #[test]
     fn rejects_bad_values() {
         // SACK count above the bound.
-        let mut out = vec![T_ACK];
-        out.put_varint(0); // cumulative
-        out.put_varint(0); // window
-        out.put_u32(0); // timestamp echo
-        out.put_varint(0); // ack delay
-        out.put_varint((MAX_SACK_RANGES + 1) as u64);
+        let out = ack_prefix(0, (MAX_SACK_RANGES + 1) as u64);
         assert_eq!(
             Frame::decode(&mut Reader::new(&out)),
             Err(DecodeError::TooLarge("ack.sack_count"))
