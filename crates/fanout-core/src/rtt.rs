@@ -34,6 +34,8 @@ pub struct RttEstimator {
     rttvar: Duration,
     latest: Duration,
     min_rtt: Duration,
+    /// The first sample (zero before any).
+    first: Duration,
     /// Number of consecutive RTO expiries; RTO is doubled that many times.
     backoff_exponent: u32,
 }
@@ -47,6 +49,7 @@ impl RttEstimator {
             rttvar: Duration::ZERO,
             latest: Duration::ZERO,
             min_rtt: Duration::MAX,
+            first: Duration::ZERO,
             backoff_exponent: 0,
         }
     }
@@ -82,6 +85,12 @@ impl RttEstimator {
         self.min_rtt
     }
 
+    /// The first sample (zero before any): the round trip around the
+    /// peer's join, which a real-time receiver maps deadlines with.
+    pub fn first_sample(&self) -> Duration {
+        self.first
+    }
+
     /// Feeds one RTT measurement. Callers follow Karn's rule (RFC 6298 §3):
     /// no samples from retransmitted segments unless a timestamp echo makes
     /// them unambiguous. A new sample clears the back-off (§5.7).
@@ -92,6 +101,7 @@ impl RttEstimator {
         match self.srtt {
             // RFC 6298 §2.2: first measurement.
             None => {
+                self.first = rtt;
                 self.srtt = Some(rtt);
                 self.rttvar = rtt / 2;
             }
@@ -163,6 +173,7 @@ mod tests {
         // rttvar = 3/4*50 + 1/4*100 = 62.5; srtt = 7/8*100 + 1/8*200 = 112.5
         assert_eq!(e.rttvar(), Duration::from_micros(62_500));
         assert_eq!(e.srtt(), Duration::from_micros(112_500));
+        assert_eq!(e.first_sample(), Duration::from_millis(100));
     }
 
     #[test]

@@ -64,6 +64,8 @@ struct Net {
     /// Probability (per mille) that a datagram from a member to the
     /// sender is lost.
     feedback_loss_per_mille: u64,
+    /// Every ACK sent at or after this time is lost.
+    feedback_cut_at: Option<Instant>,
     /// DATA datagrams that carried bytes sent before (repairs), and SKIPs,
     /// as seen on the wire.
     resent_data: u64,
@@ -124,6 +126,7 @@ impl Net {
             rng: Rng::new(seed),
             loss_per_mille,
             feedback_loss_per_mille: 0,
+            feedback_cut_at: None,
             resent_data: 0,
             skip_datagrams: 0,
             no_repairs_to: None,
@@ -194,7 +197,9 @@ impl Net {
                 acks.push(b.to_vec())
             });
             for bytes in acks {
-                if self.rng.below(1000) < self.feedback_loss_per_mille {
+                if self.rng.below(1000) < self.feedback_loss_per_mille
+                    || self.feedback_cut_at.is_some_and(|t| self.now >= t)
+                {
                     continue;
                 }
                 self.seq += 1;
@@ -651,4 +656,25 @@ fn a_message_that_cannot_arrive_in_time_is_not_sent() {
     let q = net.sender.realtime_stats().unwrap().queue;
     assert!(q.expired > 190, "{q:?}");
     assert_eq!(q.taken + q.expired, 200);
+}
+
+#[test]
+fn a_message_waits_for_a_shut_window_in_the_queue_where_it_expires() {
+    // From 500 ms on no ACK comes back: the window shuts. Messages written
+    // after that wait in the queue and expire there when their deadline
+    // comes; none is moved into the send buffer to wait for the window
+    // unchecked, so every message taken from the queue was sent.
+    let mut net = Net::new(1, RealtimeSend::with_defaults(1452), 0, 5);
+    net.feedback_cut_at = Some(at(500));
+    let s = Schedule {
+        every: Duration::from_millis(5),
+        count: 400,
+        len: |_| 1000,
+        budget: Some(Duration::from_millis(100)),
+    };
+    net.run(&s, Duration::from_millis(2500));
+    let q = net.sender.realtime_stats().unwrap().queue;
+    let sent = net.sender.stats().data_segments;
+    assert!(q.expired > 100, "the window shut: {q:?}");
+    assert_eq!(q.taken, sent, "{q:?}, {sent} segments sent");
 }

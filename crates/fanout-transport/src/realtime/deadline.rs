@@ -36,6 +36,22 @@ pub const DRIFT_PPM: u64 = 200;
 /// on a 6 Mbit/s link, and the clocks' granularity.
 pub const GUARD: Duration = Duration::from_millis(2);
 
+/// How long after its sending a datagram arrives, as a receiver's mapped
+/// deadlines count it, seen from the sender's RTT estimator for that
+/// receiver (`rtt`, with a sample). The receiver counts a datagram's way
+/// as half its join round trip plus how far its transit has risen above
+/// the smallest ([`SenderClock`]); the sender sees the join round trip as
+/// its first sample and the rise as the smoothed RTT's above the smallest,
+/// taking queues to build on the data's way (data fills queues, ACKs
+/// hardly). Half the smoothed RTT instead, as if each way took half, makes
+/// a message sent through a queue that built after the join arrive after
+/// the receiver's deadline for it: the whole queue is on the data's way.
+/// At least half the smoothed RTT.
+pub fn forward_delay(rtt: &fanout_core::rtt::RttEstimator) -> Duration {
+    let queued = rtt.srtt().saturating_sub(rtt.min_rtt());
+    (queued + rtt.first_sample() / 2).max(rtt.srtt() / 2)
+}
+
 /// Maps the sender's timestamps onto this receiver's clock.
 #[derive(Debug, Default, Clone)]
 pub struct SenderClock {
@@ -129,6 +145,38 @@ impl SenderClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fanout_core::rtt::{RtoConfig, RttEstimator};
+
+    fn estimator(samples_ms: &[u64]) -> RttEstimator {
+        let mut e = RttEstimator::new(RtoConfig::default());
+        for &ms in samples_ms {
+            e.on_sample(Duration::from_millis(ms));
+        }
+        e
+    }
+
+    #[test]
+    fn a_queue_that_builds_after_the_join_counts_wholly_on_the_datas_way() {
+        // Joined at 20 ms; no queue: half the round trip each way.
+        assert_eq!(
+            forward_delay(&estimator(&[20; 8])),
+            Duration::from_millis(10)
+        );
+        // A 40 ms queue built since: the smoothed RTT climbs towards 60 ms,
+        // all of the rise on the data's way (where half would say 30 ms).
+        let e = estimator(&[20; 1].iter().chain(&[60; 40]).copied().collect::<Vec<_>>());
+        let srtt = e.srtt();
+        assert!(srtt > Duration::from_millis(59), "{srtt:?}");
+        assert_eq!(forward_delay(&e), srtt - Duration::from_millis(10));
+        // Joined through a queue that drained since: never below half the
+        // smoothed RTT.
+        let e = estimator(&[60, 20, 20, 20]);
+        assert_eq!(
+            forward_delay(&e),
+            (e.srtt() - Duration::from_millis(20) + Duration::from_millis(30)).max(e.srtt() / 2)
+        );
+        assert!(forward_delay(&e) >= e.srtt() / 2);
+    }
 
     /// The sender's clock runs `offset_us` ahead of the receiver's; the
     /// path takes `delay_ms` plus `jitter_ms`.

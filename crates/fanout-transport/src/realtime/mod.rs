@@ -10,7 +10,8 @@
 //! * No stale retransmission: a lost segment of a message without a
 //!   deadline is never sent again (TCP-CM §3.2); one with a deadline is
 //!   repaired only while the repair can still arrive in time (TCP-RTM:
-//!   deadline minus half the round trip). Instead of the data, the sender
+//!   deadline minus the way there, about half the round trip,
+//!   [`deadline::forward_delay`]). Instead of the data, the sender
 //!   sends SKIP naming the lost messages; the receiver fills the hole and
 //!   goes on.
 //! * Receivers in real-time mode ([`crate::TransportConfig::realtime`])
@@ -36,8 +37,9 @@ pub use outgoing::SentMessages;
 pub use queue::{PushedQueue, QueueLimit, QueueOrder, QueueStats, QueuedMessage};
 pub use reader::MessageBounds;
 
-/// How much longer than half the round trip a message takes from the
-/// sender's decision to a receiver's reading, as the sender counts it when
+/// How much longer than its way there ([`deadline::forward_delay`]) a
+/// message takes from the sender's decision to a receiver's reading, as
+/// the sender counts it when
 /// it decides whether a message (or its repair) can still arrive in time:
 /// receivers read deadlines [`deadline::GUARD`] early, and read what
 /// arrived after their event loop's wake-up delay (input coalescing, 1.5 ms

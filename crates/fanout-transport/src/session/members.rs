@@ -342,6 +342,16 @@ impl MemberSet {
         self.srtt.max_key()
     }
 
+    /// A member whose smoothed RTT is the largest.
+    pub fn max_srtt_member(&self) -> Option<MemberId> {
+        self.srtt.max().map(|(_, id)| id)
+    }
+
+    /// The member whose smoothed RTT is of rank `k` from the smallest.
+    pub fn nth_srtt_member(&self, k: usize) -> Option<MemberId> {
+        self.srtt.nth(k).map(|(_, id)| id)
+    }
+
     /// The smoothed RTT of rank `k` from the smallest, ns.
     pub fn nth_srtt_ns(&self, k: usize) -> Option<u64> {
         self.srtt.nth(k).map(|(s, _)| s)

@@ -179,7 +179,6 @@ impl OrderedIndex {
     }
 
     /// Largest key and a member holding it.
-    #[allow(dead_code, reason = "index API; the session reads keys alone today")]
     pub fn max(&self) -> Option<(u64, MemberId)> {
         match self.extreme {
             Extreme::Max => self.top(),

@@ -728,6 +728,17 @@ impl SessionSender {
         )
     }
 
+    /// The member whose round trip is the session's ([`Self::session_rtt`]).
+    fn session_rtt_member(&self) -> Option<&super::member::Member> {
+        let id = match self.config.rtt {
+            RttPolicy::Maximum => self.members.max_srtt_member(),
+            RttPolicy::Percentile(p) => self
+                .members
+                .nth_srtt_member(policy::rank_at(p, self.members.len())),
+        }?;
+        self.members.get(id)
+    }
+
     fn stream_end(&self) -> Option<u64> {
         self.buffer.fin().map(|f| f + 1)
     }

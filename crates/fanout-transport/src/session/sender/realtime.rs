@@ -4,6 +4,7 @@
 
 use super::SessionSender;
 use crate::packet::PacketBuilder;
+use crate::realtime::deadline::forward_delay;
 use crate::realtime::{
     PushedQueue, QueueLimit, QueueStats, RealtimeSend, SentMessages, ARRIVAL_MARGIN,
 };
@@ -96,16 +97,20 @@ impl SessionSender {
     }
 
     /// Moves the next queued message into the send buffer once everything
-    /// before it was sent, if the buffer has room for it (else it waits in
-    /// the queue, which keeps dropping its oldest).
-    pub(super) fn feed_realtime(&mut self, now: Instant) {
+    /// before it was sent, if the buffer has room for it and its first
+    /// segment fits under the session's send `limit` (stream offset) now:
+    /// else it waits in the queue, which keeps dropping its oldest and
+    /// expires what could no longer arrive in time. A message moved in
+    /// while the window is shut would wait there unchecked and go out
+    /// late. Returns the first segment's end if `limit` holds it back.
+    pub(super) fn feed_realtime(&mut self, now: Instant, limit: u64) -> Option<u64> {
         // Called before every new segment: nothing to do (and nothing to
         // compute) unless real-time and everything written was sent.
         if self.realtime.is_none()
             || self.snd_nxt < self.buffer.end()
             || self.buffer.fin().is_some()
         {
-            return;
+            return None;
         }
         let rate = self.pacer.rate_bytes_per_sec();
         let max_datagram = self.config.transport.max_datagram;
@@ -117,15 +122,14 @@ impl SessionSender {
         } else {
             std::time::Duration::ZERO
         };
-        let Some(rt) = self.realtime.as_mut() else {
-            return;
-        };
+        let mss = self.mss;
+        let rt = self.realtime.as_mut()?;
         if let QueueLimit::Time(d) = rt.limit {
             let bytes = (rate as f64 * d.as_secs_f64()) as usize;
             rt.queue.set_limit_bytes(now, bytes.max(max_datagram));
         }
         // A message that would arrive after its deadline (sent now, it
-        // takes about half the round trip, `delivery_time`) is of no use:
+        // takes `delivery_time`) is of no use:
         // it expires in the queue, leaving the rate to messages that can
         // still make it. Else, when the rate falls below the stream's,
         // every message would be sent just in time to be late.
@@ -137,25 +141,36 @@ impl SessionSender {
                 continue;
             }
             if len > self.buffer.free() {
-                return;
+                return None;
+            }
+            let start = self.buffer.end();
+            let first_end = start + len.min(mss.max(1) as usize) as u64;
+            if first_end > limit {
+                return Some(first_end);
             }
             let m = rt.queue.take(arrival).expect("a next message");
-            let start = self.buffer.end();
             if self.buffer.write_message(&m.bytes) {
                 rt.sent.push(start..start + len as u64, m.deadline);
             }
-            return;
+            return None;
         }
         if rt.finishing {
             self.buffer.finish();
         }
+        None
     }
 
     /// How long a datagram sent now takes to be read by a receiver, as
-    /// deadlines count it: half the session's round trip and
-    /// [`ARRIVAL_MARGIN`].
+    /// its deadlines count it: the way there of the member whose round
+    /// trip is the session's ([`forward_delay`]; half the session RTT
+    /// before its first sample) and [`ARRIVAL_MARGIN`].
     fn delivery_time(&self) -> std::time::Duration {
-        self.session_rtt() / 2 + ARRIVAL_MARGIN
+        let way = self
+            .session_rtt_member()
+            .map(|m| m.recovery().rtt())
+            .filter(|rtt| rtt.has_sample())
+            .map_or_else(|| self.session_rtt() / 2, forward_delay);
+        way + ARRIVAL_MARGIN
     }
 
     /// The deadline to name in a DATA datagram starting at stream

@@ -385,7 +385,17 @@ impl SessionSender {
         if !self.data_may_flow(now) {
             return None;
         }
-        self.feed_realtime(now);
+        let view = self.members.view();
+        let window = self.controller.window(&view);
+        let limit = self.controller.send_limit(&view, window);
+        if let Some(end) = self.feed_realtime(now, limit) {
+            // A message waits for the window in the queue, where its
+            // deadline is still checked when the window opens.
+            self.cwnd_limited = true;
+            self.probe_closed_window(now, end);
+            self.note_blocked_in_run(now);
+            return None;
+        }
         let data_end = self.buffer.end();
         let fin = self.buffer.fin();
         if self.snd_nxt >= data_end && fin.is_none_or(|f| self.snd_nxt > f) {
@@ -404,9 +414,6 @@ impl SessionSender {
                 range
             }
         };
-        let view = self.members.view();
-        let window = self.controller.window(&view);
-        let limit = self.controller.send_limit(&view, window);
         if range.end > limit {
             self.cwnd_limited = true;
             self.probe_closed_window(now, range.end);
