@@ -68,6 +68,10 @@ pub struct Recovery {
     sacked_bytes: u64,
     lost: RangeSet,
     lost_bytes: u64,
+    /// One past the highest offset ever deemed lost: a segment at or above
+    /// it was never sent to this peer again by unicast, so its first
+    /// transmission dates its delivery (Karn's rule, RFC 6298 §3).
+    lost_frontier: u64,
     /// Repairs sent and not yet confirmed, oldest first.
     repairs: RepairsInFlight,
     /// Every hole segment below it is deemed lost or is being repaired:
@@ -122,6 +126,7 @@ impl Recovery {
             sacked_bytes: 0,
             lost: RangeSet::new(),
             lost_bytes: 0,
+            lost_frontier: start,
             repairs: RepairsInFlight::new(MAX_REPAIRS_IN_FLIGHT),
             decided_below: start,
             rtt,
@@ -368,7 +373,39 @@ impl Recovery {
         missed
     }
 
+    /// An RTT sample from an ACK that SACKed new data but did not advance
+    /// the cumulative point (Linux's `sack_rtt_us`, RFC 6675 §5's ACKs
+    /// during recovery): the time since the first transmission of the
+    /// newly SACKed segment ending at `top`, if that is the highest
+    /// offset the peer holds (the arrival that triggered this ACK: a
+    /// receiver acknowledges out-of-order data at once, RFC 5681 §4.2), it
+    /// was sent once only (never deemed lost for this peer, never
+    /// multicast again: Karn's rule) and the peer's ACKs are not held to a
+    /// feedback slot (`max_ack_delay` beyond the delayed-ACK timer: the
+    /// hold would count as path). The echoed timestamp cannot serve: it
+    /// stays on the last in-order segment while a hole is open (RFC 7323
+    /// §4.3). Without these samples the RTT is blind for as long as a hole
+    /// waits for its repair, which is when a queue drains or builds.
+    fn sack_rtt_sample(
+        &self,
+        now: Instant,
+        top: u64,
+        log: &SegmentLog,
+        max_ack_delay: Duration,
+    ) -> Option<Duration> {
+        if max_ack_delay > fanout_core::ack_policy::DEFAULT_MAX_ACK_DELAY {
+            return None;
+        }
+        if self.sacked.max_end() != Some(top) {
+            return None;
+        }
+        let seg = log.containing(top - 1)?;
+        (seg.end == top && seg.start >= self.lost_frontier && seg.sent_at == seg.first_sent_at)
+            .then(|| now.saturating_duration_since(seg.first_sent_at))
+    }
+
     fn add_lost(&mut self, range: Range<u64>) -> bool {
+        self.lost_frontier = self.lost_frontier.max(range.end);
         let added = self.lost.insert(range);
         self.lost_bytes += added;
         added > 0
@@ -402,6 +439,7 @@ impl Recovery {
             out.clipped = true;
         }
         let flight_before = self.in_flight(snd_nxt);
+        let mut sampled = false;
         if cum > self.cumulative {
             out.progressed = true;
             let newly = self.cumulative..cum;
@@ -432,8 +470,10 @@ impl Recovery {
             });
             if ack_delay <= max_ack_delay && plausible {
                 self.rtt.on_sample_with_ack_delay(sample, ack_delay);
+                sampled = true;
             }
         }
+        let mut newly_sacked_top: Option<u64> = None;
         for r in &ack.sack {
             let Some(r) = clip_to_segments(log, r.start.max(self.cumulative)..r.end.min(snd_nxt))
             else {
@@ -450,11 +490,19 @@ impl Recovery {
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
                 newly_acked += gap.end - gap.start;
+                newly_sacked_top = newly_sacked_top.max(Some(gap.end));
                 if settles {
                     covered_now.push(gap);
                 }
             }
             self.sacked_bytes += self.sacked.insert(r);
+        }
+        if !sampled {
+            if let Some(sample) =
+                newly_sacked_top.and_then(|top| self.sack_rtt_sample(now, top, log, max_ack_delay))
+            {
+                self.rtt.on_sample(sample);
+            }
         }
         // Repairs delivered count as the latest evidence too (RFC 8985 §6.1:
         // only if delivered no sooner than min_rtt after being sent).

@@ -237,6 +237,91 @@ fn an_ack_held_beyond_the_allowed_delay_gives_no_rtt_sample() {
 }
 
 #[test]
+fn acks_that_only_sack_new_data_sample_the_rtt_while_a_hole_waits() {
+    // Segment k sent at k ms. Segment 1 is lost; while its repair is on the
+    // way the peer SACKs each new segment at once, and a queue builds:
+    // the cumulative point stands still, the echo with it, yet the RTT
+    // follows the SACKed segments' first transmissions.
+    let log = log_of(20);
+    let mut r = recovery();
+    on_ack(&mut r, 40, &ack(SEG, 0, vec![]), &log, 20 * SEG);
+    assert_eq!(r.srtt(), 40 * MS);
+    on_ack(
+        &mut r,
+        62,
+        &ack(SEG, 0, vec![2 * SEG..3 * SEG]),
+        &log,
+        20 * SEG,
+    );
+    assert_eq!(r.rtt().latest(), 60 * MS, "segment 2, sent at 2 ms");
+    // The queue grows 3 ms per segment; segment 1 is deemed lost on the
+    // way (RACK) and repaired by unicast, which leaves later ones sampled.
+    for k in 3..6 {
+        let sacked = vec![2 * SEG..(k + 1) * SEG];
+        on_ack(&mut r, 60 + 4 * k, &ack(SEG, 0, sacked), &log, 20 * SEG);
+        assert_eq!(r.rtt().latest(), MS * (60 + 3 * k) as u32);
+    }
+    assert!(r.is_lost(SEG..2 * SEG));
+    r.on_repair_sent(SEG..2 * SEG, at(90));
+    let sacks = vec![2 * SEG..6 * SEG, 7 * SEG..8 * SEG];
+    on_ack(&mut r, 100, &ack(SEG, 0, sacks), &log, 20 * SEG);
+    assert_eq!(
+        r.rtt().latest(),
+        93 * MS,
+        "segment 7, sent at 7 ms, is the highest"
+    );
+    let below = vec![2 * SEG..8 * SEG];
+    on_ack(&mut r, 101, &ack(SEG, 0, below), &log, 20 * SEG);
+    assert_eq!(r.rtt().latest(), 93 * MS, "segment 6 is below the highest");
+}
+
+#[test]
+fn sacks_of_data_sent_twice_or_acks_held_to_a_slot_give_no_rtt_sample() {
+    let mut log = log_of(10);
+    let mut r = recovery();
+    on_ack(&mut r, 40, &ack(SEG, 0, vec![]), &log, 10 * SEG);
+    // Segment 3 multicast again (another member's repair): either copy
+    // may be the one SACKed (Karn's rule).
+    log.on_multicast_repair(3 * SEG, at(30));
+    on_ack(
+        &mut r,
+        70,
+        &ack(SEG, 0, vec![2 * SEG..4 * SEG]),
+        &log,
+        10 * SEG,
+    );
+    assert_eq!(r.rtt().latest(), 40 * MS);
+    // A peer whose ACKs wait for a feedback slot: the hold is unknown.
+    let slotted = 25 * MS + 41 * MS;
+    r.on_ack(
+        at(90),
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        &log,
+        10 * SEG,
+        SEG,
+        true,
+        slotted,
+    );
+    assert_eq!(r.rtt().latest(), 40 * MS);
+    // Segment 1 deemed lost: everything up to its end may have gone twice.
+    assert!(r.is_lost(SEG..2 * SEG));
+    let mut fresh = recovery();
+    on_ack(&mut fresh, 40, &ack(SEG, 0, vec![]), &log, 10 * SEG);
+    on_ack(
+        &mut fresh,
+        70,
+        &ack(SEG, 0, vec![5 * SEG..6 * SEG]),
+        &log,
+        10 * SEG,
+    );
+    assert_eq!(
+        fresh.rtt().latest(),
+        65 * MS,
+        "segment 5, sent once, at 5 ms"
+    );
+}
+
+#[test]
 fn an_echo_from_the_future_gives_no_rtt_sample() {
     let log = log_of(4);
     let mut r = recovery();
