@@ -234,6 +234,35 @@ fn is_data(bytes: &[u8]) -> bool {
     )
 }
 
+/// Whether `bytes` is a datagram whose frames `pick` accepts (all of them
+/// decoded).
+fn frames_are(bytes: &[u8], pick: impl Fn(&[fanout_transport::wire::Frame<'_>]) -> bool) -> bool {
+    fanout_transport::wire::Header::decode(bytes).is_ok_and(|(_, body)| {
+        let frames: Result<Vec<_>, _> = fanout_transport::wire::decode_frames(body).collect();
+        frames.is_ok_and(|f| pick(&f))
+    })
+}
+
+/// A loss that drops the first datagram `which` picks (destination member,
+/// or `None` for the sender; bytes), and how many it dropped.
+fn lose_first(
+    which: impl Fn(Option<usize>, &[u8]) -> bool + 'static,
+) -> (Loss, std::rc::Rc<std::cell::Cell<u32>>) {
+    let dropped = std::rc::Rc::new(std::cell::Cell::new(0));
+    let count = dropped.clone();
+    let loss: Loss = Box::new(move |to, b, _| {
+        let drop = count.get() == 0 && which(to, b);
+        count.set(count.get() + u32::from(drop));
+        drop
+    });
+    (loss, dropped)
+}
+
+fn is_accept(b: &[u8]) -> bool {
+    use fanout_transport::wire::Frame;
+    frames_are(b, |f| f.iter().any(|f| matches!(f, Frame::Accept(_))))
+}
+
 #[test]
 fn every_member_gets_the_stream_and_data_is_multicast_once() {
     let data = random_data(1 << 20, 1);
@@ -527,17 +556,7 @@ fn catch_up_admits_a_late_joiner_at_the_current_position() {
 #[test]
 fn a_member_whose_accept_was_lost_still_joins() {
     let data = random_data(1 << 20, 8);
-    let accepts_dropped = std::rc::Rc::new(std::cell::Cell::new(0));
-    let dropped = accepts_dropped.clone();
-    let loss: Loss = Box::new(move |to, b, _| {
-        let accept = fanout_transport::wire::Header::decode(b).is_ok_and(|(_, body)| {
-            fanout_transport::wire::decode_frames(body)
-                .any(|f| matches!(f, Ok(fanout_transport::wire::Frame::Accept(_))))
-        });
-        let drop = to == Some(1) && accept && dropped.get() == 0;
-        dropped.set(dropped.get() + u32::from(drop));
-        drop
-    });
+    let (loss, accepts_dropped) = lose_first(|to, b| to == Some(1) && is_accept(b));
     let mut net = Net::new(config(), 3, data.clone(), loss);
     net.run(Duration::from_secs(30));
     assert_eq!(accepts_dropped.get(), 1);
@@ -546,6 +565,65 @@ fn a_member_whose_accept_was_lost_still_joins() {
     }
     assert_eq!(net.sender.stats().members_left, 0);
     assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+/// The datagram that confirms a member's ACCEPT (echoing its token, which
+/// validates its address) is lost: the member sends it again until data
+/// comes, so the session, which sends nothing before a member is
+/// validated, starts within a few round trips, not at the first keepalive
+/// seconds later.
+#[test]
+fn a_member_whose_confirmation_was_lost_confirms_again() {
+    let data = random_data(64 << 10, 9);
+    let (loss, confirms_dropped) = lose_first(|to, b| {
+        use fanout_transport::wire::Frame;
+        to.is_none() && frames_are(b, |f| f.iter().all(|f| matches!(f, Frame::Padding)))
+    });
+    let mut net = Net::new(config(), 1, data.clone(), loss);
+    // The join's round trip (20 ms), the first retry's wait (200 ms) and
+    // the first data's way.
+    net.run(Duration::from_millis(300));
+    assert_eq!(confirms_dropped.get(), 1);
+    assert!(!net.got[0].is_empty(), "data flows within 300 ms");
+    net.run(Duration::from_secs(30));
+    assert!(net.got[0] == data);
+    assert_eq!(net.sender.close_reason(), Some(&CloseReason::Completed));
+}
+
+/// A receiver that started a second before its sender has backed its
+/// CONNECTs off (0.2, 0.4, 0.8 s); when the ACCEPT of the first to arrive
+/// is lost, the next would come 1.6 s later. The sender's announcements
+/// say it is up: the receiver joins again within the first retry's wait.
+#[test]
+fn a_receiver_started_first_joins_again_soon_once_the_sender_announces() {
+    let data = random_data(64 << 10, 10);
+    let clock = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let seen = clock.clone();
+    let (mut lose_accept, accepts_dropped) = lose_first(|to, b| to.is_some() && is_accept(b));
+    let loss: Loss = Box::new(move |to, b, multicast| {
+        // Nobody listens for the first second.
+        (to.is_none() && seen.get() < 1000) || lose_accept(to, b, multicast)
+    });
+    let config = SessionConfig {
+        announce_every: Some(Duration::from_secs(1)), // as the CLI's
+        ..config()
+    };
+    let mut net = Net::new(config, 1, data.clone(), loss);
+    let mut first_data = None;
+    for ms in (0..4000).step_by(10) {
+        clock.set(ms);
+        net.run(Duration::from_millis(ms));
+        if !net.got[0].is_empty() {
+            first_data = Some(ms);
+            break;
+        }
+    }
+    assert_eq!(accepts_dropped.get(), 1);
+    // CONNECT at 1.4 s, its ACCEPT lost; an announcement comes within
+    // 0.25 s, the CONNECT 0.2 s after it.
+    assert!(first_data.is_some_and(|t| t < 2000), "{first_data:?}");
+    net.run(Duration::from_secs(30));
+    assert!(net.got[0] == data);
 }
 
 /// Regression: a bulk (`FromStart`) member admitted after data went out,

@@ -10,7 +10,7 @@
 
 use crate::config::TransportConfig;
 use crate::event::{CloseReason, Event};
-use crate::handshake::retry_wait;
+use crate::handshake::{retry_wait, FIRST_RETRY};
 use crate::packet::{PacketBuilder, PacketNumbers};
 use crate::reattach::ParentChain;
 use crate::recv_buffer::{RecvBuffer, Refused};
@@ -149,6 +149,11 @@ pub struct Receiver {
     /// datagram), which validates this receiver's address at the sender
     /// (`crate::address_budget`); until then it does not count as a member.
     confirm: bool,
+    /// When the confirmation goes again, and how often it went: until the
+    /// first DATA arrives. A lost confirmation would leave this receiver
+    /// unvalidated, and a session waiting for its members would send no
+    /// data and so draw no ACK from it that could validate it instead.
+    confirm_retry: Option<(Instant, u32)>,
     refusals: VecDeque<(SocketAddr, u64)>,
     largest_pn: Option<u64>,
     numbers: PacketNumbers,
@@ -237,6 +242,7 @@ impl Receiver {
             token: 0,
             retry_token: 0,
             confirm: false,
+            confirm_retry: None,
             refusals: VecDeque::new(),
             largest_pn: None,
             numbers: PacketNumbers::default(),
@@ -627,6 +633,8 @@ impl Receiver {
     }
 
     fn on_data(&mut self, now: Instant, d: &DataFrame<'_>) {
+        // Data flows: its ACKs validate this receiver from now on.
+        self.confirm_retry = None;
         let range = d.range();
         if d.fin {
             let consistent = self.fin.is_none_or(|f| f == range.end)
@@ -1061,6 +1069,7 @@ impl Receiver {
                 self.state = State::Established;
                 self.events.push_back(Event::Connected);
                 self.confirm = true;
+                self.confirm_retry = Some((now + retry_wait(0, self.config.rto.initial), 0));
                 self.session_payload = a.max_payload;
                 if a.max_payload > self.config.max_payload() {
                     // Its datagrams are larger than this receiver's route
@@ -1109,16 +1118,19 @@ impl Receiver {
                     *next_try = now;
                 }
             }
-            // The offering sender offers again: our CONNECT retries on its
-            // own schedule.
+            // The target offers (an invited join) or announces its
+            // session: it is up. An invited CONNECT goes again at once; any
+            // other within the first retry's wait, not after the backoff
+            // that CONNECTs sent before the sender listened ran up (a
+            // receiver started first, whose join then met a lost ACCEPT,
+            // waited 1.6 s for its next try).
             Some(Ok(Frame::Offer(_))) if from == target => {
                 if let State::Joining {
-                    invited: true,
-                    next_try,
-                    ..
+                    invited, next_try, ..
                 } = &mut self.state
                 {
-                    *next_try = now;
+                    let soon = if *invited { now } else { now + FIRST_RETRY };
+                    *next_try = (*next_try).min(soon);
                 }
             }
             _ => {
@@ -1681,6 +1693,7 @@ impl Engine for Receiver {
                     .and_then(|k| k.segments_request_deadline()),
                 self.renege_at,
                 self.hole_deadline(),
+                self.confirm_retry.map(|(at, _)| at),
             ]
             .into_iter()
             .flatten()
@@ -1713,6 +1726,11 @@ impl Engine for Receiver {
         }
         if self.state == State::Established {
             self.skip_late_holes(now);
+            if let Some((_, sent)) = self.confirm_retry.filter(|(at, _)| *at <= now) {
+                self.confirm = true;
+                let next = now + retry_wait(sent + 1, self.config.rto.initial);
+                self.confirm_retry = Some((next, sent + 1));
+            }
         }
         match self.state {
             State::Established if self.chain().is_some() => {
