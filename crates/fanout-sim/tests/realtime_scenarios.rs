@@ -188,7 +188,8 @@ fn a_live_group_recovers_nearly_every_drop_below_eight_percent() {
 /// its share beside the CUBIC flow: the queue that builds behind CUBIC
 /// after the receiver joined is all on the data's way, so the sender
 /// counts it whole when it decides whether a message can still arrive in
-/// time (`realtime::deadline::forward_delay`). Messages it sends then
+/// time (`realtime::deadline::forward_delay`, which counts the whole round
+/// trip on the data's way). Messages it sends then
 /// arrive before the receiver's deadline: at most 0.1% are dropped as
 /// complete too late (counting half the round trip each way: 375 of
 /// 31 515, 1.2%), and the stream loses under 1.5% (2.0%).

@@ -36,20 +36,26 @@ pub const DRIFT_PPM: u64 = 200;
 /// on a 6 Mbit/s link, and the clocks' granularity.
 pub const GUARD: Duration = Duration::from_millis(2);
 
-/// How long after its sending a datagram arrives, as a receiver's mapped
-/// deadlines count it, seen from the sender's RTT estimator for that
-/// receiver (`rtt`, with a sample). The receiver counts a datagram's way
-/// as half its join round trip plus how far its transit has risen above
-/// the smallest ([`SenderClock`]); the sender sees the join round trip as
-/// its first sample and the rise as the smoothed RTT's above the smallest,
-/// taking queues to build on the data's way (data fills queues, ACKs
-/// hardly). Half the smoothed RTT instead, as if each way took half, makes
-/// a message sent through a queue that built after the join arrive after
-/// the receiver's deadline for it: the whole queue is on the data's way.
-/// At least half the smoothed RTT.
+/// How long after its sending a datagram may arrive, seen from the
+/// sender's RTT estimator for a receiver (`rtt`, with a sample): the
+/// sender lets a message or a repair go only if its deadline is at least
+/// this far away.
+///
+/// The whole round trip (the smoothed one, or the latest sample if that is
+/// longer) may lie on the data's way: data fills queues, ACKs hardly, and
+/// neither end can tell a queue that stood on the data's way since before
+/// the receiver joined (a competing TCP flow keeps one) from propagation.
+/// The receiver maps deadlines with half its join round trip as the way
+/// ([`SenderClock`], as SRT does from its handshake); through such a queue
+/// that mapping falls late, and a message the sender counted in time by
+/// half a round trip was read after its real deadline. Counting the whole
+/// round trip, what leaves arrives by the real deadline. Added: half the
+/// join round trip's excess over the smallest, by which the receiver's
+/// mapping falls early after a queue the join met has drained. Costs half
+/// a round trip of budget against a symmetric path.
 pub fn forward_delay(rtt: &fanout_core::rtt::RttEstimator) -> Duration {
-    let queued = rtt.srtt().saturating_sub(rtt.min_rtt());
-    (queued + rtt.first_sample() / 2).max(rtt.srtt() / 2)
+    let join_excess = rtt.first_sample().saturating_sub(rtt.min_rtt());
+    rtt.srtt().max(rtt.latest()) + join_excess / 2
 }
 
 /// Maps the sender's timestamps onto this receiver's clock.
@@ -156,26 +162,22 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_that_builds_after_the_join_counts_wholly_on_the_datas_way() {
-        // Joined at 20 ms; no queue: half the round trip each way.
-        assert_eq!(
-            forward_delay(&estimator(&[20; 8])),
-            Duration::from_millis(10)
-        );
-        // A 40 ms queue built since: the smoothed RTT climbs towards 60 ms,
-        // all of the rise on the data's way (where half would say 30 ms).
+    fn the_whole_round_trip_counts_on_the_datas_way() {
+        let ms = Duration::from_millis;
+        // Joined at 20 ms, no queue: the whole 20 ms (where half of it
+        // would do on this symmetric path).
+        assert_eq!(forward_delay(&estimator(&[20; 8])), ms(20));
+        // A 40 ms queue built since: all of it, and the latest sample
+        // where the smoothed one still lags.
         let e = estimator(&[20; 1].iter().chain(&[60; 40]).copied().collect::<Vec<_>>());
-        let srtt = e.srtt();
-        assert!(srtt > Duration::from_millis(59), "{srtt:?}");
-        assert_eq!(forward_delay(&e), srtt - Duration::from_millis(10));
-        // Joined through a queue that drained since: never below half the
-        // smoothed RTT.
+        assert!(e.srtt() > ms(59) && e.srtt() < ms(60));
+        assert_eq!(forward_delay(&e), ms(60));
+        let e = estimator(&[20, 20, 20, 50]);
+        assert_eq!(forward_delay(&e), ms(50));
+        // Joined through a 40 ms queue that drained since: the receiver's
+        // mapping falls 20 ms early, which counts too.
         let e = estimator(&[60, 20, 20, 20]);
-        assert_eq!(
-            forward_delay(&e),
-            (e.srtt() - Duration::from_millis(20) + Duration::from_millis(30)).max(e.srtt() / 2)
-        );
-        assert!(forward_delay(&e) >= e.srtt() / 2);
+        assert_eq!(forward_delay(&e), e.srtt() + ms(20));
     }
 
     /// The sender's clock runs `offset_us` ahead of the receiver's; the

@@ -10,7 +10,7 @@
 //! * No stale retransmission: a lost segment of a message without a
 //!   deadline is never sent again (TCP-CM §3.2); one with a deadline is
 //!   repaired only while the repair can still arrive in time (TCP-RTM:
-//!   deadline minus the way there, about half the round trip,
+//!   deadline minus the way there, counted as the whole round trip,
 //!   [`deadline::forward_delay`]). Instead of the data, the sender
 //!   sends SKIP naming the lost messages; the receiver fills the hole and
 //!   goes on.

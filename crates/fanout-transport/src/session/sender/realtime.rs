@@ -98,12 +98,12 @@ impl SessionSender {
 
     /// Moves the next queued message into the send buffer once everything
     /// before it was sent, if the buffer has room for it and its first
-    /// segment fits under the session's send `limit` (stream offset) now:
+    /// segment fits under the session's send limit now:
     /// else it waits in the queue, which keeps dropping its oldest and
     /// expires what could no longer arrive in time. A message moved in
     /// while the window is shut would wait there unchecked and go out
-    /// late. Returns the first segment's end if `limit` holds it back.
-    pub(super) fn feed_realtime(&mut self, now: Instant, limit: u64) -> Option<u64> {
+    /// late. Returns the first segment's end if the limit holds it back.
+    pub(super) fn feed_realtime(&mut self, now: Instant) -> Option<u64> {
         // Called before every new segment: nothing to do (and nothing to
         // compute) unless real-time and everything written was sent.
         if self.realtime.is_none()
@@ -112,6 +112,11 @@ impl SessionSender {
         {
             return None;
         }
+        // The limit only when a message waits for it.
+        let limit = match self.realtime.as_ref() {
+            Some(rt) if !rt.queue.is_empty() => self.send_limit(),
+            _ => u64::MAX,
+        };
         let rate = self.pacer.rate_bytes_per_sec();
         let max_datagram = self.config.transport.max_datagram;
         // Before every member acknowledged data, the session RTT is only

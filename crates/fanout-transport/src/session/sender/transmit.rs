@@ -385,10 +385,7 @@ impl SessionSender {
         if !self.data_may_flow(now) {
             return None;
         }
-        let view = self.members.view();
-        let window = self.controller.window(&view);
-        let limit = self.controller.send_limit(&view, window);
-        if let Some(end) = self.feed_realtime(now, limit) {
+        if let Some(end) = self.feed_realtime(now) {
             // A message waits for the window in the queue, where its
             // deadline is still checked when the window opens.
             self.cwnd_limited = true;
@@ -414,7 +411,7 @@ impl SessionSender {
                 range
             }
         };
-        if range.end > limit {
+        if range.end > self.send_limit() {
             self.cwnd_limited = true;
             self.probe_closed_window(now, range.end);
             self.note_blocked_in_run(now);
@@ -435,6 +432,15 @@ impl SessionSender {
                 .update(id, snd_nxt, |m| m.on_data_outstanding(now, snd_nxt));
         }
         Some(range)
+    }
+
+    /// The stream offset new data may reach now: the controller's limit
+    /// for its window over the members (O(members) for some controllers:
+    /// asked only when a segment is ready to go).
+    pub(super) fn send_limit(&self) -> u64 {
+        let view = self.members.view();
+        let window = self.controller.window(&view);
+        self.controller.send_limit(&view, window)
     }
 
     /// New data up to `end` waits and the tightest receive window blocks it:
