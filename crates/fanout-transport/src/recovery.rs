@@ -374,10 +374,9 @@ impl Recovery {
     }
 
     /// An RTT sample from an ACK that SACKed new data but did not advance
-    /// the cumulative point (Linux's `sack_rtt_us`, RFC 6675 §5's ACKs
-    /// during recovery): the time since the first transmission of the
-    /// newly SACKed segment ending at `top`, if that is the highest
-    /// offset the peer holds (the arrival that triggered this ACK: a
+    /// the cumulative point (as Linux takes `sack_rtt_us`): the time since
+    /// the first transmission of the newly SACKed segment ending at `top`,
+    /// if that is the highest offset the peer holds (the arrival that triggered this ACK: a
     /// receiver acknowledges out-of-order data at once, RFC 5681 §4.2), it
     /// was sent once only (never deemed lost for this peer, never
     /// multicast again: Karn's rule) and the peer's ACKs are not held to a
