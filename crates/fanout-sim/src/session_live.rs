@@ -374,6 +374,8 @@ pub struct LiveFigures {
     pub skips_sent: u64,
     /// Stream bytes sent again as repairs.
     pub repair_bytes: u64,
+    /// Repairs sent twice, their last chance to arrive in time.
+    pub second_copies: u64,
     /// Members' retransmission timeouts and loss-recovery episodes.
     pub rto_events: u64,
     /// See `rto_events`.
@@ -455,6 +457,7 @@ pub fn live_figures(sim: &Simulator, flows: &LiveFlows) -> Vec<LiveFigures> {
                 queue_dropped: q.discarded + q.expired,
                 skips_sent: st.skips_sent,
                 repair_bytes: st.repair_bytes,
+                second_copies: st.second_copies,
                 rto_events: st.rto_events,
                 recovery_episodes: st.recovery_episodes,
             })

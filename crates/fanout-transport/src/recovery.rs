@@ -74,6 +74,9 @@ pub struct Recovery {
     lost_frontier: u64,
     /// Repairs sent and not yet confirmed, oldest first.
     repairs: RepairsInFlight,
+    /// Ranges whose repair was deemed lost in turn, above the cumulative
+    /// point: a path that lost both copies of these.
+    relost: RangeSet,
     /// Every hole segment below it is deemed lost or is being repaired:
     /// loss detection starts its walk here. Lowered wherever a segment
     /// below it can become undecided again (a repair forgotten, a loss
@@ -127,6 +130,7 @@ impl Recovery {
             lost: RangeSet::new(),
             lost_bytes: 0,
             lost_frontier: start,
+            relost: RangeSet::new(),
             repairs: RepairsInFlight::new(MAX_REPAIRS_IN_FLIGHT),
             decided_below: start,
             rtt,
@@ -303,6 +307,11 @@ impl Recovery {
         holes.saturating_sub(known)
     }
 
+    /// Whether a repair of some of `range` was sent and deemed lost.
+    pub fn repair_was_lost(&self, range: Range<u64>) -> bool {
+        self.relost.overlap_len(range) > 0
+    }
+
     /// A repair of `range` was sent (by unicast to this peer, or by
     /// multicast).
     pub fn on_repair_sent(&mut self, range: Range<u64>, now: Instant) {
@@ -448,6 +457,7 @@ impl Recovery {
             self.lost_bytes -= was_lost;
             newly_acked += (cum - self.cumulative) - already;
             self.sacked.remove_below(cum);
+            self.relost.remove_below(cum);
             self.sacked_bytes -= already;
             self.cumulative = cum;
             if settles {
@@ -682,7 +692,19 @@ impl Recovery {
         );
         for r in lost_repairs {
             if self.add_lost(r.clone()) {
+                self.relost.insert(r.clone());
                 newly.push(r);
+            }
+        }
+        // A repair sent before the latest delivery and not yet overdue
+        // arms the reorder timer like any segment (RFC 8985 §6.2 step 5:
+        // a retransmission is dated by its last sending). Without it, a
+        // lost repair waits for the next ACK, which a sparse stream (one
+        // message per 20 ms) sends only a message later.
+        if let Some(sent) = self.repairs.oldest_sent_at().filter(|&t| t <= rack_sent_at) {
+            let due = sent + wait;
+            if due > now {
+                timer = Some(timer.map_or(due, |t| t.min(due)));
             }
         }
         self.rack_deadline = timer;

@@ -80,6 +80,11 @@ struct Net {
     fins_dropped: u64,
     /// This member's application reads nothing during this time.
     reads_paused: Option<(usize, std::ops::Range<Instant>)>,
+    /// The first `n` DATA datagrams starting at this offset are lost to
+    /// every member: `(offset, n)`.
+    lose_first_sends_of: Option<(u64, u32)>,
+    /// DATA datagrams starting at that offset, as sent.
+    sends_of_lost: u32,
 }
 
 fn realtime_receiver(latency: Option<Duration>) -> TransportConfig {
@@ -134,6 +139,8 @@ impl Net {
             drop_first_fin_to: None,
             fins_dropped: 0,
             reads_paused: None,
+            lose_first_sends_of: None,
+            sends_of_lost: 0,
         }
     }
 
@@ -146,6 +153,14 @@ impl Net {
         let group: SocketAddr = GROUP.parse().unwrap();
         for (dest, bytes) in out {
             let kind = first_frame(&bytes);
+            let mut lost_to_all = false;
+            if let (Some(Kind::Data(range)), Some((offset, n))) = (&kind, self.lose_first_sends_of)
+            {
+                if range.start == offset {
+                    self.sends_of_lost += 1;
+                    lost_to_all = self.sends_of_lost <= n;
+                }
+            }
             let resent = match &kind {
                 Some(Kind::Data(range)) => {
                     let again = range.start < self.sent_end;
@@ -163,7 +178,8 @@ impl Net {
                 if dest != group && dest != member_addr(i) {
                     continue;
                 }
-                if self.rng.below(1000) < self.loss_per_mille
+                if lost_to_all
+                    || self.rng.below(1000) < self.loss_per_mille
                     || (resent && self.no_repairs_to == Some(i))
                 {
                     continue;
@@ -474,6 +490,43 @@ fn losses_both_ways_never_stall_a_stream_with_deadlines() {
         // eviction.
         assert!(read > 1900, "seed {seed}: {read} of 2000 read");
     }
+}
+
+#[test]
+fn a_repair_lost_once_goes_twice_when_no_later_one_could_arrive_in_time() {
+    // One message every 22 ms, each due 120 ms after it is written, on a
+    // 20 ms round trip. Message 10's segment is lost, then its repair;
+    // the second repair is the last that can arrive in time (its loss
+    // would be known only after the next message's round trip), so it
+    // goes twice, and the message arrives although one copy is lost too.
+    // A loss whose first repair arrives costs one repair only.
+    let len = 1316;
+    let run = |lost_sends: u32| {
+        let mode = RealtimeSend {
+            deadlines: true,
+            ..RealtimeSend::with_defaults(1452)
+        };
+        let mut net = Net::with_latency(1, mode, 0, 1, Some(Duration::from_millis(120)));
+        net.lose_first_sends_of = Some((10 * len as u64, lost_sends));
+        let s = Schedule {
+            every: Duration::from_millis(22),
+            count: 40,
+            len: |_| 1316,
+            budget: Some(Duration::from_millis(120)),
+        };
+        net.run(&s, Duration::from_secs(10));
+        assert!(net.members[0].is_finished());
+        let read: Vec<u32> = net.got[0].iter().map(|m| id_of(m)).collect();
+        (read, net.sends_of_lost, net.sender.stats().second_copies)
+    };
+    let (read, sends, st) = run(3);
+    assert!(read.contains(&10), "message 10 read: {read:?}");
+    assert_eq!(read.len(), 40);
+    assert_eq!((sends, st), (4, 1), "copies: {st}");
+    // Lost only once: repaired once, no second copy.
+    let (read, sends, st) = run(1);
+    assert_eq!(read.len(), 40);
+    assert_eq!((sends, st), (2, 0), "copies: {st}");
 }
 
 #[test]

@@ -269,8 +269,8 @@ pub fn human_report(f: &RunFigures) -> String {
         );
         let _ = writeln!(
             out,
-            "    sender: {} SKIPs, {} B repaired, {} messages dropped from its queue; {} recoveries, {} RTOs",
-            l.skips_sent, l.repair_bytes, l.queue_dropped, l.recovery_episodes, l.rto_events
+            "    sender: {} SKIPs, {} B repaired ({} repairs sent twice), {} messages dropped from its queue; {} recoveries, {} RTOs",
+            l.skips_sent, l.repair_bytes, l.second_copies, l.queue_dropped, l.recovery_episodes, l.rto_events
         );
     }
     for l in f.links.iter().filter(|l| l.utilisation > 0.01) {

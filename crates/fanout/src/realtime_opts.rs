@@ -205,6 +205,7 @@ pub fn realtime_sender_counters(s: &SessionSender) -> Vec<(&'static str, u64)> {
         ("skips_sent", st.skips_sent),
         ("skipped_bytes", st.skipped_bytes),
         ("repair_bytes", st.repair_bytes),
+        ("second_copies", st.second_copies),
     ]
 }
 
@@ -250,6 +251,7 @@ pub fn sender_line(t: f64, s: &SessionSender) -> serde_json::Value {
         "data_segments": st.data_segments,
         "repairs": st.unicast_repairs + st.multicast_repairs,
         "repair_bytes": st.repair_bytes,
+        "second_copies": st.second_copies,
         "skips_sent": st.skips_sent,
         "skipped_bytes": st.skipped_bytes,
         "rtt_ms": s.session_rtt().as_secs_f64() * 1000.0,

@@ -13,7 +13,9 @@
 //!   deadline minus the way there, counted as the whole round trip,
 //!   [`deadline::forward_delay`]). Instead of the data, the sender
 //!   sends SKIP naming the lost messages; the receiver fills the hole and
-//!   goes on.
+//!   goes on. A repair that was lost once already goes twice when no
+//!   later repair could follow it in time: on a path that loses often, the
+//!   last chance is not left to one datagram.
 //! * Receivers in real-time mode ([`crate::TransportConfig::realtime`])
 //!   read whole messages ([`crate::Receiver::read_message`],
 //!   [`reader`]); a message any of whose bytes were skipped is dropped and

@@ -38,6 +38,11 @@ impl RepairsInFlight {
         self.order.iter()
     }
 
+    /// When the oldest repair in flight went out.
+    pub(super) fn oldest_sent_at(&self) -> Option<Instant> {
+        self.order.front().map(|(_, t)| *t)
+    }
+
     /// Whether a repair of exactly `r` is in flight.
     pub(super) fn contains(&self, r: &Range<u64>) -> bool {
         self.index.contains_key(&(r.start, r.end))

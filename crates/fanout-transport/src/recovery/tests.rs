@@ -469,3 +469,54 @@ fn repairs_are_settled_by_the_ack_that_covers_them_sacked_or_cumulative() {
     assert!(out.newly_lost.iter().all(|l| l.start >= 6 * SEG), "{out:?}");
     assert!(!r.is_lost(SEG..3 * SEG));
 }
+
+#[test]
+fn a_lost_repair_arms_the_reorder_timer_like_any_segment() {
+    // RFC 8985 §6.2 step 5, for a retransmission: segments 0..3 sent at
+    // 0..2 ms; segment 0 is lost and repaired at 60 ms, segment 3 goes
+    // at 61 ms and is SACKed at 70 ms while the repair is not yet
+    // overdue (the reorder window). Nothing else is sent: the timer, not
+    // a later ACK, must find the repair lost.
+    let mut log = SegmentLog::default();
+    for k in 0..3 {
+        log.push(k * SEG..(k + 1) * SEG, at(k));
+    }
+    log.push(3 * SEG..4 * SEG, at(61));
+    let mut r = recovery();
+    on_ack(
+        &mut r,
+        50,
+        &ack(0, 2, vec![2 * SEG..3 * SEG]),
+        &log,
+        3 * SEG,
+    );
+    let timer = r.rack_deadline().expect("reorder timer for segment 0");
+    assert_eq!(
+        r.on_timeout(timer, &log, 3 * SEG, SEG).newly_lost,
+        vec![0..SEG]
+    );
+    r.on_repair_sent(0..SEG, at(60));
+    let out = on_ack(
+        &mut r,
+        70,
+        &ack(0, 61, vec![2 * SEG..4 * SEG]),
+        &log,
+        4 * SEG,
+    );
+    assert_eq!(
+        out.newly_lost,
+        vec![SEG..2 * SEG],
+        "segment 1, long overdue"
+    );
+    assert!(!r.repair_was_lost(0..SEG));
+    let due = r.rack_deadline().expect("armed for the repair in flight");
+    assert!(due > at(70) && due < at(80), "{due:?}");
+    assert_eq!(
+        r.on_timeout(due, &log, 4 * SEG, SEG).newly_lost,
+        vec![0..SEG]
+    );
+    assert!(r.repair_was_lost(0..SEG) && !r.repair_was_lost(SEG..2 * SEG));
+    // Acknowledged at last: forgotten.
+    on_ack(&mut r, 100, &ack(4 * SEG, 61, vec![]), &log, 4 * SEG);
+    assert!(!r.repair_was_lost(0..SEG));
+}

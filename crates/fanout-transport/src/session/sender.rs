@@ -202,6 +202,10 @@ pub struct SessionStats {
     pub skips_sent: u64,
     /// Stream bytes those SKIPs named (summed over SKIPs).
     pub skipped_bytes: u64,
+    /// Repairs sent twice (real-time mode): a repair lost before, whose
+    /// loss no later repair could follow in time ([`crate::realtime`]).
+    /// The second copies' bytes count in `repair_bytes`.
+    pub second_copies: u64,
     /// Input refused, by reason.
     pub drops: DropCounters,
 }

@@ -8,6 +8,7 @@ use crate::realtime::deadline::forward_delay;
 use crate::realtime::{
     PushedQueue, QueueLimit, QueueStats, RealtimeSend, SentMessages, ARRIVAL_MARGIN,
 };
+use crate::session::MemberId;
 use crate::wire::{DataFrame, Frame, SkipFrame, WireTimestamp};
 use fanout_core::time::Instant;
 use fanout_core::Transmit;
@@ -26,6 +27,23 @@ pub(super) struct RealtimeOut {
     finishing: bool,
     /// DATA datagrams name their message's deadline (room kept for it).
     names_deadlines: bool,
+    /// A repair to send once more, next.
+    second_copy: Option<SecondCopy>,
+    /// When the application last wrote a message.
+    last_write: Option<Instant>,
+    /// The smoothed time between its writes (1/8 gain, as RFC 6298's
+    /// SRTT): when the next new data is due.
+    write_gap: std::time::Duration,
+}
+
+/// A repair that goes twice: its first copy was sent, and an earlier
+/// repair of it was lost.
+#[derive(Debug)]
+struct SecondCopy {
+    range: Range<u64>,
+    to: SocketAddr,
+    /// The members it is for.
+    members: Vec<MemberId>,
 }
 
 impl RealtimeOut {
@@ -42,6 +60,9 @@ impl RealtimeOut {
             too_long: 0,
             finishing: false,
             names_deadlines: mode.deadlines,
+            second_copy: None,
+            last_write: None,
+            write_gap: std::time::Duration::ZERO,
         }
     }
 
@@ -81,6 +102,15 @@ impl SessionSender {
         };
         if !msg.is_empty() {
             rt.queue.push(now, msg.to_vec(), deadline);
+            if let Some(last) = rt.last_write {
+                let gap = now.saturating_duration_since(last);
+                rt.write_gap = if rt.write_gap.is_zero() {
+                    gap
+                } else {
+                    (rt.write_gap * 7 + gap) / 8
+                };
+            }
+            rt.last_write = Some(now);
         }
         true
     }
@@ -210,6 +240,86 @@ impl SessionSender {
             ends_message,
             fin,
         })
+    }
+
+    /// After a repair of `range` went to `to` for `members` at `now`: if
+    /// a repair of it to one of them was lost before (a path that loses
+    /// often) and the loss of this one could not be followed by another
+    /// repair in time — it is known a round trip after the next new data
+    /// is sent at the soonest, and a repair then takes
+    /// [`Self::delivery_time`] — the same
+    /// bytes go once more, next ([`Self::next_second_copy`]): a message
+    /// then misses its deadline only if both copies are lost. A repair
+    /// lost once is rare at low loss, so the extra bytes stay a small
+    /// share of the repairs (those of the losses that were lost twice).
+    pub(super) fn plan_second_copy(
+        &mut self,
+        now: Instant,
+        range: &Range<u64>,
+        to: SocketAddr,
+        members: Vec<MemberId>,
+    ) {
+        let Some(rt) = self.realtime.as_ref() else {
+            return;
+        };
+        let lost_before = members.iter().any(|&id| {
+            self.members
+                .get(id)
+                .is_some_and(|m| m.recovery().repair_was_lost(range.clone()))
+        });
+        if !lost_before {
+            return;
+        }
+        let data = range.start..range.end.min(self.buffer.end());
+        // RACK knows a repair lost once something sent after it was
+        // delivered: a round trip after the next new data goes out — at
+        // once if some waits, else at the application's next write.
+        let next_new = if self.snd_nxt < self.buffer.end() || !rt.queue.is_empty() {
+            now
+        } else {
+            rt.last_write.map_or(now, |t| (t + rt.write_gap).max(now))
+        };
+        let rtt = self
+            .session_rtt_member()
+            .map(|m| m.recovery().srtt())
+            .unwrap_or_else(|| self.session_rtt());
+        let known_lost = next_new + rtt;
+        if data.is_empty() || !rt.sent.is_stale(&data, known_lost, self.delivery_time()) {
+            return;
+        }
+        if let Some(rt) = self.realtime.as_mut() {
+            rt.second_copy = Some(SecondCopy {
+                range: range.clone(),
+                to,
+                members,
+            });
+        }
+    }
+
+    /// The second copy [`Self::plan_second_copy`] planned, if a member it
+    /// is for still lacks the bytes and they can still arrive in time.
+    pub(super) fn next_second_copy(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
+        let copy = self.realtime.as_mut()?.second_copy.take()?;
+        let lacking = copy.members.iter().any(|&id| {
+            self.members
+                .get(id)
+                .is_some_and(|m| m.recovery().unacked_bytes(copy.range.clone()) > 0)
+        });
+        if !lacking || self.stale_skip(now, &copy.range).is_some() {
+            return None;
+        }
+        let len = copy.range.end.min(self.buffer.end()) - copy.range.start;
+        self.stats.second_copies += 1;
+        self.stats.repair_bytes += len;
+        let t = self.write_segment(now, copy.range, copy.to, out);
+        // As the first copy was charged.
+        let share = if copy.to.ip().is_multicast() {
+            len
+        } else {
+            len.div_ceil(self.members.len().max(1) as u64)
+        };
+        self.pacer.on_sent(now, share);
+        Some(t)
     }
 
     /// Writes `skip` to `to` at `now`.

@@ -51,6 +51,9 @@ impl SessionSender {
         if let Some(t) = self.next_coded_symbol(now, out) {
             return Some(t);
         }
+        if let Some(t) = self.next_second_copy(now, out) {
+            return Some(t);
+        }
         let mut cursor = 0;
         while let Some(start) = self.repairs.next_start(cursor) {
             cursor = start + 1;
@@ -138,7 +141,7 @@ impl SessionSender {
                     return Some(self.write_skip(now, skip, group, out));
                 }
                 self.stats.multicast_repair_members += ids.len() as u64;
-                for id in ids {
+                for &id in &ids {
                     self.update_member(now, id, |m| m.on_repair_sent(range.clone(), now));
                 }
                 if self.log.on_multicast_repair(start, now) {
@@ -146,6 +149,7 @@ impl SessionSender {
                 }
                 self.stats.multicast_repairs += 1;
                 self.stats.repair_bytes += range.end.min(self.buffer.end()) - range.start;
+                self.plan_second_copy(now, &range, group, ids);
                 return Some(self.write_data(now, range, group, out));
             }
             let id = self.repairs.take_one(start)?;
@@ -163,6 +167,7 @@ impl SessionSender {
             // One member's path carries a unicast repair: the pacer (the
             // rate every path may take) is charged its share over the
             // members, as a unicast fan-out run charges each copy.
+            self.plan_second_copy(now, &range, addr, vec![id]);
             let t = self.write_segment(now, range, addr, out);
             self.pacer
                 .on_sent(now, len.div_ceil(self.members.len().max(1) as u64));
