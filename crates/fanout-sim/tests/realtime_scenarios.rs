@@ -162,9 +162,11 @@ fn the_default_rate_carries_a_stream_through_two_percent_loss_in_four_round_trip
 
 /// scenarios/realtime/setup-10-fits.toml: 10% loss each way, one message
 /// per 22.7 ms, 6-RTT budgets. A lost repair is found by the reorder timer
-/// rather than the next message's ACK, and a repair lost once goes twice
-/// when no later one could arrive in time: over six seeds at most 0.25% of
-/// the messages are lost (0.44% without either), none read late.
+/// rather than the next message's ACK, a repair lost once goes twice when
+/// no later one could arrive in time, and an ACK that reports a hole goes
+/// again a quarter round trip later: over six seeds at most 0.15% of the
+/// messages are lost (0.44% without any of the three, 0.19% without the
+/// ACK's repeat), none read late.
 #[test]
 fn a_sparse_stream_losing_a_tenth_each_way_loses_few_messages_in_six_round_trips() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -181,7 +183,7 @@ fn a_sparse_stream_losing_a_tenth_each_way_loses_few_messages_in_six_round_trips
         lost += f.mean_perceived_loss / 6.0;
         copies += f.second_copies;
     }
-    assert!(lost <= 0.0025, "{:.3}% lost", lost * 100.0);
+    assert!(lost <= 0.0015, "{:.3}% lost", lost * 100.0);
     assert!(copies > 0);
 }
 

@@ -85,6 +85,12 @@ struct Net {
     lose_first_sends_of: Option<(u64, u32)>,
     /// DATA datagrams starting at that offset, as sent.
     sends_of_lost: u32,
+    /// When each of them was sent.
+    sends_of_lost_at: Vec<Instant>,
+    /// The first ACK that reports a hole (SACK blocks) is lost.
+    lose_first_hole_ack: bool,
+    /// ACKs that reported a hole, as sent.
+    hole_acks: u32,
 }
 
 fn realtime_receiver(latency: Option<Duration>) -> TransportConfig {
@@ -141,6 +147,9 @@ impl Net {
             reads_paused: None,
             lose_first_sends_of: None,
             sends_of_lost: 0,
+            sends_of_lost_at: Vec::new(),
+            lose_first_hole_ack: false,
+            hole_acks: 0,
         }
     }
 
@@ -158,6 +167,7 @@ impl Net {
             {
                 if range.start == offset {
                     self.sends_of_lost += 1;
+                    self.sends_of_lost_at.push(self.now);
                     lost_to_all = self.sends_of_lost <= n;
                 }
             }
@@ -213,6 +223,12 @@ impl Net {
                 acks.push(b.to_vec())
             });
             for bytes in acks {
+                if reports_a_hole(&bytes) {
+                    self.hole_acks += 1;
+                    if self.lose_first_hole_ack && self.hole_acks == 1 {
+                        continue;
+                    }
+                }
                 if self.rng.below(1000) < self.feedback_loss_per_mille
                     || self.feedback_cut_at.is_some_and(|t| self.now >= t)
                 {
@@ -322,6 +338,14 @@ fn first_frame(bytes: &[u8]) -> Option<Kind> {
         Frame::Close(_) => Some(Kind::Close),
         _ => None,
     }
+}
+
+/// Whether a member's datagram holds an ACK with SACK blocks.
+fn reports_a_hole(bytes: &[u8]) -> bool {
+    let Ok((_, body)) = Header::decode(bytes) else {
+        return false;
+    };
+    decode_frames(body).any(|f| matches!(f, Ok(Frame::Ack(a)) if !a.sack.is_empty()))
 }
 
 /// Messages of 300 to 3000 bytes: some shorter than a segment, some split.
@@ -492,6 +516,27 @@ fn losses_both_ways_never_stall_a_stream_with_deadlines() {
     }
 }
 
+/// One member, 40 messages of 1316 bytes one every 22 ms, each due 120 ms
+/// after it is written, on a 20 ms round trip, `lose` set on the network
+/// first; run until the member finished.
+fn sparse_stream(lose: impl FnOnce(&mut Net)) -> Net {
+    let mode = RealtimeSend {
+        deadlines: true,
+        ..RealtimeSend::with_defaults(1452)
+    };
+    let mut net = Net::with_latency(1, mode, 0, 1, Some(Duration::from_millis(120)));
+    lose(&mut net);
+    let s = Schedule {
+        every: Duration::from_millis(22),
+        count: 40,
+        len: |_| 1316,
+        budget: Some(Duration::from_millis(120)),
+    };
+    net.run(&s, Duration::from_secs(10));
+    assert!(net.members[0].is_finished());
+    net
+}
+
 #[test]
 fn a_repair_lost_once_goes_twice_when_no_later_one_could_arrive_in_time() {
     // One message every 22 ms, each due 120 ms after it is written, on a
@@ -500,22 +545,8 @@ fn a_repair_lost_once_goes_twice_when_no_later_one_could_arrive_in_time() {
     // would be known only after the next message's round trip), so it
     // goes twice, and the message arrives although one copy is lost too.
     // A loss whose first repair arrives costs one repair only.
-    let len = 1316;
     let run = |lost_sends: u32| {
-        let mode = RealtimeSend {
-            deadlines: true,
-            ..RealtimeSend::with_defaults(1452)
-        };
-        let mut net = Net::with_latency(1, mode, 0, 1, Some(Duration::from_millis(120)));
-        net.lose_first_sends_of = Some((10 * len as u64, lost_sends));
-        let s = Schedule {
-            every: Duration::from_millis(22),
-            count: 40,
-            len: |_| 1316,
-            budget: Some(Duration::from_millis(120)),
-        };
-        net.run(&s, Duration::from_secs(10));
-        assert!(net.members[0].is_finished());
+        let net = sparse_stream(|net| net.lose_first_sends_of = Some((10 * 1316, lost_sends)));
         let read: Vec<u32> = net.got[0].iter().map(|m| id_of(m)).collect();
         (read, net.sends_of_lost, net.sender.stats().second_copies)
     };
@@ -527,6 +558,27 @@ fn a_repair_lost_once_goes_twice_when_no_later_one_could_arrive_in_time() {
     let (read, sends, st) = run(1);
     assert_eq!(read.len(), 40);
     assert_eq!((sends, st), (2, 0), "copies: {st}");
+}
+
+#[test]
+fn an_ack_reporting_a_hole_goes_again_so_its_loss_costs_no_message_interval() {
+    // One message every 22 ms on a 20 ms round trip. Message 10 is lost,
+    // and so is the ACK that reports it (sent when message 11 arrives,
+    // 32 ms after message 10 went). The ACK goes again a quarter round
+    // trip later: the repair goes about 47 ms after the message, not with
+    // message 12's ACK at 64 ms.
+    let net = sparse_stream(|net| {
+        net.lose_first_sends_of = Some((10 * 1316, 1));
+        net.lose_first_hole_ack = true;
+    });
+    assert_eq!(net.got[0].len(), 40);
+    let at = &net.sends_of_lost_at;
+    assert_eq!(at.len(), 2, "sent, then repaired once");
+    let waited = at[1] - at[0];
+    assert!(
+        waited >= Duration::from_millis(42) && waited <= Duration::from_millis(52),
+        "repaired {waited:?} after"
+    );
 }
 
 #[test]

@@ -121,6 +121,11 @@ impl SenderClock {
         self.min_transit
     }
 
+    /// The round trip measured when joining (zero before).
+    pub fn join_rtt(&self) -> Duration {
+        self.one_way * 2
+    }
+
     /// RFC 3550 interarrival jitter of the DATA so far.
     pub fn jitter(&self) -> Duration {
         Duration::from_micros(self.jitter_us as u64)

@@ -154,6 +154,11 @@ pub struct Receiver {
     /// unvalidated, and a session waiting for its members would send no
     /// data and so draw no ACK from it that could validate it instead.
     confirm_retry: Option<(Instant, u32)>,
+    /// When the last ACK, which reported a hole, goes again unless another
+    /// ACK goes first (real-time receivers, [`ACK_REPEAT_FRACTION`]).
+    ack_repeat_at: Option<Instant>,
+    /// The ACK about to go is that repeat: it is not repeated in turn.
+    ack_repeating: bool,
     refusals: VecDeque<(SocketAddr, u64)>,
     largest_pn: Option<u64>,
     numbers: PacketNumbers,
@@ -243,6 +248,8 @@ impl Receiver {
             retry_token: 0,
             confirm: false,
             confirm_retry: None,
+            ack_repeat_at: None,
+            ack_repeating: false,
             refusals: VecDeque::new(),
             largest_pn: None,
             numbers: PacketNumbers::default(),
@@ -1613,6 +1620,12 @@ impl Receiver {
             return self.poll_upstream(now, self.token, peer, buf);
         }
         let ack = self.build_ack(now);
+        let repeat = !std::mem::take(&mut self.ack_repeating)
+            && self.messages.is_some()
+            && !ack.sack.is_empty();
+        self.ack_repeat_at = repeat.then(|| {
+            now + (self.sender_clock.join_rtt() / ACK_REPEAT_FRACTION).max(ACK_REPEAT_MIN)
+        });
         self.last_ack_sent = ack.cumulative;
         self.advertised_window_end = self.buffer.window_end();
         let t = self.send_frame(buf, self.token, peer, &Frame::Ack(ack));
@@ -1694,6 +1707,7 @@ impl Engine for Receiver {
                 self.renege_at,
                 self.hole_deadline(),
                 self.confirm_retry.map(|(at, _)| at),
+                self.ack_repeat_at,
             ]
             .into_iter()
             .flatten()
@@ -1726,6 +1740,11 @@ impl Engine for Receiver {
         }
         if self.state == State::Established {
             self.skip_late_holes(now);
+            if self.ack_repeat_at.is_some_and(|at| at <= now) {
+                self.ack_repeat_at = None;
+                self.ack_repeating = true;
+                self.acks.request_paced();
+            }
             if let Some((_, sent)) = self.confirm_retry.filter(|(at, _)| *at <= now) {
                 self.confirm = true;
                 let next = now + retry_wait(sent + 1, self.config.rto.initial);
@@ -1748,6 +1767,18 @@ impl Engine for Receiver {
         }
     }
 }
+
+/// A real-time receiver's ACK that reports a hole goes again this
+/// fraction of its join round trip later, unless another ACK went
+/// meanwhile: once, not repeated in turn. If the first was lost, the
+/// sender would hear of the hole only with the next data's ACK — a whole
+/// message later on a sparse stream — while the hole's deadline runs.
+/// One ACK more per loss at most, only where data is sparser than this.
+const ACK_REPEAT_FRACTION: u32 = 4;
+
+/// The least wait before an ACK goes again ([`ACK_REPEAT_FRACTION`]): not
+/// back to back, where one burst of loss would take both.
+const ACK_REPEAT_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// How often a receiver tells its sender again of ranges it reneged while
 /// they have not come again.
