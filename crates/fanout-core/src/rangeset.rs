@@ -15,6 +15,37 @@ pub struct RangeSet {
     map: BTreeMap<u64, u64>,
 }
 
+/// The gaps of a [`RangeSet`] within a range, in ascending order
+/// ([`RangeSet::gaps`]).
+#[derive(Debug)]
+pub struct Gaps<'a> {
+    /// Nothing below it is a gap still to yield.
+    at: u64,
+    end: u64,
+    /// The stored ranges starting inside the range, not yet passed.
+    stored: std::collections::btree_map::Range<'a, u64, u64>,
+}
+
+impl Iterator for Gaps<'_> {
+    type Item = Range<u64>;
+
+    fn next(&mut self) -> Option<Range<u64>> {
+        while self.at < self.end {
+            let Some((&s, &e)) = self.stored.next() else {
+                let gap = self.at..self.end;
+                self.at = self.end;
+                return Some(gap);
+            };
+            let gap = self.at..s;
+            self.at = self.at.max(e);
+            if !gap.is_empty() {
+                return Some(gap);
+            }
+        }
+        None
+    }
+}
+
 impl std::fmt::Debug for RangeSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.iter()).finish()
@@ -194,29 +225,26 @@ impl RangeSet {
     /// (each as long as it goes): one walk over the stored ranges inside
     /// `r`.
     pub fn gaps_in(&self, r: Range<u64>) -> Vec<Range<u64>> {
-        let mut out = Vec::new();
-        if r.is_empty() {
-            return out;
-        }
+        self.gaps(r).collect()
+    }
+
+    /// [`RangeSet::gaps_in`] as it walks: a caller that stops at the first
+    /// gaps walks no further.
+    pub fn gaps(&self, r: Range<u64>) -> Gaps<'_> {
         // A range starting before `r` may cover its beginning.
-        let mut at = self
-            .map
-            .range(..r.start)
-            .next_back()
-            .map_or(r.start, |(_, &e)| e.max(r.start));
-        for (&s, &e) in self.map.range(r.start..r.end) {
-            if at >= r.end {
-                break;
-            }
-            if s > at {
-                out.push(at..s);
-            }
-            at = at.max(e);
+        let at = if r.is_empty() {
+            r.end
+        } else {
+            self.map
+                .range(..r.start)
+                .next_back()
+                .map_or(r.start, |(_, &e)| e.max(r.start))
+        };
+        Gaps {
+            at,
+            end: r.end,
+            stored: self.map.range(r.start..r.end.max(r.start)),
         }
-        if at < r.end {
-            out.push(at..r.end);
-        }
-        out
     }
 
     /// The intersection of `self` and `other`.
@@ -258,6 +286,13 @@ mod tests {
         assert_eq!(s.next_gap(0), (3, Some(7)));
         assert_eq!(s.next_gap(8), (30, None));
         assert_eq!(s.gaps_in(0..40), vec![3..7, 30..40]);
+        // Walked lazily, from inside a stored range, and over nothing.
+        assert_eq!(s.gaps(1..40).next(), Some(3..7));
+        assert_eq!(s.gaps(8..29).next(), None);
+        assert_eq!(s.gaps(9..9).next(), None);
+        #[allow(clippy::reversed_empty_ranges)]
+        let backwards = 20..10;
+        assert_eq!(s.gaps(backwards).next(), None);
     }
 
     #[derive(Debug, Clone)]

@@ -488,13 +488,15 @@ impl Recovery {
             else {
                 continue;
             };
-            if self.sacked.range_count() >= MAX_SACK_RANGES_KEPT
-                && !self.sacked.contains_range(r.clone())
-            {
+            // Most blocks repeat what earlier ACKs said: one descent.
+            if self.sacked.contains_range(r.clone()) {
+                continue;
+            }
+            if self.sacked.range_count() >= MAX_SACK_RANGES_KEPT {
                 out.sack_capped = true;
                 continue;
             }
-            for gap in self.sacked.gaps_in(r.clone()) {
+            for gap in self.sacked.gaps(r.clone()) {
                 delivered_latest = delivered_latest.max(log.latest_first_sent_within(gap.clone()));
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
@@ -652,8 +654,10 @@ impl Recovery {
             .clamp(self.cumulative, top.max(self.cumulative));
         debug_assert!(self.decided(log, self.cumulative..from));
         let mut undecided = None;
-        let holes = self.sacked.gaps_in(from..top);
-        'holes: for hole in holes {
+        // Lost here, taken into `lost` after the walk (which borrows the
+        // scoreboard); segments are disjoint, so none decides another.
+        let mut overdue = Vec::new();
+        'holes: for hole in self.sacked.gaps(from..top) {
             for seg in log.overlapping(hole.clone()) {
                 let r = seg.start..seg.end;
                 if self.is_decided(&r) {
@@ -672,14 +676,17 @@ impl Recovery {
                 }
                 let due = seg.sent_at + self.rack_rtt + reo_wnd;
                 if now >= due {
-                    if self.add_lost(r.clone()) {
-                        newly.push(r);
-                    }
+                    overdue.push(r);
                 } else {
                     undecided.get_or_insert(seg.start);
                     timer = Some(timer.map_or(due, |t| t.min(due)));
                     break 'holes;
                 }
+            }
+        }
+        for r in overdue {
+            if self.add_lost(r.clone()) {
+                newly.push(r);
             }
         }
         self.decided_below = undecided.unwrap_or(top).max(from);
