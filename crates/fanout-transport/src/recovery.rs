@@ -74,8 +74,8 @@ pub struct Recovery {
     lost_frontier: u64,
     /// Repairs sent and not yet confirmed, oldest first.
     repairs: RepairsInFlight,
-    /// Ranges whose repair was deemed lost in turn, above the cumulative
-    /// point: a path that lost both copies of these.
+    /// Ranges above the cumulative point a repair of which was deemed lost
+    /// in turn (the first sending and a repair both lost).
     relost: RangeSet,
     /// Every hole segment below it is deemed lost or is being repaired:
     /// loss detection starts its walk here. Lowered wherever a segment
