@@ -311,15 +311,7 @@ impl SessionSender {
         let len = copy.range.end.min(self.buffer.end()) - copy.range.start;
         self.stats.second_copies += 1;
         self.stats.repair_bytes += len;
-        let t = self.write_segment(now, copy.range, copy.to, out);
-        // As the first copy was charged.
-        let share = if copy.to.ip().is_multicast() {
-            len
-        } else {
-            len.div_ceil(self.members.len().max(1) as u64)
-        };
-        self.pacer.on_sent(now, share);
-        Some(t)
+        Some(self.write_repair(now, copy.range, copy.to, out))
     }
 
     /// Writes `skip` to `to` at `now`.

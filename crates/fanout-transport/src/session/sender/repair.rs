@@ -44,6 +44,28 @@ impl SessionSender {
         Duration::from_micros(u64::from(slot_us).min(50_000))
     }
 
+    /// Writes a repair of `range` to `to` and charges the pacer: the whole
+    /// of it when multicast; when unicast, one member's path carries it,
+    /// so the pacer (the rate every path may take) is charged its share
+    /// over the members, as a unicast fan-out run charges each copy.
+    pub(super) fn write_repair(
+        &mut self,
+        now: Instant,
+        range: Range<u64>,
+        to: std::net::SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> Transmit {
+        let len = range.end.min(self.buffer.end()) - range.start;
+        let share = if to.ip().is_multicast() {
+            len
+        } else {
+            len.div_ceil(self.members.len().max(1) as u64)
+        };
+        let t = self.write_segment(now, range, to, out);
+        self.pacer.on_sent(now, share);
+        t
+    }
+
     /// The next repair to send, if any member still misses a queued segment.
     pub(super) fn next_repair(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Transmit> {
         let holdoff = self.repair_holdoff();
@@ -164,14 +186,8 @@ impl SessionSender {
             self.stats.unicast_repairs += 1;
             let len = range.end.min(self.buffer.end()) - range.start;
             self.stats.repair_bytes += len;
-            // One member's path carries a unicast repair: the pacer (the
-            // rate every path may take) is charged its share over the
-            // members, as a unicast fan-out run charges each copy.
             self.plan_second_copy(now, &range, addr, vec![id]);
-            let t = self.write_segment(now, range, addr, out);
-            self.pacer
-                .on_sent(now, len.div_ceil(self.members.len().max(1) as u64));
-            return Some(t);
+            return Some(self.write_repair(now, range, addr, out));
         }
         None
     }
