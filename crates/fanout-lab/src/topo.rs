@@ -26,6 +26,7 @@
 //! duplex = true            # also sw -> snd with the same parameters
 //! loss = { model = "bernoulli", p = 0.01 }
 //! queue = { kind = "red", min_th = 15000, max_th = 45000, max_p = 0.4, byte_mode = true, bytes = "60KB" }
+//! reorder = { p = 0.01, extra = "3ms" }   # 1% of packets arrive 3 ms late
 //!
 //! [[group]]                # multicast to 239.1.1.1 reaches these hosts
 //! addr = "239.1.1.1"
@@ -39,7 +40,7 @@
 
 use crate::error::LabError;
 use fanout_sim::units::{HumanDuration, Rate};
-use fanout_sim::{LinkConfig, LossSpec, QueueConfig};
+use fanout_sim::{LinkConfig, LossSpec, QueueConfig, ReorderSpec};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -123,6 +124,8 @@ struct LinkFile {
     loss: LossSpec,
     #[serde(default)]
     queue: Option<QueueConfig>,
+    #[serde(default)]
+    reorder: ReorderSpec,
 }
 
 #[derive(Debug, Deserialize)]
@@ -397,8 +400,9 @@ fn resolve(file: TopologyFile, origin: &str) -> Result<Topology, String> {
         if from == to {
             return Err(format!("{at}: a link needs two different nodes"));
         }
-        let mut config =
-            LinkConfig::new(l.rate.0, l.delay.map_or(Duration::ZERO, |d| d.0)).with_loss(l.loss);
+        let mut config = LinkConfig::new(l.rate.0, l.delay.map_or(Duration::ZERO, |d| d.0))
+            .with_loss(l.loss)
+            .with_reorder(l.reorder);
         if let Some(q) = l.queue {
             config = config.with_queue(q);
         }
@@ -407,6 +411,10 @@ fn resolve(file: TopologyFile, origin: &str) -> Result<Topology, String> {
             .validate()
             .map_err(|e| format!("{at}: loss: {e}"))?;
         config.queue.validate().map_err(|e| format!("{at}: {e}"))?;
+        config
+            .reorder
+            .validate()
+            .map_err(|e| format!("{at}: reorder: {e}"))?;
         links.push(DirLink { from, to, config });
         if l.duplex {
             links.push(DirLink {

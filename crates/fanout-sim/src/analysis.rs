@@ -72,6 +72,10 @@ pub struct SessionFigures {
     pub rto_events: u64,
     /// Member loss-recovery episodes.
     pub recovery_episodes: u64,
+    /// Repairs that proved spurious (the original was late, not lost).
+    pub spurious_repairs: u64,
+    /// Member recovery episodes undone (all they deemed lost arrived).
+    pub recoveries_undone: u64,
     /// Datagrams arriving at the sender's node per second (feedback load).
     pub feedback_pps: f64,
     /// Bits per second arriving at the sender's node.
@@ -481,6 +485,8 @@ fn session_figures(
             / stats.multicast_repairs.max(1) as f64,
         rto_events: stats.rto_events,
         recovery_episodes: stats.recovery_episodes,
+        spurious_repairs: stats.spurious_repairs,
+        recoveries_undone: stats.recoveries_undone,
         feedback_pps: node_stats.delivered_packets as f64 / secs,
         feedback_bps: node_stats.delivered_bytes as f64 * 8.0 / secs,
         feedback_cpu_drops: node_stats.drops[crate::stats::NetDrop::CpuOverflow],

@@ -1,15 +1,16 @@
 //! A directed link: a queue in front of a serializer at a fixed rate, then a
-//! constant propagation delay and a random loss model.
+//! constant propagation delay, a random loss model and optional reordering.
 //!
 //! A packet occupies the link for `wire_bytes·8 / rate` seconds (rounded up to
-//! whole nanoseconds), then arrives `delay` later unless the loss model drops
-//! it. A propagating packet travels inside its arrival event; the link only
+//! whole nanoseconds), then arrives `delay` later (plus the reordering's
+//! extra delay, for the packets it holds) unless the loss model drops it. A propagating packet travels inside its arrival event; the link only
 //! counts it.
 
 use crate::ids::{LinkId, NodeId};
 use crate::loss::{LossModel, LossSpec};
 use crate::packet::Packet;
 use crate::queue::{Queue, QueueConfig, WireSize};
+use crate::reorder::ReorderSpec;
 use crate::stats::{LinkStats, NetDrop};
 use fanout_core::time::duration_nanos;
 use fanout_core::{Instant, Rng};
@@ -26,6 +27,8 @@ pub struct LinkConfig {
     pub loss: LossSpec,
     /// Queue discipline in front of the serializer.
     pub queue: QueueConfig,
+    /// Packets held back after the propagation delay (default none).
+    pub reorder: ReorderSpec,
 }
 
 impl LinkConfig {
@@ -36,7 +39,14 @@ impl LinkConfig {
             delay,
             loss: LossSpec::None,
             queue: QueueConfig::default(),
+            reorder: ReorderSpec::NONE,
         }
+    }
+
+    /// Builder: sets the reordering.
+    pub fn with_reorder(mut self, reorder: ReorderSpec) -> Self {
+        self.reorder = reorder;
+        self
     }
 
     /// Builder: sets the loss model.
@@ -202,7 +212,7 @@ impl<P: WireSize> LinkModel<P> {
             None
         } else {
             self.in_flight += 1;
-            Some(now + self.config.delay)
+            Some(now + self.config.delay + self.config.reorder.draw(&mut self.rng))
         };
         let next_done = self.start_next(now);
         if next_done.is_none() {
@@ -216,7 +226,7 @@ impl<P: WireSize> LinkModel<P> {
         }
     }
 
-    /// The oldest in-flight packet reached the far end.
+    /// An in-flight packet reached the far end.
     pub fn arrived(&mut self) {
         self.stats.delivered_packets += 1;
         self.in_flight -= 1;
@@ -297,7 +307,7 @@ impl Link {
         self.model.finish_tx(now)
     }
 
-    /// The oldest in-flight packet reached the far end.
+    /// An in-flight packet reached the far end.
     pub(crate) fn arrived(&mut self) {
         self.model.arrived();
     }

@@ -26,6 +26,7 @@
 //! duplex = true
 //! loss = { model = "bernoulli", p = 0.01 }
 //! queue = { kind = "red", min_th = 5, max_th = 15, packets = 50 }
+//! reorder = { p = 0.01, extra = "3ms" }   # 1% of packets arrive 3 ms late
 //!
 //! [[flow]]
 //! kind = "cbr"
@@ -41,6 +42,7 @@ use crate::loss::LossSpec;
 use crate::multicast::TreeMode;
 use crate::node::CpuModel;
 use crate::queue::QueueConfig;
+use crate::reorder::ReorderSpec;
 use crate::sim::{SimConfig, Simulator};
 use crate::trace::TraceLevel;
 use crate::units::{Bytes, HumanDuration, Rate};
@@ -213,6 +215,9 @@ pub struct LinkSpec {
     /// Queue (default DropTail, 100 packets).
     #[serde(default)]
     pub queue: Option<QueueConfig>,
+    /// Reordering: `{ p = 0.01, extra = "5ms" }` (default none).
+    #[serde(default)]
+    pub reorder: ReorderSpec,
 }
 
 /// `[[route]]`: on `node`, send `dest` (prefix or address) via neighbour `via`.
@@ -502,6 +507,7 @@ impl Scenario {
                 delay: l.delay.0,
                 loss: l.loss,
                 queue: l.queue.unwrap_or_default(),
+                reorder: l.reorder,
             };
             sim.add_link(from, to, cfg)
                 .map_err(|e| self.invalid(format!("link[{i}]"), e))?;

@@ -14,12 +14,14 @@
 //! queue = { kind = "drop_tail", packets = 100 }   # optional, hub → leaf
 //! loss = { model = "bernoulli", p = 0.02 }        # optional, hub → leaf
 //! lossy_leaves = 400        # optional: loss on the first K leaves only
+//! reorder = { p = 0.01, extra = "2ms" }  # optional, hub → leaf, every leaf
 //! group = "239.1.1.1"       # optional: every leaf joins at time zero
 //! join_at = "300s"          # optional: … or then
 //! ```
 
 use crate::loss::LossSpec;
 use crate::queue::QueueConfig;
+use crate::reorder::ReorderSpec;
 use crate::scenario::{GroupSpec, LinkSpec, MembershipChange, NodeSpec};
 use crate::units::{HumanDuration, Rate};
 use serde::Deserialize;
@@ -53,6 +55,9 @@ pub struct StarSpec {
     /// Hub → leaf loss.
     #[serde(default)]
     pub loss: LossSpec,
+    /// Hub → leaf reordering, on every leaf (default none).
+    #[serde(default)]
+    pub reorder: ReorderSpec,
     /// Apply `loss` to the first this many leaves only (default: all).
     #[serde(default)]
     pub lossy_leaves: Option<u32>,
@@ -104,6 +109,7 @@ impl StarSpec {
                 duplex: false,
                 loss: if i < lossy { self.loss } else { LossSpec::None },
                 queue: self.queue,
+                reorder: self.reorder,
             });
             links.push(LinkSpec {
                 from: name.clone(),
@@ -113,6 +119,7 @@ impl StarSpec {
                 duplex: false,
                 loss: LossSpec::None,
                 queue: None,
+                reorder: ReorderSpec::NONE,
             });
             members.push(name);
         }

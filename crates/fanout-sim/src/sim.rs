@@ -257,6 +257,10 @@ impl Simulator {
         }
         config.loss.validate().map_err(SimError::Invalid)?;
         config.queue.validate().map_err(SimError::Invalid)?;
+        config
+            .reorder
+            .validate()
+            .map_err(|e| SimError::Invalid(format!("reorder: {e}")))?;
         self.check_node(from)?;
         self.check_node(to)?;
         let id = LinkId::from_index(self.links.len());
@@ -856,11 +860,13 @@ impl Simulator {
     fn on_tx_done(&mut self, l: LinkId) {
         let r = self.links[l.index()].finish_tx(self.now);
         match r.arrival {
-            Some(at) => {
+            Some(at) if at == self.now + self.links[l.index()].config().delay => {
                 let lane = self.arrive_lanes[l.index()];
                 self.events
                     .schedule_in(lane, at, Event::Arrive(l, r.packet));
             }
+            // Held back by the link's reordering: a lane of its own offset.
+            Some(at) => self.schedule_at_offset(at, Event::Arrive(l, r.packet)),
             None => {
                 trace!(
                     self,

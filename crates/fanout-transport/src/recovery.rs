@@ -19,14 +19,24 @@ use fanout_core::cc::{AckSample, CongestionController};
 use fanout_core::rtt::RttEstimator;
 use fanout_core::time::Instant;
 use fanout_core::RangeSet;
+mod reorder_window;
 mod repairs_in_flight;
+mod undo;
+use reorder_window::ReorderWindow;
 use repairs_in_flight::RepairsInFlight;
 use std::ops::Range;
 use std::time::Duration;
+use undo::UndoPoint;
 
 /// Resolution of wire timestamps (whole microseconds): an echo may read up
 /// to this much older than the instant it stands for.
 const ECHO_GRANULARITY: Duration = Duration::from_micros(1);
+
+/// A repair acknowledged sooner than this share of `min_rtt` after it went
+/// was not the copy that arrived. Less than 1: `min_rtt` overstates the
+/// path's while a queue that stood at the first sample drains (a flow
+/// joining a full bottleneck), and the echo rounds to microseconds.
+const SPURIOUS_SHARE_OF_MIN_RTT: f64 = 0.75;
 
 /// Most disjoint SACKed ranges kept per peer; further ranges are ignored
 /// (the data is then repaired as if lost — safe, merely wasteful).
@@ -45,6 +55,11 @@ pub struct AckOutcome {
     pub sack_capped: bool,
     /// Ranges newly deemed lost (segment-aligned).
     pub newly_lost: Vec<Range<u64>>,
+    /// Repairs this ACK showed spurious (acknowledged too soon after they
+    /// went to have been the copy that arrived).
+    pub spurious_repairs: u64,
+    /// The latest congestion response proved spurious and was undone.
+    pub undone: bool,
 }
 
 /// What an expired timer did.
@@ -77,11 +92,35 @@ pub struct Recovery {
     /// Ranges above the cumulative point a repair of which was deemed lost
     /// in turn (the first sending and a repair both lost).
     relost: RangeSet,
+    /// Ranges above the cumulative point repaired to this peer (unicast or
+    /// multicast): a later delivery there may be either copy's.
+    repaired: RangeSet,
     /// Every hole segment below it is deemed lost or is being repaired:
     /// loss detection starts its walk here. Lowered wherever a segment
     /// below it can become undecided again (a repair forgotten, a loss
     /// refused a repair, a SACK reneged).
     decided_below: u64,
+    /// RACK's reordering window and what the path showed of reordering.
+    reorder: ReorderWindow,
+    /// While the latest recovery episode may prove spurious: what undoing
+    /// its congestion response goes back to.
+    undo: Option<UndoPoint>,
+    /// Congestion responses undone.
+    undone_episodes: u64,
+    /// The peer may acknowledge holes it skipped itself (a real-time
+    /// receiver past its deadline): a lost range acknowledged is no proof
+    /// that it arrived.
+    peer_skips_holes: bool,
+    /// The peer may hold data below this that it has not reported yet: an
+    /// ACK carried as many SACK blocks as one can (the receiver then leaves
+    /// some out), or blocks beyond [`MAX_SACK_RANGES_KEPT`] were ignored.
+    /// A delivery reported below it proves no reordering and no spurious
+    /// loss: it may have arrived long before.
+    unreported_below: u64,
+    /// Pieces newly delivered by the ACK being processed, each with
+    /// whether any of it was deemed lost (scratch, kept
+    /// to spare an allocation per ACK while no reordering was seen).
+    delivered_scratch: Vec<(Range<u64>, bool)>,
     rtt: RttEstimator,
     cc: Box<dyn CongestionController>,
     /// `SND.NXT` when the current recovery episode began (RFC 6582 "recover").
@@ -131,8 +170,15 @@ impl Recovery {
             lost_bytes: 0,
             lost_frontier: start,
             relost: RangeSet::new(),
+            repaired: RangeSet::new(),
             repairs: RepairsInFlight::new(MAX_REPAIRS_IN_FLIGHT),
             decided_below: start,
+            reorder: ReorderWindow::new(start),
+            undo: None,
+            undone_episodes: 0,
+            peer_skips_holes: false,
+            unreported_below: start,
+            delivered_scratch: Vec::new(),
             rtt,
             cc,
             recovery_point: None,
@@ -152,6 +198,29 @@ impl Recovery {
             cwnd_limited: false,
             flight_at_congestion: 0,
         }
+    }
+
+    /// Whether this peer's path was seen to reorder (RFC 8985 §6.2).
+    pub fn reordering_seen(&self) -> bool {
+        self.reorder.seen()
+    }
+
+    /// Repairs acknowledged too soon to have been the copy that arrived:
+    /// the original was late, not lost.
+    pub fn spurious_repairs(&self) -> u64 {
+        self.reorder.spurious_repairs()
+    }
+
+    /// The peer may acknowledge holes it skipped itself, never received
+    /// (a real-time receiver with deadlines).
+    pub fn set_peer_skips_holes(&mut self) {
+        self.peer_skips_holes = true;
+    }
+
+    /// Congestion responses undone: every byte their episode deemed lost
+    /// arrived in its first sending.
+    pub fn undone_episodes(&self) -> u64 {
+        self.undone_episodes
     }
 
     /// Every offset below was acknowledged.
@@ -315,6 +384,10 @@ impl Recovery {
     /// A repair of `range` was sent (by unicast to this peer, or by
     /// multicast).
     pub fn on_repair_sent(&mut self, range: Range<u64>, now: Instant) {
+        if range.end > self.cumulative {
+            self.repaired
+                .insert(range.start.max(self.cumulative)..range.end);
+        }
         let removed = self.lost.remove(range.clone());
         self.lost_bytes -= removed;
         self.repaired_bytes += removed;
@@ -448,16 +521,48 @@ impl Recovery {
         }
         let flight_before = self.in_flight(snd_nxt);
         let mut sampled = false;
+        // Bytes deemed lost in the latest episode and proven to have
+        // arrived in their first sending cover all it lost: undo it.
+        let mut all_proven = false;
+        if ack.sack.len() >= crate::wire::MAX_SACK_RANGES {
+            self.unreported_below = self.unreported_below.max(snd_nxt);
+        }
+        // RFC 8985 §6.2 step 3 needs what was newly delivered, in order,
+        // until reordering is seen (SACKed pieces gathered here, sorted).
+        let watch_order = !self.reorder.seen();
+        let mut delivered = std::mem::take(&mut self.delivered_scratch);
+        delivered.clear();
         if cum > self.cumulative {
             out.progressed = true;
             let newly = self.cumulative..cum;
+            if watch_order {
+                // The lowest of what this ACK delivered, in order, judged
+                // before the pruning below forgets their repairs.
+                for gap in self.sacked.gaps(newly.clone()) {
+                    let unreported = gap.end <= self.unreported_below;
+                    let once = || {
+                        !unreported
+                            && (!self.peer_skips_holes || self.lost.overlap_len(gap.clone()) == 0)
+                            && sent_once(&self.repaired, log, &gap)
+                    };
+                    self.reorder.on_delivered(gap.end, once);
+                }
+            }
             delivered_latest = delivered_latest.max(log.latest_first_sent_within(newly.clone()));
             let already = self.sacked.overlap_len(newly.clone());
             let was_lost = self.lost.remove(newly.clone());
             self.lost_bytes -= was_lost;
+            if was_lost > 0 && !self.peer_skips_holes && newly.end > self.unreported_below {
+                if let Some(u) = self.undo.as_mut() {
+                    if log.overlapping(newly.clone()).all(|seg| seg.sent_once()) {
+                        all_proven |= u.on_proven(was_lost, None);
+                    }
+                }
+            }
             newly_acked += (cum - self.cumulative) - already;
             self.sacked.remove_below(cum);
             self.relost.remove_below(cum);
+            self.repaired.remove_below(cum);
             self.sacked_bytes -= already;
             self.cumulative = cum;
             if settles {
@@ -494,14 +599,25 @@ impl Recovery {
             }
             if self.sacked.range_count() >= MAX_SACK_RANGES_KEPT {
                 out.sack_capped = true;
+                self.unreported_below = self.unreported_below.max(snd_nxt);
                 continue;
             }
             for gap in self.sacked.gaps(r.clone()) {
                 delivered_latest = delivered_latest.max(log.latest_first_sent_within(gap.clone()));
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
+                if was_lost > 0 && !self.peer_skips_holes && gap.end > self.unreported_below {
+                    if let Some(u) = self.undo.as_mut() {
+                        if log.overlapping(gap.clone()).all(|seg| seg.sent_once()) {
+                            all_proven |= u.on_proven(was_lost, None);
+                        }
+                    }
+                }
                 newly_acked += gap.end - gap.start;
                 newly_sacked_top = newly_sacked_top.max(Some(gap.end));
+                if watch_order {
+                    delivered.push((gap.clone(), was_lost > 0));
+                }
                 if settles {
                     covered_now.push(gap);
                 }
@@ -515,23 +631,76 @@ impl Recovery {
                 self.rtt.on_sample(sample);
             }
         }
+        if watch_order {
+            delivered.sort_unstable_by_key(|(r, _)| r.end);
+            for (piece, was_lost) in &delivered {
+                let skips = self.peer_skips_holes;
+                let once = || {
+                    piece.end > self.unreported_below
+                        && !(skips && *was_lost)
+                        && sent_once(&self.repaired, log, piece)
+                };
+                if self.reorder.on_delivered(piece.end, once) {
+                    break;
+                }
+            }
+        }
+        self.delivered_scratch = delivered;
         // Repairs delivered count as the latest evidence too (RFC 8985 §6.1:
         // only if delivered no sooner than min_rtt after being sent).
         let min_rtt = self.rtt.min_rtt().min(self.rtt.srtt());
-        let (cum, sacked) = (self.cumulative, &self.sacked);
+        let (cum, sacked, unreported_below) =
+            (self.cumulative, &self.sacked, self.unreported_below);
         // A repair not settled by the last ACK is settled by this one only
         // if this one covered part of it.
         if !covered_now.is_empty() {
+            let mut spurious = Vec::new();
+            let mut genuine = false;
             self.repairs.retain(|(r, t)| {
                 let touched = covered_now
                     .iter()
                     .any(|c| c.start < r.end && r.start < c.end);
                 let done = touched && (r.end <= cum || sacked.contains_range(r.clone()));
-                if done && now - *t >= min_rtt {
+                let since = now - *t;
+                if done && since >= min_rtt {
                     delivered_latest = delivered_latest.max(Some((*t, r.end)));
+                }
+                if done
+                    && since < min_rtt.mul_f64(SPURIOUS_SHARE_OF_MIN_RTT)
+                    && r.end > unreported_below
+                    && log
+                        .overlapping(r.clone())
+                        .all(|seg| seg.sent_once_before(*t))
+                {
+                    // Acknowledged well within a round trip after it went,
+                    // and no copy went to the group between the first and
+                    // this one: the first arrived late (the DSACK RFC 8985
+                    // §6.2 step 4 adapts to). A copy another member's
+                    // repair multicast meanwhile proves nothing of the path.
+                    spurious.push((r.clone(), *t));
+                } else if done {
+                    genuine = true;
                 }
                 !done
             });
+            if genuine {
+                // A repair that may have been the copy delivered: the
+                // episode may have had a real loss.
+                self.undo = None;
+            }
+            for (r, sent_at) in spurious {
+                let counted = self
+                    .reorder
+                    .on_spurious_repair(r.end, self.cumulative, snd_nxt);
+                out.spurious_repairs += u64::from(counted);
+                // A tail probe's bytes were never deemed lost by RACK.
+                if let Some(u) = self.undo.as_mut().filter(|_| counted) {
+                    all_proven |= u.on_proven(r.end - r.start, Some(sent_at));
+                }
+            }
+        }
+        if all_proven && self.undo.is_some() {
+            out.undone = self.undo_episode();
         }
         if let Some((t, end)) = delivered_latest {
             if self
@@ -552,6 +721,9 @@ impl Recovery {
             if self.cumulative >= rp || self.highest_acked() > rp {
                 self.recovery_point = None;
                 self.cc.on_recovery_end(now);
+                self.reorder.on_recovery_end();
+                // Undone while it lasts, or never (as Linux's undo).
+                self.undo = None;
             }
         }
         if newly_acked > 0 && self.recovery_point.is_none() {
@@ -634,13 +806,15 @@ impl Recovery {
             return newly;
         };
         let rack_end = self.rack_end;
-        // RFC 8985 §6.2: reo_wnd = min_rtt/4, or 0 once DupThresh (3)
-        // segments were SACKed above the hole (the RFC 6675 trigger).
-        let reo_wnd = if self.sacked_bytes >= 3 * mss {
-            Duration::ZERO
-        } else {
-            self.rtt.min_rtt().min(self.rtt.srtt()) / 4
-        };
+        // RFC 8985 §6.2: reo_wnd = min_rtt/4 (in steps that spurious
+        // repairs add), or 0 once DupThresh (3) segments were SACKed above
+        // the hole (the RFC 6675 trigger) on a path not seen to reorder.
+        let srtt = self.rtt.srtt();
+        let reo_wnd = self.reorder.window(
+            self.rtt.min_rtt().min(srtt),
+            srtt,
+            self.sacked_bytes >= 3 * mss,
+        );
         let top = self
             .sacked
             .max_end()
@@ -697,6 +871,9 @@ impl Recovery {
             |t| t <= rack_sent_at && now >= t + wait,
             |r, t| (t, r.end) < (rack_sent_at, rack_end),
         );
+        if !lost_repairs.is_empty() {
+            self.undo = None;
+        }
         for r in lost_repairs {
             if self.add_lost(r.clone()) {
                 self.relost.insert(r.clone());
@@ -719,13 +896,36 @@ impl Recovery {
         if fresh && self.recovery_point.is_none() {
             // One congestion response per episode (RFC 6582 §3.2), and
             // none for data sent before the latest one began.
+            self.undo = Some(UndoPoint::new(
+                self.cc.snapshot(),
+                self.episode_start_edge,
+                now,
+            ));
             self.recovery_point = Some(snd_nxt);
             self.episode_start_edge = snd_nxt;
             self.recovery_episodes += 1;
             self.flight_at_congestion = flight_before;
             self.cc.on_congestion_event(now, flight_before);
         }
+        if let Some(u) = self.undo.as_mut() {
+            u.on_deemed_lost(newly.iter().map(|r| r.end - r.start).sum());
+        }
         newly
+    }
+
+    /// Every byte the latest episode deemed lost arrived in its first
+    /// sending: its congestion response is undone — the controller as
+    /// before it, the episode over, and a loss of data sent before it a
+    /// congestion event again.
+    fn undo_episode(&mut self) -> bool {
+        let Some(u) = self.undo.take() else {
+            return false;
+        };
+        self.cc = u.before;
+        self.recovery_point = None;
+        self.episode_start_edge = u.edge_before;
+        self.undone_episodes += 1;
+        true
     }
 
     /// Arms the RTO if data is outstanding and it is not armed (RFC 6298
@@ -772,6 +972,7 @@ impl Recovery {
             .last();
         match last {
             Some(r) if self.add_lost(r.clone()) => {
+                self.reorder.on_tail_probe(r.clone());
                 probe.push(r);
                 true
             }
@@ -795,6 +996,8 @@ impl Recovery {
         self.cc.on_retransmission_timeout(now, flight);
         self.recovery_point = Some(snd_nxt);
         self.episode_start_edge = snd_nxt;
+        self.reorder.on_rto(snd_nxt);
+        self.undo = None;
         self.repairs.clear();
         self.decided_below = self.cumulative;
         let mut newly = Vec::new();
@@ -809,6 +1012,16 @@ impl Recovery {
         self.arm_rto(now, snd_nxt);
         newly
     }
+}
+
+/// Whether `piece` went to the peer once only: never repaired to it, and
+/// no segment of it sent again to the group (Karn's ambiguity: a later
+/// copy may be the one delivered). Where the peer skips holes itself (a
+/// real-time receiver past its deadline, which then acknowledges them)
+/// callers also exclude pieces deemed lost: no reordering delivered them.
+fn sent_once(repaired: &RangeSet, log: &SegmentLog, piece: &Range<u64>) -> bool {
+    repaired.overlap_len(piece.clone()) == 0
+        && log.overlapping(piece.clone()).all(|seg| seg.sent_once())
 }
 
 /// `range` shrunk to whole segments; `None` if none is wholly inside.

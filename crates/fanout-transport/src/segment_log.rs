@@ -18,6 +18,26 @@ pub struct LoggedSegment {
     pub sent_at: Instant,
     /// Time of the first transmission (non-decreasing in offset order).
     pub first_sent_at: Instant,
+    /// When it first went to the group again: multicast again, or in
+    /// another form (coded symbols of its block, a SKIP naming it), from
+    /// which a receiver may have taken it instead of the first sending.
+    pub resent_at: Option<Instant>,
+}
+
+impl LoggedSegment {
+    /// Whether it went once only: neither multicast again nor sent again
+    /// in another form (Karn's rule: no later copy can be the one a
+    /// receiver acknowledged). Unicast repairs are each peer's to count.
+    pub fn sent_once(&self) -> bool {
+        self.resent_at.is_none()
+    }
+
+    /// Whether nothing of it went to the group between the first sending
+    /// and `at`: a receiver that has it a round trip after `at` had the
+    /// first sending (or a unicast copy of its own).
+    pub fn sent_once_before(&self, at: Instant) -> bool {
+        self.resent_at.is_none_or(|again| again >= at)
+    }
 }
 
 /// Segments from the oldest unreleased to `SND.NXT`, contiguous, in offset order.
@@ -40,6 +60,7 @@ impl SegmentLog {
             end: range.end,
             sent_at: now,
             first_sent_at: now,
+            resent_at: None,
         });
     }
 
@@ -90,8 +111,21 @@ impl SegmentLog {
             let seg = &mut self.segs[i];
             let again = seg.sent_at != seg.first_sent_at;
             seg.sent_at = now;
+            seg.resent_at.get_or_insert(now);
             again
         })
+    }
+
+    /// Marks the segments overlapping `range` as sent again at `now` in
+    /// another form (coded symbols, a SKIP).
+    pub fn on_sent_again(&mut self, range: Range<u64>, now: Instant) {
+        let first = self.segs.partition_point(|s| s.end <= range.start);
+        for seg in self.segs.range_mut(first..) {
+            if seg.start >= range.end {
+                break;
+            }
+            seg.resent_at.get_or_insert(now);
+        }
     }
 
     /// Segments overlapping `range`, in offset order.

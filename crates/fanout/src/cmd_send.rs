@@ -201,6 +201,8 @@ fn send_unicast(args: &SendArgs, mut feed: FileFeed<TreeReader>) -> Result<Trans
         ("acks_received", st.acks_received),
         ("recovery_episodes", st.recovery_episodes),
         ("rto_events", st.rto_events),
+        ("spurious_repairs", st.spurious_repairs),
+        ("recoveries_undone", st.recoveries_undone),
         ("send_syscalls", stats.send_syscalls),
     ];
     let mut report = sent_report(

@@ -151,8 +151,8 @@ pub fn human_report(f: &RunFigures) -> String {
         );
         let _ = writeln!(
             out,
-            "    {} segments multicast, repairs {} multicast / {} unicast, {} recoveries, {} RTOs; sender link {:.3} B per delivered B",
-            s.data_segments, s.multicast_repairs, s.unicast_repairs, s.recovery_episodes, s.rto_events, s.sender_link_bytes_per_delivered_byte
+            "    {} segments multicast, repairs {} multicast / {} unicast ({} spurious), {} recoveries ({} undone), {} RTOs; sender link {:.3} B per delivered B",
+            s.data_segments, s.multicast_repairs, s.unicast_repairs, s.spurious_repairs, s.recovery_episodes, s.recoveries_undone, s.rto_events, s.sender_link_bytes_per_delivered_byte
         );
         if s.multicast_repairs > 0 {
             let _ = writeln!(

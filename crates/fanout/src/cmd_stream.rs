@@ -313,6 +313,8 @@ pub fn stream_send(
         ("unicast_repairs", st.unicast_repairs),
         ("acks_received", st.acks_received),
         ("rto_events", st.rto_events),
+        ("spurious_repairs", st.spurious_repairs),
+        ("recoveries_undone", st.recoveries_undone),
         ("members_joined", st.members_joined),
         ("members_left", st.members_left),
         ("members_left_unreported", view.left_dropped()),

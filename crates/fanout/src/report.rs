@@ -53,6 +53,8 @@ pub fn file_session_counters(
         ("fanout_copies", st.fanout_copies),
         ("multicast_repairs", st.multicast_repairs),
         ("unicast_repairs", st.unicast_repairs),
+        ("spurious_repairs", st.spurious_repairs),
+        ("recoveries_undone", st.recoveries_undone),
         ("acks_received", st.acks_received),
         ("members_joined", st.members_joined),
         ("members_left", st.members_left),

@@ -162,6 +162,8 @@ pub fn file_session_lines(t: f64, s: &SessionSender, total: u64) -> Vec<serde_js
         "multicast_repairs": st.multicast_repairs,
         "unicast_repairs": st.unicast_repairs,
         "rto_events": st.rto_events,
+        "spurious_repairs": st.spurious_repairs,
+        "recoveries_undone": st.recoveries_undone,
         "rtt_ms": s.session_rtt().as_secs_f64() * 1000.0,
     })];
     lines.extend(s.member_snapshots().map(|m| {

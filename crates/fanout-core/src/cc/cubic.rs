@@ -256,6 +256,10 @@ impl CongestionController for Cubic {
         self.after_rto = true;
     }
 
+    fn snapshot(&self) -> Box<dyn CongestionController> {
+        Box::new(self.clone())
+    }
+
     fn cwnd(&self) -> u64 {
         self.core.cwnd
     }

@@ -53,6 +53,10 @@ pub trait CongestionController: fmt::Debug + Send {
     /// to now (a session's own window continuing from its members' shared
     /// slow start), still in slow start, at least the loss window.
     fn take_over(&mut self, cwnd: u64);
+    /// A copy of its state, to go back to if the congestion event about to
+    /// be signalled proves spurious (RFC 4015's response to a spurious
+    /// fast retransmit; Linux's undo).
+    fn snapshot(&self) -> Box<dyn CongestionController>;
     /// The congestion window.
     fn cwnd(&self) -> u64;
     /// The slow-start threshold (`u64::MAX` before the first loss).

@@ -232,6 +232,10 @@ impl CongestionController for NewReno {
         self.bytes_acked = 0;
     }
 
+    fn snapshot(&self) -> Box<dyn CongestionController> {
+        Box::new(self.clone())
+    }
+
     fn cwnd(&self) -> u64 {
         self.core.cwnd
     }

@@ -103,6 +103,7 @@ pub(crate) mod tests {
                 receiver_delay: None,
                 loss: 0.0,
                 loss_burst: None,
+                reorder: None,
                 slow: None,
                 hosts: Vec::new(),
                 competing_tcp: None,

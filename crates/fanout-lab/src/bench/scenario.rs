@@ -208,7 +208,10 @@ pub fn text(s: &ScenarioSpec) -> String {
     link(&mut out, SENDER, near, &s.sender_rate, &s.delay, &queue);
     for i in 0..s.receivers {
         let l = receiver_link(s, i);
-        let extra = format!("{queue}{}", loss_text(l.loss, s.loss_burst));
+        let mut extra = format!("{queue}{}", loss_text(l.loss, s.loss_burst));
+        if let Some(r) = &s.reorder {
+            let _ = writeln!(extra, "reorder = {{ p = {}, extra = {:?} }}", r.p, r.extra);
+        }
         link(&mut out, &receiver_name(i), far, l.rate, l.delay, &extra);
     }
     let members = hosts
@@ -239,6 +242,7 @@ mod tests {
             receiver_delay: None,
             loss: 0.01,
             loss_burst: None,
+            reorder: None,
             slow: Some(Slow {
                 receivers: 1,
                 rate: "20Mbit".into(),

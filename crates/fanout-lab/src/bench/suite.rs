@@ -43,6 +43,7 @@
 //! receiver_delay = "10ms"  # one-way, the receivers' links (default: delay)
 //! loss = 0.01              # Bernoulli loss on every receiver link, both ways
 //! loss_burst = 3.0         # … in bursts of 3 packets on average (Gilbert–Elliott)
+//! reorder = { p = 0.01, extra = "2ms" }   # 1% of packets 2 ms late, receiver links, both ways
 //! slow = { receivers = 1, rate = "20Mbit" }   # the first receivers' links
 //! # … or each receiver's link in groups, in order (r1.. first), instead of
 //! # receiver_rate and slow; delay and loss default to the scenario's:
@@ -318,6 +319,17 @@ pub struct Slow {
     pub rate: String,
 }
 
+/// Reordering on the receivers' links: `p` of the packets arrive `extra`
+/// late (the emulator's `reorder` link key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reorder {
+    /// Probability in [0, 1] that a packet is held back.
+    pub p: f64,
+    /// How much later it arrives: `"2ms"`.
+    pub extra: String,
+}
+
 /// A group of receivers whose links are alike (`hosts = [...]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -398,6 +410,9 @@ pub struct ScenarioSpec {
     /// rate is `loss`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_burst: Option<f64>,
+    /// Reordering on every receiver link (both directions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<Reorder>,
     /// Slower receivers.
     #[serde(default)]
     pub slow: Option<Slow>,
@@ -595,6 +610,13 @@ pub fn validate_network(s: &ScenarioSpec) -> Result<(), String> {
     if s.loss_burst.is_some_and(|b| !(1.0..=1000.0).contains(&b)) {
         return Err("loss_burst: want 1 to 1000 packets".into());
     }
+    if let Some(r) = &s.reorder {
+        let extra = fanout_sim::units::parse_duration(&r.extra)
+            .map_err(|e| format!("reorder.extra: {e}"))?;
+        fanout_sim::ReorderSpec::new(r.p, extra)
+            .validate()
+            .map_err(|e| format!("reorder: {e}"))?;
+    }
     validate_hosts(s)?;
     if let Some(slow) = &s.slow {
         if slow.receivers > s.receivers {
@@ -669,7 +691,7 @@ mod tests {
         let names: Vec<&str> = s.scenarios.iter().map(|x| x.name.as_str()).collect();
         assert_eq!(
             names,
-            ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ol", "ok", "ok4"]
+            ["a", "b", "c", "d", "e", "f", "g", "o", "o5", "ol", "ok", "ok4", "r"]
         );
         // The overlay race runs on its own stars only, with its targets.
         let overlay = s.tool("overlay").unwrap();
@@ -697,7 +719,15 @@ mod tests {
             .filter(|x| x.tcp_reference)
             .map(|x| x.name.as_str())
             .collect();
-        assert_eq!(with_reference, ["d", "g"]);
+        assert_eq!(with_reference, ["d", "g", "r"]);
+        // (r) reorders on the receivers' links.
+        let r = s.scenarios.last().unwrap();
+        assert_eq!(r.reorder.as_ref().map(|x| x.p), Some(0.01));
+        assert!(super::super::scenario::topology(r)
+            .unwrap()
+            .links
+            .iter()
+            .any(|l| !l.config.reorder.is_none()));
         assert_eq!(s.tool("fanout").unwrap().reference_target, Some(0.9));
         let min = s.tool("fanout-min").unwrap();
         assert!(min.runs_in("g") && min.reference_target.is_none());

@@ -130,6 +130,12 @@ fn shape(index: usize, c: &fanout_sim::LinkConfig) -> Result<Shape, String> {
             c.delay
         ));
     }
+    if !c.reorder.is_none() {
+        return Err(
+            "reorder: the kernel profile cannot hold packets back (this kernel has no netem)"
+                .into(),
+        );
+    }
     let loss_below = match c.loss {
         LossSpec::None => 0,
         LossSpec::Bernoulli { p } => (p * LOSS_SCALE as f64).round() as u64,

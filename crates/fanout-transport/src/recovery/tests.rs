@@ -520,3 +520,65 @@ fn a_lost_repair_arms_the_reorder_timer_like_any_segment() {
     on_ack(&mut r, 100, &ack(4 * SEG, 61, vec![]), &log, 4 * SEG);
     assert!(!r.repair_was_lost(0..SEG));
 }
+
+/// Of segments sent at 0, 1, … ms: segment 0 acknowledged at 40 ms
+/// (min_rtt 40 ms), then at 45 ms 2..5 SACKed without segment 1 (DupThresh,
+/// no reordering seen yet): lost at once, the window cut, repaired at 46
+/// ms. Returns the recovery and its window before the cut.
+fn segment_1_lost_and_repaired(log: &SegmentLog, snd_nxt: u64) -> (Recovery, u64) {
+    let mut r = recovery();
+    on_ack(&mut r, 40, &ack(SEG, 0, vec![]), log, snd_nxt);
+    let cwnd = r.cwnd();
+    let out = on_ack(
+        &mut r,
+        45,
+        &ack(SEG, 0, vec![2 * SEG..5 * SEG]),
+        log,
+        snd_nxt,
+    );
+    assert_eq!(out.newly_lost, vec![SEG..2 * SEG]);
+    assert!(r.in_recovery() && r.cwnd() < cwnd);
+    r.on_repair_sent(SEG..2 * SEG, at(46));
+    (r, cwnd)
+}
+
+#[test]
+fn a_late_segment_called_lost_is_undone_and_the_path_then_gets_a_reordering_window() {
+    let log = log_of(12);
+    let (mut r, cwnd) = segment_1_lost_and_repaired(&log, 12 * SEG);
+    // It arrives 1 ms after its repair went: the repair cannot be the copy
+    // acknowledged. The cut is undone; the path reorders.
+    let out = on_ack(&mut r, 47, &ack(5 * SEG, 1, vec![]), &log, 12 * SEG);
+    assert_eq!((out.spurious_repairs, out.undone), (1, true));
+    assert!(!r.in_recovery() && r.reordering_seen());
+    // Back to the window before the cut, grown in slow start by what this
+    // ACK acknowledged.
+    assert_eq!(r.cwnd(), cwnd + 4 * SEG);
+    assert_eq!((r.undone_episodes(), r.spurious_repairs()), (1, 1));
+    // Segment 5 late in turn, 6..10 SACKed: now it waits the window (a
+    // quarter min_rtt, widened a step by the spurious repair: 20 ms).
+    let out = on_ack(
+        &mut r,
+        50,
+        &ack(5 * SEG, 1, vec![6 * SEG..10 * SEG]),
+        &log,
+        12 * SEG,
+    );
+    assert!(out.newly_lost.is_empty() && !r.in_recovery());
+    let due = r.rack_deadline().expect("reorder timer");
+    assert!(due > at(60), "{due:?}");
+    let out = on_ack(&mut r, 52, &ack(10 * SEG, 5, vec![]), &log, 12 * SEG);
+    assert!(out.newly_lost.is_empty() && !r.in_recovery());
+    assert_eq!(r.recovery_episodes(), 1);
+}
+
+#[test]
+fn a_repair_acknowledged_a_round_trip_after_it_went_keeps_the_cut() {
+    let log = log_of(5);
+    let (mut r, cwnd) = segment_1_lost_and_repaired(&log, 5 * SEG);
+    // The repair's own round trip: a real loss.
+    let out = on_ack(&mut r, 87, &ack(5 * SEG, 46, vec![]), &log, 5 * SEG);
+    assert_eq!((out.spurious_repairs, out.undone), (0, false));
+    assert!(r.cwnd() < cwnd && !r.reordering_seen());
+    assert_eq!(r.undone_episodes(), 0);
+}

@@ -180,6 +180,13 @@ pub struct SessionStats {
     pub tail_probes: u64,
     /// Member loss-recovery episodes (RACK).
     pub recovery_episodes: u64,
+    /// Repairs a member acknowledged too soon after they went to have been
+    /// the copy it received: its path reordered or delayed the original,
+    /// and RACK's reordering window for it grew (RFC 8985 §6.2).
+    pub spurious_repairs: u64,
+    /// Member recovery episodes whose congestion response was undone:
+    /// everything they deemed lost arrived in its first sending.
+    pub recoveries_undone: u64,
     /// Group keys taken into use after the first: one per member that left
     /// or was evicted before it held the whole stream (protected sessions,
     /// `docs/wire.md` §4.12, key update).

@@ -231,6 +231,7 @@ impl LiveScenario {
             receiver_delay: self.receiver_delay.clone(),
             loss: self.loss,
             loss_burst: self.loss_burst,
+            reorder: None,
             slow: None,
             hosts: Vec::new(),
             competing_tcp: self.competing_tcp.clone(),

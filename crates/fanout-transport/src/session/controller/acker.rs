@@ -67,6 +67,8 @@ struct Acker {
     episodes: u64,
     /// Its retransmission timeouts.
     rtos: u64,
+    /// Its recovery episodes undone (all they deemed lost arrived).
+    undone: u64,
 }
 
 impl Acker {
@@ -77,6 +79,7 @@ impl Acker {
             delivered: r.delivered(),
             episodes: r.recovery_episodes(),
             rtos: r.rtos(),
+            undone: r.undone_episodes(),
         }
     }
 }
@@ -97,6 +100,9 @@ pub struct AckerWindow {
     last_window: Cell<u64>,
     /// The session window is in a recovery episode (the acker's).
     in_recovery: bool,
+    /// The session window before that episode's cut, while the acker may
+    /// still undo the episode (its path reordered: nothing was lost).
+    undo_to: Option<Box<dyn CongestionController>>,
     /// Who takes over once heard, after the acker left.
     next: Option<MemberId>,
     /// Members' least ACK spacing (time thinning).
@@ -114,6 +120,7 @@ impl AckerWindow {
             started: false,
             last_window: Cell::new(0),
             in_recovery: false,
+            undo_to: None,
             next: None,
             feedback_interval: Duration::ZERO,
         }
@@ -138,6 +145,10 @@ impl AckerWindow {
         // acker's does.
         let r = member.recovery();
         if !self.in_recovery && r.in_recovery() {
+            // Not undone with the member's: the switch followed its rate,
+            // and a window restored whole here overshot (RTOs) in slow
+            // start on the reordering scenario.
+            self.undo_to = None;
             self.cc.on_congestion_event(now, r.flight_at_congestion());
             self.in_recovery = true;
         }
@@ -150,13 +161,22 @@ impl AckerWindow {
         let r = member.recovery();
         let now_acker = Acker::of(member);
         if now_acker.rtos > acker.rtos {
+            self.undo_to = None;
             self.cc
                 .on_retransmission_timeout(now, r.flight_at_congestion());
             self.in_recovery = false;
         } else if now_acker.episodes > acker.episodes {
+            self.undo_to = Some(self.cc.snapshot());
             self.cc.on_congestion_event(now, r.flight_at_congestion());
             self.in_recovery = true;
+        } else if now_acker.undone > acker.undone && self.undo_to.is_some() {
+            // The acker's episode proved spurious: so was the cut.
+            if let Some(before) = self.undo_to.take() {
+                self.cc = before;
+            }
+            self.in_recovery = false;
         } else if self.in_recovery && !r.in_recovery() {
+            self.undo_to = None;
             self.cc.on_recovery_end(now);
             self.in_recovery = false;
         }

@@ -440,11 +440,14 @@ impl SessionSender {
         self.fit_datagrams_to(from, connect.max_payload);
         let id = self.members.next_id();
         let t = &self.config.transport;
-        let recovery = Recovery::new(
+        let mut recovery = Recovery::new(
             start,
             RttEstimator::new(self.config.member_rto()),
             t.cc.build(self.mss),
         );
+        if self.realtime.is_some() {
+            recovery.set_peer_skips_holes();
+        }
         let token = self.config.token_key.token(self.session_id, id, from);
         let mut member = Member::new(id, from, token, start, connect.window, recovery, now);
         let validated = named || retried;

@@ -275,7 +275,9 @@ impl SessionSender {
         }
         // Coded: every member's pending losses of the block count as
         // repaired now (RACK dates them by this send, as for a multicast
-        // copy).
+        // copy). Any member may decode any segment of the block from the
+        // symbols, reported lost or not: none went once only.
+        self.log.on_sent_again(block.start..block.end, now);
         let mut touched = Vec::new();
         for s in self.repairs.starts_in(block.start..block.end) {
             let Some(p) = self.repairs.take(s) else {

@@ -126,6 +126,8 @@ impl SessionSender {
             self.controller.on_feedback(now, m);
         }
         self.stats.recovery_episodes += episodes;
+        self.stats.spurious_repairs += out.spurious_repairs;
+        self.stats.recoveries_undone += u64::from(out.undone);
         if let Some(want) = schedule {
             self.input_delay_changed(delay_before, want.max_ack_delay_us);
             self.control(addr, Control::AckFrequency(want));

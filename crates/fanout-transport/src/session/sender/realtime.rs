@@ -323,6 +323,8 @@ impl SessionSender {
         out: &mut Vec<u8>,
     ) -> Transmit {
         let multicast = to.ip().is_multicast();
+        // A receiver may now acknowledge the skipped bytes it never got.
+        self.log.on_sent_again(skip.range.clone(), now);
         let mut p = PacketBuilder::new(out, &mut self.numbers, self.session_id, multicast);
         p.frame(&Frame::Skip(SkipFrame {
             offset: skip.range.start,
