@@ -3,12 +3,14 @@
 //! unicast transfer, which is a session of one) has one [`Recovery`].
 //!
 //! It holds what the peer acknowledged, SACKed and lost, detects loss by
-//! RACK (RFC 8985), runs the retransmission timer with back-off (RFC 6298),
-//! keeps the recovery episode (RFC 6582 "recover", RFC 6675 pipe), and
-//! feeds the peer's congestion controller. Sent segments live once in the
-//! sender's [`SegmentLog`] (TCP-SMO §II: one send buffer, one sequence
-//! space); a peer keeps only what differs from it, so its state stays a
-//! few hundred bytes whatever it sends.
+//! RACK (RFC 8985) with a reordering window that adapts to the path
+//! (`recovery/reorder_window.rs`), runs the retransmission timer with
+//! back-off (RFC 6298), keeps the recovery episode (RFC 6582 "recover",
+//! RFC 6675 pipe), feeds the peer's congestion controller, and undoes a
+//! congestion response that proves spurious (`recovery/undo.rs`). Sent
+//! segments live once in the sender's [`SegmentLog`] (TCP-SMO §II: one
+//! send buffer, one sequence space); a peer keeps only what differs from
+//! it, so its state stays a few hundred bytes whatever it sends.
 //!
 //! Bounds: SACKed ranges at [`MAX_SACK_RANGES_KEPT`], repairs in flight at
 //! [`MAX_REPAIRS_IN_FLIGHT`].
@@ -36,7 +38,7 @@ const ECHO_GRANULARITY: Duration = Duration::from_micros(1);
 /// was not the copy that arrived. Less than 1: `min_rtt` overstates the
 /// path's while a queue that stood at the first sample drains (a flow
 /// joining a full bottleneck), and the echo rounds to microseconds.
-const SPURIOUS_SHARE_OF_MIN_RTT: f64 = 0.75;
+const SPURIOUS_SHARE_OF_MIN_RTT: f64 = 0.5;
 
 /// Most disjoint SACKed ranges kept per peer; further ranges are ignored
 /// (the data is then repaired as if lost — safe, merely wasteful).

@@ -12,8 +12,8 @@
 //! RFC 8985 learns that a repair was spurious from a DSACK (RFC 2883),
 //! which fanout's receivers do not send. The sender learns it from the
 //! timing instead, as RFC 8985 §6.1 already does for RACK: a repair
-//! acknowledged less than `min_rtt` after it went out cannot have been the
-//! copy that arrived.
+//! acknowledged well within `min_rtt` after it went out (half of it, in
+//! `recovery.rs`) cannot have been the copy that arrived.
 
 use std::time::Duration;
 
