@@ -555,11 +555,7 @@ impl Recovery {
             let was_lost = self.lost.remove(newly.clone());
             self.lost_bytes -= was_lost;
             if was_lost > 0 && !self.peer_skips_holes && newly.end > self.unreported_below {
-                if let Some(u) = self.undo.as_mut() {
-                    if log.overlapping(newly.clone()).all(|seg| seg.sent_once()) {
-                        all_proven |= u.on_proven(was_lost, None);
-                    }
-                }
+                all_proven |= first_sending_arrived(self.undo.as_mut(), log, &newly, was_lost);
             }
             newly_acked += (cum - self.cumulative) - already;
             self.sacked.remove_below(cum);
@@ -609,11 +605,7 @@ impl Recovery {
                 let was_lost = self.lost.remove(gap.clone());
                 self.lost_bytes -= was_lost;
                 if was_lost > 0 && !self.peer_skips_holes && gap.end > self.unreported_below {
-                    if let Some(u) = self.undo.as_mut() {
-                        if log.overlapping(gap.clone()).all(|seg| seg.sent_once()) {
-                            all_proven |= u.on_proven(was_lost, None);
-                        }
-                    }
+                    all_proven |= first_sending_arrived(self.undo.as_mut(), log, &gap, was_lost);
                 }
                 newly_acked += gap.end - gap.start;
                 newly_sacked_top = newly_sacked_top.max(Some(gap.end));
@@ -1024,6 +1016,20 @@ impl Recovery {
 fn sent_once(repaired: &RangeSet, log: &SegmentLog, piece: &Range<u64>) -> bool {
     repaired.overlap_len(piece.clone()) == 0
         && log.overlapping(piece.clone()).all(|seg| seg.sent_once())
+}
+
+/// `lost` bytes of `piece`, deemed lost and never repaired, were
+/// acknowledged: if nothing of it went to the group again, its first
+/// sending arrived, late — proof for `undo`. True once all its episode's
+/// lost bytes are proven.
+fn first_sending_arrived(
+    undo: Option<&mut UndoPoint>,
+    log: &SegmentLog,
+    piece: &Range<u64>,
+    lost: u64,
+) -> bool {
+    undo.filter(|_| log.overlapping(piece.clone()).all(|seg| seg.sent_once()))
+        .is_some_and(|u| u.on_proven(lost, None))
 }
 
 /// `range` shrunk to whole segments; `None` if none is wholly inside.
